@@ -1,0 +1,92 @@
+"""Sessions: `nox -s lint`, `nox -s test` (one virtualenv per package), `nox -s parity` (against verl).
+
+Every session installs torch first from `constraints.txt`, so no environment ever pulls a CUDA build,
+and then installs the package under test with only its declared dependencies: a layer that imports
+something it does not declare fails here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+import tomllib
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).parent
+PACKAGES_DIR = ROOT / "packages"
+CONSTRAINTS = str(ROOT / "constraints.txt")
+TORCH = "torch==2.13.0"
+VERL = "verl==0.9.1"
+
+nox.options.sessions = ["lint", "test", "parity"]
+nox.options.reuse_existing_virtualenvs = False
+nox.options.error_on_missing_interpreters = True
+
+
+def _sibling_dependencies(package: str) -> list[str]:
+    """The packages under packages/ that `package` declares as dependencies."""
+    project = tomllib.loads((PACKAGES_DIR / package / "pyproject.toml").read_text())["project"]
+    declared = {canonicalize_name(Requirement(dep).name) for dep in project.get("dependencies", [])}
+    return sorted(p.name for p in PACKAGES_DIR.iterdir() if p.name in declared)
+
+
+def _closure(package: str) -> list[str]:
+    """The package's sibling dependencies, transitively, in install order, ending with the package."""
+    ordered: list[str] = []
+
+    def visit(name: str) -> None:
+        for sibling in _sibling_dependencies(name):
+            visit(sibling)
+        if name not in ordered:
+            ordered.append(name)
+
+    visit(package)
+    return ordered
+
+
+def package_names() -> list[str]:
+    """Every package under packages/, each after the siblings it depends on."""
+    ordered: list[str] = []
+    for directory in sorted(PACKAGES_DIR.iterdir()):
+        if (directory / "pyproject.toml").is_file():
+            ordered += [name for name in _closure(directory.name) if name not in ordered]
+    return ordered
+
+
+def _install_torch(session: nox.Session) -> None:
+    session.install("-c", CONSTRAINTS, TORCH)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff, and import-linter's layer and rl-core-is-torch-only contracts over all packages."""
+    session.install("ruff>=0.8", "import-linter>=2.1")
+    # import-linter reads source, so the packages go in without their (heavy) dependencies.
+    for name in package_names():
+        session.install("--no-deps", "-e", str(PACKAGES_DIR / name))
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("lint-imports")
+
+
+@nox.session
+@nox.parametrize("package", package_names())
+def test(session: nox.Session, package: str) -> None:
+    """One package's tests in a fresh virtualenv holding only it, its dependencies and its test extra."""
+    _install_torch(session)
+    chain = _closure(package)
+    for sibling in chain[:-1]:
+        session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / sibling))
+    session.install("-c", CONSTRAINTS, f"{PACKAGES_DIR / package}[test]")
+    session.run("pytest", str(PACKAGES_DIR / package / "tests"), *session.posargs)
+
+
+@nox.session
+def parity(session: nox.Session) -> None:
+    """rl-core against verl 0.9.1's core_algos on the same random inputs."""
+    _install_torch(session)
+    session.install("-c", CONSTRAINTS, VERL, "pytest>=8", "hypothesis>=6.100")
+    session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / "rl-core"))
+    session.run("pytest", str(ROOT / "tests" / "parity"), *session.posargs, env={"RL_PARITY_REQUIRED": "1"})

@@ -1,0 +1,7 @@
+"""rl-engines: training engines (FSDP2) and rollout engines, with trainer-to-rollout weight sync."""
+
+from rl_engines._errors import EngineError
+
+__version__ = "0.1.0"
+
+__all__ = ["EngineError", "__version__"]

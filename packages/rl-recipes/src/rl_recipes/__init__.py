@@ -1,0 +1,7 @@
+"""rl-recipes: turnkey GRPO / PPO / DAPO / SRPO recipes and the CLI."""
+
+from rl_recipes._errors import RecipeError
+
+__version__ = "0.1.0"
+
+__all__ = ["RecipeError", "__version__"]
