@@ -1,7 +1,8 @@
 """rl-coordinator: data movement by reference between pipeline stages, length balancing and loading."""
 
-from rl_coordinator._errors import CoordinatorError
+from rl_coordinator._errors import CoordinatorError, CoordinatorInputError, CoordinatorTimeout
+from rl_coordinator._sample_info import SampleInfo
 
 __version__ = "0.1.0"
 
-__all__ = ["CoordinatorError", "__version__"]
+__all__ = ["CoordinatorError", "CoordinatorInputError", "CoordinatorTimeout", "SampleInfo", "__version__"]

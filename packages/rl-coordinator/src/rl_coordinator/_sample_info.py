@@ -1,0 +1,69 @@
+"""The metadata that travels through the coordinator in place of a sample's tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from rl_coordinator._errors import CoordinatorInputError
+
+
+@dataclass(frozen=True)
+class SampleInfo:
+    """What the coordinator knows of one sample: ids, token counts, provenance.
+
+    Attributes:
+        uid: unique id of the sample.
+        group_id: id shared by samples of the same prompt (GRPO siblings).
+        prompt_tokens: prompt length in tokens (>= 0).
+        response_tokens: response length in tokens (>= 0); prompt + response must be > 0.
+        policy_version: version of the policy weights that generated the response (>= 0).
+        edge: key of the pipeline edge that produced the sample.
+        source_dp_size: data-parallel size of the producing stage (>= 1).
+        metadata: free-form, read-only extras (e.g. reward, task name).
+    """
+
+    uid: str
+    group_id: int
+    prompt_tokens: int
+    response_tokens: int
+    policy_version: int = 0
+    edge: str = ""
+    source_dp_size: int = 1
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.uid, str) or not self.uid:
+            raise CoordinatorInputError(f"SampleInfo.uid must be a non-empty string, got {self.uid!r}")
+        for name in ("prompt_tokens", "response_tokens", "policy_version"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise CoordinatorInputError(f"SampleInfo.{name} must be an int >= 0, got {value!r} (uid {self.uid})")
+        if self.total_tokens == 0:
+            raise CoordinatorInputError(f"SampleInfo for uid {self.uid} has zero tokens; a sample needs at least one")
+        if not isinstance(self.source_dp_size, int) or self.source_dp_size < 1:
+            raise CoordinatorInputError(f"SampleInfo.source_dp_size must be an int >= 1, got {self.source_dp_size!r}")
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus response tokens."""
+        return self.prompt_tokens + self.response_tokens
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # MappingProxyType does not pickle; Ray ships SampleInfo between processes.
+        return (
+            SampleInfo,
+            (
+                self.uid,
+                self.group_id,
+                self.prompt_tokens,
+                self.response_tokens,
+                self.policy_version,
+                self.edge,
+                self.source_dp_size,
+                dict(self.metadata),
+            ),
+        )
