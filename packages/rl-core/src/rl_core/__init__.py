@@ -1,13 +1,17 @@
 """rl-core: torch-only algorithms for RL post-training and the TaskGraph types."""
 
 from rl_core._errors import DuplicateNameError, RLCoreError, ShapeError, UnknownNameError
+from rl_core._plugins import PLUGIN_GROUP, PluginError, load_plugins
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "PLUGIN_GROUP",
     "DuplicateNameError",
+    "PluginError",
     "RLCoreError",
     "ShapeError",
     "UnknownNameError",
     "__version__",
+    "load_plugins",
 ]
