@@ -1,0 +1,219 @@
+"""The built-in pipelines (GRPO, PPO, DAPO, embodied SRPO) in a registry a user extends with one function.
+
+    @register_pipeline("my_algo")
+    def my_algo() -> TaskGraph:
+        return Pipeline("my_algo").add_node(...).build()
+
+Node order, types and roles follow siiRL's built-in pipeline definitions. Operation names are the
+`BUILTIN_OPERATIONS` a runtime binds to executors; no node imports anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rl_core._registry import lookup, registrar
+from rl_core.graph._node import NodeRole, NodeType
+from rl_core.graph._pipeline import Pipeline
+from rl_core.graph._task_graph import TaskGraph
+
+PipelineFactory = Callable[[], TaskGraph]
+
+PIPELINES: dict[str, PipelineFactory] = {}
+"""Pipeline name -> function returning a fresh TaskGraph."""
+
+register_pipeline = registrar(PIPELINES, "pipeline")
+
+OP_GENERATE = "generate"
+OP_COMPUTE_REWARD = "compute_reward"
+OP_COMPUTE_VALUE = "compute_value"
+OP_COMPUTE_ADVANTAGE = "compute_advantage"
+OP_DYNAMIC_SAMPLING = "dynamic_sampling"
+OP_EMBODIED_SAMPLING = "embodied_sampling"
+OP_COMPUTE_OLD_LOG_PROB = "compute_old_log_prob"
+OP_COMPUTE_REF_LOG_PROB = "compute_ref_log_prob"
+OP_TRAIN_ACTOR = "train_actor"
+OP_TRAIN_CRITIC = "train_critic"
+
+BUILTIN_OPERATIONS = frozenset(
+    {
+        OP_GENERATE,
+        OP_COMPUTE_REWARD,
+        OP_COMPUTE_VALUE,
+        OP_COMPUTE_ADVANTAGE,
+        OP_DYNAMIC_SAMPLING,
+        OP_EMBODIED_SAMPLING,
+        OP_COMPUTE_OLD_LOG_PROB,
+        OP_COMPUTE_REF_LOG_PROB,
+        OP_TRAIN_ACTOR,
+        OP_TRAIN_CRITIC,
+    }
+)
+"""Every operation name the built-in pipelines use; a runtime must bind each one."""
+
+
+def get_pipeline(name: str) -> TaskGraph:
+    """Build the registered pipeline `name`; raises `UnknownNameError` listing the registered names."""
+    factory = lookup(PIPELINES, name, "pipeline")
+    graph = factory()
+    if not isinstance(graph, TaskGraph):
+        raise TypeError(f"pipeline {name!r} returned a {type(graph).__name__}; a pipeline function returns a TaskGraph")
+    return graph
+
+
+def _rollout(pipeline_id: str, description: str) -> Pipeline:
+    return Pipeline(pipeline_id, description).add_node(
+        "rollout_actor", OP_GENERATE, type=NodeType.MODEL_INFERENCE, role=NodeRole.ROLLOUT
+    )
+
+
+def _policy_update(pipeline: Pipeline, after: str) -> Pipeline:
+    """The tail every built-in shares: old and reference log-probs, then the actor update."""
+    return (
+        pipeline.add_node(
+            "actor_old_log_prob",
+            OP_COMPUTE_OLD_LOG_PROB,
+            type=NodeType.MODEL_TRAIN,
+            role=NodeRole.ACTOR,
+            dependencies=[after],
+            forward_only=True,
+        )
+        .add_node(
+            "reference_log_prob",
+            OP_COMPUTE_REF_LOG_PROB,
+            type=NodeType.MODEL_TRAIN,
+            role=NodeRole.REFERENCE,
+            dependencies=["actor_old_log_prob"],
+        )
+        .add_node(
+            "actor_train",
+            OP_TRAIN_ACTOR,
+            type=NodeType.MODEL_TRAIN,
+            role=NodeRole.ACTOR,
+            dependencies=["reference_log_prob"],
+        )
+    )
+
+
+@register_pipeline("grpo")
+def grpo_pipeline() -> TaskGraph:
+    """GRPO: rollout, reward, group-relative advantages, old and reference log-probs, actor update."""
+    pipeline = (
+        _rollout("grpo", "GRPO: group-relative advantages, no critic")
+        .add_node(
+            "function_reward",
+            OP_COMPUTE_REWARD,
+            type=NodeType.COMPUTE,
+            role=NodeRole.REWARD,
+            dependencies=["rollout_actor"],
+        )
+        .add_node(
+            "calculate_advantages",
+            OP_COMPUTE_ADVANTAGE,
+            type=NodeType.COMPUTE,
+            role=NodeRole.ADVANTAGE,
+            dependencies=["function_reward"],
+        )
+    )
+    return _policy_update(pipeline, after="calculate_advantages").build()
+
+
+@register_pipeline("ppo")
+def ppo_pipeline() -> TaskGraph:
+    """PPO: GRPO's flow plus a critic that estimates values before the advantages and trains last."""
+    pipeline = (
+        _rollout("ppo", "PPO: critic values and GAE advantages")
+        .add_node(
+            "function_reward",
+            OP_COMPUTE_REWARD,
+            type=NodeType.COMPUTE,
+            role=NodeRole.REWARD,
+            dependencies=["rollout_actor"],
+        )
+        .add_node(
+            "compute_value",
+            OP_COMPUTE_VALUE,
+            type=NodeType.MODEL_TRAIN,
+            role=NodeRole.CRITIC,
+            dependencies=["function_reward"],
+            forward_only=True,
+        )
+        .add_node(
+            "calculate_advantages",
+            OP_COMPUTE_ADVANTAGE,
+            type=NodeType.COMPUTE,
+            role=NodeRole.ADVANTAGE,
+            dependencies=["compute_value"],
+        )
+    )
+    return (
+        _policy_update(pipeline, after="calculate_advantages")
+        .add_node(
+            "critic_train",
+            OP_TRAIN_CRITIC,
+            type=NodeType.MODEL_TRAIN,
+            role=NodeRole.CRITIC,
+            dependencies=["actor_train"],
+        )
+        .build()
+    )
+
+
+@register_pipeline("dapo")
+def dapo_pipeline() -> TaskGraph:
+    """DAPO: GRPO with dynamic sampling, which drops groups whose rewards do not vary, before advantages."""
+    pipeline = (
+        _rollout("dapo", "DAPO: GRPO with dynamic sampling of informative groups")
+        .add_node(
+            "function_reward",
+            OP_COMPUTE_REWARD,
+            type=NodeType.COMPUTE,
+            role=NodeRole.REWARD,
+            dependencies=["rollout_actor"],
+        )
+        .add_node(
+            "dynamic_sampling",
+            OP_DYNAMIC_SAMPLING,
+            type=NodeType.COMPUTE,
+            role=NodeRole.DYNAMIC_SAMPLING,
+            dependencies=["function_reward"],
+        )
+        .add_node(
+            "calculate_advantages",
+            OP_COMPUTE_ADVANTAGE,
+            type=NodeType.COMPUTE,
+            role=NodeRole.ADVANTAGE,
+            dependencies=["dynamic_sampling"],
+        )
+    )
+    return _policy_update(pipeline, after="calculate_advantages").build()
+
+
+@register_pipeline("embodied_srpo")
+def embodied_srpo_pipeline() -> TaskGraph:
+    """Embodied SRPO: environment rollout, sample filtering before the reward, then GRPO's update."""
+    pipeline = (
+        _rollout("embodied_srpo", "Embodied SRPO: filter rollouts, then world-model reward and GRPO update")
+        .add_node(
+            "dynamic_sampling",
+            OP_EMBODIED_SAMPLING,
+            type=NodeType.COMPUTE,
+            role=NodeRole.DYNAMIC_SAMPLING,
+            dependencies=["rollout_actor"],
+        )
+        .add_node(
+            "compute_reward",
+            OP_COMPUTE_REWARD,
+            type=NodeType.COMPUTE,
+            role=NodeRole.REWARD,
+            dependencies=["dynamic_sampling"],
+        )
+        .add_node(
+            "calculate_advantages",
+            OP_COMPUTE_ADVANTAGE,
+            type=NodeType.COMPUTE,
+            role=NodeRole.ADVANTAGE,
+            dependencies=["compute_reward"],
+        )
+    )
+    return _policy_update(pipeline, after="calculate_advantages").build()

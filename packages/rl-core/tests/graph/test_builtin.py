@@ -1,0 +1,121 @@
+"""Built-in pipelines: node order, types, roles and flags as in siiRL's section 4.2; the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from rl_core import DuplicateNameError, UnknownNameError
+from rl_core.graph import (
+    BUILTIN_OPERATIONS,
+    PIPELINES,
+    NodeRole,
+    NodeType,
+    Pipeline,
+    TaskGraph,
+    get_pipeline,
+    is_irreducible,
+    register_pipeline,
+)
+
+INF, TRAIN, COMPUTE = NodeType.MODEL_INFERENCE, NodeType.MODEL_TRAIN, NodeType.COMPUTE
+R = NodeRole
+
+# (node id, type, role, forward_only, operation), in execution order; each node depends on the one before.
+_POLICY_TAIL = [
+    ("actor_old_log_prob", TRAIN, R.ACTOR, True, "compute_old_log_prob"),
+    ("reference_log_prob", TRAIN, R.REFERENCE, False, "compute_ref_log_prob"),
+    ("actor_train", TRAIN, R.ACTOR, False, "train_actor"),
+]
+EXPECTED = {
+    "grpo": [
+        ("rollout_actor", INF, R.ROLLOUT, False, "generate"),
+        ("function_reward", COMPUTE, R.REWARD, False, "compute_reward"),
+        ("calculate_advantages", COMPUTE, R.ADVANTAGE, False, "compute_advantage"),
+        *_POLICY_TAIL,
+    ],
+    "ppo": [
+        ("rollout_actor", INF, R.ROLLOUT, False, "generate"),
+        ("function_reward", COMPUTE, R.REWARD, False, "compute_reward"),
+        ("compute_value", TRAIN, R.CRITIC, True, "compute_value"),
+        ("calculate_advantages", COMPUTE, R.ADVANTAGE, False, "compute_advantage"),
+        *_POLICY_TAIL,
+        ("critic_train", TRAIN, R.CRITIC, False, "train_critic"),
+    ],
+    "dapo": [
+        ("rollout_actor", INF, R.ROLLOUT, False, "generate"),
+        ("function_reward", COMPUTE, R.REWARD, False, "compute_reward"),
+        ("dynamic_sampling", COMPUTE, R.DYNAMIC_SAMPLING, False, "dynamic_sampling"),
+        ("calculate_advantages", COMPUTE, R.ADVANTAGE, False, "compute_advantage"),
+        *_POLICY_TAIL,
+    ],
+    "embodied_srpo": [
+        ("rollout_actor", INF, R.ROLLOUT, False, "generate"),
+        ("dynamic_sampling", COMPUTE, R.DYNAMIC_SAMPLING, False, "embodied_sampling"),
+        ("compute_reward", COMPUTE, R.REWARD, False, "compute_reward"),
+        ("calculate_advantages", COMPUTE, R.ADVANTAGE, False, "compute_advantage"),
+        *_POLICY_TAIL,
+    ],
+}
+
+
+def test_the_four_builtins_are_registered() -> None:
+    assert set(EXPECTED) <= set(PIPELINES)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_builtin_nodes(name: str) -> None:
+    graph = get_pipeline(name)
+    assert graph.graph_id == name
+    expected = EXPECTED[name]
+    assert graph.topological_order == tuple(row[0] for row in expected)
+    assert list(graph.nodes) == [row[0] for row in expected]
+    previous: tuple[str, ...] = ()
+    for node_id, node_type, role, forward_only, operation in expected:
+        node = graph[node_id]
+        assert (node.type, node.role, node.forward_only, node.operation) == (node_type, role, forward_only, operation)
+        assert node.dependencies == previous
+        previous = (node_id,)
+    assert is_irreducible(graph)
+
+
+def test_builtin_operations_are_exactly_those_used() -> None:
+    used = {row[4] for rows in EXPECTED.values() for row in rows}
+    assert used == BUILTIN_OPERATIONS
+
+
+def test_each_call_builds_an_equal_fresh_graph() -> None:
+    assert get_pipeline("grpo") == get_pipeline("grpo")
+
+
+def test_unknown_pipeline_lists_the_names() -> None:
+    with pytest.raises(
+        UnknownNameError, match=r"unknown pipeline 'grp' \(did you mean 'grpo'\?\); valid names: .*dapo"
+    ):
+        get_pipeline("grp")
+
+
+@pytest.fixture
+def scratch_name() -> Iterator[str]:
+    name = "test_only_single_step"
+    yield name
+    PIPELINES.pop(name, None)
+
+
+def test_user_pipeline_is_one_decorated_function(scratch_name: str) -> None:
+    @register_pipeline(scratch_name)
+    def single_step() -> TaskGraph:
+        return Pipeline(scratch_name).add_node("rollout", "generate", type=INF, role=R.ROLLOUT).build()
+
+    assert get_pipeline(scratch_name).topological_order == ("rollout",)
+    with pytest.raises(DuplicateNameError, match=f"pipeline '{scratch_name}' is already registered"):
+        register_pipeline(scratch_name)(single_step)
+    with pytest.raises(DuplicateNameError, match="pipeline 'grpo' is already registered"):
+        register_pipeline("grpo")(single_step)
+
+
+def test_factory_must_return_a_graph(scratch_name: str) -> None:
+    register_pipeline(scratch_name)(lambda: Pipeline("x"))
+    with pytest.raises(TypeError, match=f"pipeline '{scratch_name}' returned a Pipeline; a pipeline function returns"):
+        get_pipeline(scratch_name)
