@@ -1,0 +1,69 @@
+"""Partition by method name, and the balancing of a global batch across data-parallel ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import torch
+
+from rl_coordinator._errors import CoordinatorInputError
+from rl_coordinator.balancing import _greedy, _karmarkar_karp  # noqa: F401  (they fill PARTITION_METHODS)
+from rl_coordinator.balancing._driver import PARTITION_METHODS, run_partition
+from rl_coordinator.balancing._partition import Number, Partition, check_positive_int, check_token_counts
+from rl_coordinator.balancing._workload import WorkloadFn, compute_workloads
+from rl_core._registry import lookup
+
+
+def partition(
+    workloads: Sequence[Number] | torch.Tensor,
+    num_parts: int,
+    *,
+    method: str = "karmarkar_karp",
+    equal_size: bool = False,
+    group_ids: Sequence[Hashable] | torch.Tensor | None = None,
+) -> Partition:
+    """Split items into `num_parts` parts of near-equal summed workload with a registered method.
+
+    Args:
+        workloads: `(n,)` finite numbers >= 0, one per item.
+        num_parts: k >= 1, at most n (or the number of groups).
+        method: a name in PARTITION_METHODS (`"karmarkar_karp"`, `"lpt"`).
+        equal_size: every part gets n/k items.
+        group_ids: `(n,)` hashable ids; items sharing an id stay in the same part.
+    """
+    core = lookup(PARTITION_METHODS, method, "partition method")
+    return run_partition(core, workloads, num_parts, equal_size=equal_size, group_ids=group_ids)
+
+
+def balance_across_ranks(
+    token_counts: Sequence[int] | torch.Tensor,
+    dp_size: int,
+    *,
+    method: str = "karmarkar_karp",
+    workload: str | WorkloadFn = "tokens",
+    equal_size: bool = True,
+    group_ids: Sequence[Hashable] | torch.Tensor | None = None,
+) -> list[list[int]]:
+    """Assign a global batch's samples to `dp_size` data-parallel ranks with near-equal workload per rank.
+
+    Returns one ascending list of sample indices per rank; every index appears exactly once. The result is a
+    pure function of the arguments, so every rank that computes it gets the same assignment.
+
+    Args:
+        token_counts: `(n,)` ints > 0, tokens per sample.
+        dp_size: number of ranks, >= 1.
+        method: a name in PARTITION_METHODS.
+        workload: what to balance: a name in WORKLOADS (`"tokens"`, `"attention"`) or a callable.
+        equal_size: every rank gets n / dp_size samples (the usual requirement of a fixed per-rank batch).
+        group_ids: `(n,)` ids; samples of a group (GRPO siblings) go to the same rank.
+    """
+    counts = check_token_counts(token_counts)
+    dp_size = check_positive_int(dp_size, "dp_size")
+    n = len(counts)
+    if equal_size and group_ids is None and n % dp_size:
+        raise CoordinatorInputError(
+            f"a batch of {n} samples cannot be split evenly across dp_size={dp_size} ranks; make the batch size "
+            "a multiple of dp_size or pass equal_size=False"
+        )
+    costs = compute_workloads(counts, workload)
+    return partition(costs, dp_size, method=method, equal_size=equal_size, group_ids=group_ids).parts
