@@ -8,7 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl_core.advantages._groups import broadcast_to_tokens, group_index, group_stats, outcome_scores
+from rl_core._groups import group_index
+from rl_core.advantages._groups import broadcast_to_tokens, group_stats, outcome_scores
 
 
 def test_group_stats_by_hand() -> None:

@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from rl_core.shaping._groups import group_index, group_mean_and_std, group_sum
+from rl_core._groups import group_index, group_sum
+from rl_core.shaping._groups import group_mean_and_std
 
 
 def test_group_index_numbers_ids_in_sorted_order() -> None:

@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 import torch
 
+from rl_core._groups import group_index, group_sum
+
 
 class GroupStats(NamedTuple):
     """Statistics of `(B,)` scores grouped by prompt.
@@ -23,17 +25,6 @@ class GroupStats(NamedTuple):
     total: torch.Tensor
     mean: torch.Tensor
     std: torch.Tensor
-
-
-def group_index(group_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Map `(B,)` arbitrary integer ids to `(B,)` contiguous group numbers; also return the group count."""
-    unique, inverse = torch.unique(group_ids, return_inverse=True)
-    return inverse, unique.numel()
-
-
-def group_sum(values: torch.Tensor, index: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """Sum `(B,)` values into `(num_groups,)` by the `(B,)` group numbers in `index`."""
-    return torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, index, values)
 
 
 def group_stats(scores: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from rl_core.advantages._groups import broadcast_to_tokens, group_stats, group_sum, outcome_scores
+from rl_core._groups import group_sum
+from rl_core.advantages._groups import broadcast_to_tokens, group_stats, outcome_scores
 from rl_core.advantages._registry import register_advantage_estimator
 from rl_core.advantages._types import AdvantageInputs, AdvantageOutput
 

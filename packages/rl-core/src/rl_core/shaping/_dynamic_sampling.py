@@ -6,8 +6,9 @@ from typing import NamedTuple
 
 import torch
 
+from rl_core._groups import group_index, group_sum
 from rl_core._validation import as_bool_mask, check_positive, check_same_device, check_tensor
-from rl_core.shaping._groups import group_index, group_mean_and_std, group_sum
+from rl_core.shaping._groups import group_mean_and_std
 
 _DEFAULT_EPSILON = 1e-6
 """A group's score std must exceed this to count as varied; float noise (1.0 vs 1.0 + 1e-9) stays constant."""

@@ -1,20 +1,10 @@
-"""Group bookkeeping shared by the shaping functions: contiguous group numbers and per-group sums."""
+"""Per-group mean and population std shared by the shaping functions."""
 
 from __future__ import annotations
 
 import torch
 
-
-def group_index(group_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Map `(B,)` arbitrary integer ids to `(B,)` group numbers 0..G-1 (sorted by id); also return G."""
-    unique, inverse = torch.unique(group_ids, return_inverse=True)
-    return inverse, unique.numel()
-
-
-def group_sum(values: torch.Tensor, index: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """Sum `(B, ...)` values into `(num_groups, ...)` by the `(B,)` group numbers in `index`."""
-    out = torch.zeros((num_groups, *values.shape[1:]), dtype=values.dtype, device=values.device)
-    return out.index_add_(0, index, values)
+from rl_core._groups import group_sum
 
 
 def group_mean_and_std(

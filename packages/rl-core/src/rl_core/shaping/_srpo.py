@@ -7,9 +7,10 @@ import math
 
 import torch
 
+from rl_core._groups import group_index, group_sum
 from rl_core._validation import as_bool_mask, check_positive, check_same_device, check_tensor
 from rl_core.shaping._dbscan import dbscan_from_neighbours, pairwise_distances
-from rl_core.shaping._groups import group_index, group_mean_and_std, group_sum
+from rl_core.shaping._groups import group_mean_and_std
 
 # siiRL's defaults: a failure earns at most 0.6 (below a success's 1.0), through a sigmoid centred on the middle
 # of the normalised distance range; DBSCAN with scikit-learn's eps and min_samples.
