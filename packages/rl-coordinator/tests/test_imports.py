@@ -7,7 +7,7 @@ import pytest
 import rl_coordinator
 from rl_core.testing import modules_loaded_by_import, public_modules
 
-PUBLIC_API = ["CoordinatorError", "__version__"]
+PUBLIC_API = ["CoordinatorError", "CoordinatorInputError", "CoordinatorTimeout", "SampleInfo", "__version__"]
 
 
 @pytest.mark.parametrize("module", public_modules("rl_coordinator"))
