@@ -69,8 +69,8 @@ def check_same_device(**tensors: torch.Tensor | None) -> None:
 
 
 def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:
-    """Raise `ValueError` naming `name` unless `value` is positive (or zero when allowed)."""
-    if value < 0 or (value == 0 and not allow_zero):
+    """Raise `ValueError` naming `name` unless `value` is positive (or zero when allowed); NaN never passes."""
+    if not (value >= 0 if allow_zero else value > 0):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be {bound}, got {value}")
     return value

@@ -1,0 +1,56 @@
+"""Policy, value and auxiliary losses, and the aggregation that reduces them to a scalar.
+
+Every policy loss is one function `fn(inputs: PolicyLossInputs, *, aggregation="token-mean",
+normalizer=None, <its parameters>) -> PolicyLossOutput`, registered by name in `POLICY_LOSSES`:
+ppo, gspo, cispo, sapo, gpg, clip_cov, kl_cov, geo_mean and cpgd. `with_rollout_correction` wraps any
+of them with the rollout importance-sampling correction (`rollout_correction`).
+"""
+
+from rl_core.losses._aggregation import (
+    AGGREGATIONS,
+    LossNormalizer,
+    aggregate_loss,
+    get_aggregation,
+    register_aggregation,
+)
+from rl_core.losses._cispo import cispo
+from rl_core.losses._clip_cov import clip_cov
+from rl_core.losses._cpgd import cpgd
+from rl_core.losses._geo_mean import geo_mean
+from rl_core.losses._gpg import gpg
+from rl_core.losses._gspo import gspo
+from rl_core.losses._kl_cov import kl_cov
+from rl_core.losses._ppo import ppo
+from rl_core.losses._registry import POLICY_LOSSES, get_policy_loss, register_policy_loss
+from rl_core.losses._rollout_correction import RolloutCorrection, rollout_correction, with_rollout_correction
+from rl_core.losses._sapo import sapo
+from rl_core.losses._types import PolicyLoss, PolicyLossInputs, PolicyLossOutput
+from rl_core.losses._value import ValueLossOutput, clipped_value_loss
+
+__all__ = [
+    "AGGREGATIONS",
+    "POLICY_LOSSES",
+    "LossNormalizer",
+    "PolicyLoss",
+    "PolicyLossInputs",
+    "PolicyLossOutput",
+    "RolloutCorrection",
+    "ValueLossOutput",
+    "aggregate_loss",
+    "cispo",
+    "clip_cov",
+    "clipped_value_loss",
+    "cpgd",
+    "geo_mean",
+    "get_aggregation",
+    "get_policy_loss",
+    "gpg",
+    "gspo",
+    "kl_cov",
+    "ppo",
+    "register_aggregation",
+    "register_policy_loss",
+    "rollout_correction",
+    "sapo",
+    "with_rollout_correction",
+]
