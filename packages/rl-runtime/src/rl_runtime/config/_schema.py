@@ -1,0 +1,132 @@
+"""The top-level run configuration and the checks that span its sections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from rl_core.graph import PIPELINES, NodeRole, get_pipeline
+from rl_runtime.config._batch_plan import BatchPlan
+from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
+from rl_runtime.config._schema_algorithm import AlgorithmConfig
+from rl_runtime.config._schema_models import ActorConfig, CriticConfig, LRSchedule, ReferenceConfig
+from rl_runtime.config._schema_sections import BatchConfig, DataConfig, PlacementConfig, RolloutConfig, TrainerConfig
+from rl_runtime.config._validators import of_type, optional, registered_name
+
+PIPELINE_FILE_SUFFIXES = (".yaml", ".yml")
+"""A `pipeline` value ending in one of these is a path to a pipeline file, not a built-in name."""
+
+_MIN_SPLIT_SLOTS = 2
+"""Split placement gives the rollout and the training their own slots, so it needs two at least."""
+
+
+def is_pipeline_file(pipeline: str) -> bool:
+    """True when a `pipeline` setting names a pipeline file rather than a built-in pipeline."""
+    return pipeline.endswith(PIPELINE_FILE_SUFFIXES)
+
+
+_check_pipeline_name = registered_name(PIPELINES, "pipeline")
+
+
+def _check_pipeline(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, str) and is_pipeline_file(value):
+        return
+    try:
+        _check_pipeline_name(None, attribute, value)
+    except ConfigError as exc:
+        problem = exc.problems[0]
+        expected = f"{problem.expected} or a pipeline file ({', '.join(PIPELINE_FILE_SUFFIXES)})"
+        raise ConfigError([attrs.evolve(problem, expected=expected)]) from None
+
+
+def _pipeline_roles(pipeline: str) -> frozenset[NodeRole] | None:
+    if is_pipeline_file(pipeline):
+        return None  # read by the runtime; its roles are checked when it is loaded
+    return frozenset(node.role for node in get_pipeline(pipeline).nodes.values())
+
+
+def _critic_problems(config: RunConfig) -> list[ConfigProblem]:
+    roles = _pipeline_roles(config.pipeline)
+    if roles is None:
+        return []
+    if NodeRole.CRITIC in roles and config.critic is None:
+        expected = f"a critic section: pipeline {config.pipeline!r} trains a value model"
+        return [ConfigProblem("critic", expected, "null", "add critic.model (and its optim)")]
+    if NodeRole.CRITIC not in roles and config.critic is not None:
+        expected = f"null: pipeline {config.pipeline!r} has no critic"
+        return [
+            ConfigProblem("critic", expected, "a critic section", "remove it, or use a pipeline with a critic (ppo)")
+        ]
+    return []
+
+
+def _length_problems(config: RunConfig) -> list[ConfigProblem]:
+    budget = config.rollout.max_new_tokens
+    if budget is not None and budget > config.data.max_response_length:
+        expected = f"<= data.max_response_length={config.data.max_response_length}"
+        return [ConfigProblem("rollout.max_new_tokens", expected, describe_value(budget), "raise max_response_length")]
+    return []
+
+
+def _schedule_problems(config: RunConfig) -> list[ConfigProblem]:
+    problems = []
+    total = config.trainer.total_steps
+    for role in ("actor", "critic"):
+        section = getattr(config, role)
+        if section is None or section.optim.schedule is not LRSchedule.COSINE or total is None:
+            continue
+        if total <= section.optim.warmup_steps:
+            expected = f"< trainer.total_steps={total} (the cosine schedule decays after the warm-up)"
+            problems.append(ConfigProblem(f"{role}.optim.warmup_steps", expected, str(section.optim.warmup_steps)))
+    return problems
+
+
+def _placement_problems(config: RunConfig) -> list[ConfigProblem]:
+    if not config.placement.colocate and config.placement.slots < _MIN_SPLIT_SLOTS:
+        expected = f">= {_MIN_SPLIT_SLOTS} with placement.colocate=false (rollout and training get their own slots)"
+        return [ConfigProblem("placement.slots", expected, str(config.placement.slots), "add slots or colocate")]
+    return []
+
+
+def _batch_problems(config: RunConfig) -> list[ConfigProblem]:
+    # Colocated, every stage spans every slot, so the plan is known now; split placement fixes the
+    # data-parallel sizes in the planner, which checks the plan again, and here only what holds for any size.
+    dp = config.placement.slots if config.placement.colocate else 1
+    try:
+        BatchPlan.from_config(config, rollout_dp=dp, train_dp=dp)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
+
+
+@attrs.frozen
+class RunConfig:
+    """Everything a run needs: data, batch sizes, algorithm, models, rollout, placement, loop and pipeline."""
+
+    data: DataConfig = attrs.field(validator=of_type(DataConfig))
+    """The prompt data set."""
+    actor: ActorConfig = attrs.field(validator=of_type(ActorConfig))
+    """The policy being trained."""
+    batch: BatchConfig = attrs.field(factory=BatchConfig, validator=of_type(BatchConfig))
+    """Batch sizes; resolved with the placement into a `BatchPlan`."""
+    algorithm: AlgorithmConfig = attrs.field(factory=AlgorithmConfig, validator=of_type(AlgorithmConfig))
+    """Advantage estimator, policy loss and KL."""
+    critic: CriticConfig | None = attrs.field(default=None, validator=optional(of_type(CriticConfig)))
+    """The value model; required by pipelines with a critic (ppo), null otherwise."""
+    reference: ReferenceConfig = attrs.field(factory=ReferenceConfig, validator=of_type(ReferenceConfig))
+    """The frozen reference policy."""
+    rollout: RolloutConfig = attrs.field(factory=RolloutConfig, validator=of_type(RolloutConfig))
+    """Response sampling."""
+    placement: PlacementConfig = attrs.field(factory=PlacementConfig, validator=of_type(PlacementConfig))
+    """Device slots and how the pipeline is placed on them."""
+    trainer: TrainerConfig = attrs.field(factory=TrainerConfig, validator=of_type(TrainerConfig))
+    """The training loop."""
+    pipeline: str = attrs.field(default="grpo", validator=_check_pipeline)
+    """A built-in pipeline (rl_core.graph.PIPELINES: grpo, ppo, dapo, ...) or a pipeline YAML file."""
+
+    def __attrs_post_init__(self) -> None:
+        checks = (_critic_problems, _length_problems, _schedule_problems, _placement_problems, _batch_problems)
+        problems = [problem for check in checks for problem in check(self)]
+        if problems:
+            raise ConfigError(problems)

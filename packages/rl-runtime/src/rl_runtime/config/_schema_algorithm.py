@@ -1,0 +1,96 @@
+"""Run-config section of the algorithm: advantage estimator, policy loss, loss aggregation, entropy and KL.
+
+Names are checked against rl-core's registries when a config is built, and each algorithm's parameters
+against the keyword parameters of the registered function, so a typo in either is caught before a run.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from rl_core.advantages import ADVANTAGE_ESTIMATORS
+from rl_core.kl import KL_ESTIMATORS
+from rl_core.losses import AGGREGATIONS, POLICY_LOSSES
+from rl_runtime.config._errors import config_error
+from rl_runtime.config._types import Scalar
+from rl_runtime.config._validators import (
+    int_at_least,
+    number_in,
+    of_type,
+    optional,
+    params_for,
+    registered_name,
+)
+
+_DEFAULT_KL_COEF = 1e-3
+_DEFAULT_KL_HORIZON = 10_000
+"""Samples over which the adaptive controller may change the coefficient by e^±0.2 (verl's default)."""
+
+
+class KLMode(enum.Enum):
+    """Where the KL to the reference policy enters the objective."""
+
+    NONE = "none"
+    """Not at all (the reference log-probs are still computed when the pipeline asks for them)."""
+    IN_REWARD = "in_reward"
+    """As a per-token penalty subtracted from the rewards before the advantages (verl `use_kl_in_reward`)."""
+    AS_LOSS = "as_loss"
+    """As a loss term added to the policy loss (verl `use_kl_loss`, GRPO's choice)."""
+
+
+@attrs.frozen
+class KLConfig:
+    """The KL to the reference policy."""
+
+    mode: KLMode = attrs.field(default=KLMode.AS_LOSS, validator=of_type(KLMode))
+    """"none", "in_reward" or "as_loss"."""
+    estimator: str = attrs.field(default="low_var_kl", validator=registered_name(KL_ESTIMATORS, "KL estimator"))
+    """Per-token KL estimator (rl_core.kl.KL_ESTIMATORS: k1, k2, k3/low_var_kl, abs, mse, ...)."""
+    coef: float = attrs.field(default=_DEFAULT_KL_COEF, validator=number_in(0))
+    """The KL coefficient (the starting value when `target` is set)."""
+    target: float | None = attrs.field(default=None, validator=optional(number_in(0, low_open=True)))
+    """Target KL of the adaptive controller; null keeps `coef` fixed."""
+    horizon: int = attrs.field(default=_DEFAULT_KL_HORIZON, validator=int_at_least(1))
+    """Samples over which the adaptive controller adapts the coefficient."""
+
+
+def _check_kl_target(instance: AlgorithmConfig, attribute: attrs.Attribute[Any], value: KLConfig) -> None:
+    # The adaptive controller steers a KL measured in the reward; a loss-side KL has nothing to steer.
+    if value.target is not None and value.mode is not KLMode.IN_REWARD:
+        raise config_error(
+            f"{attribute.name}.target",
+            "null unless kl.mode is 'in_reward' (the adaptive controller steers the in-reward KL)",
+            value.target,
+            f"set {attribute.name}.mode=in_reward or remove {attribute.name}.target",
+        )
+
+
+@attrs.frozen
+class AlgorithmConfig:
+    """The RL algorithm: how advantages are estimated and what loss the policy minimises."""
+
+    adv_estimator: str = attrs.field(
+        default="grpo", validator=registered_name(ADVANTAGE_ESTIMATORS, "advantage estimator")
+    )
+    """Advantage estimator (rl_core.advantages.ADVANTAGE_ESTIMATORS: grpo, rloo, gae, reinforce_plus_plus, ...)."""
+    adv_params: dict[str, Scalar] = attrs.field(
+        factory=dict, validator=params_for(ADVANTAGE_ESTIMATORS, "adv_estimator", "advantage estimator")
+    )
+    """Keyword parameters of the estimator (grpo: norm_by_std, epsilon; gae: gamma, lam); unset ones keep defaults."""
+    policy_loss: str = attrs.field(default="ppo", validator=registered_name(POLICY_LOSSES, "policy loss"))
+    """Policy loss (rl_core.losses.POLICY_LOSSES: ppo, gspo, cispo, sapo, clip_cov, kl_cov, ...)."""
+    policy_loss_params: dict[str, Scalar] = attrs.field(
+        factory=dict, validator=params_for(POLICY_LOSSES, "policy_loss", "policy loss")
+    )
+    """Keyword parameters of the loss (ppo: clip_ratio, clip_ratio_low, clip_ratio_high, clip_ratio_c)."""
+    loss_agg_mode: str = attrs.field(
+        default="token-mean", validator=registered_name(AGGREGATIONS, "loss aggregation mode")
+    )
+    """How per-token losses reduce to a scalar (token-mean, seq-mean-token-mean, seq-mean-token-sum, ...)."""
+    entropy_coef: float = attrs.field(default=0.0, validator=number_in(0))
+    """Weight of the entropy bonus subtracted from the policy loss; 0 disables it."""
+    kl: KLConfig = attrs.field(factory=KLConfig, validator=[of_type(KLConfig), _check_kl_target])
+    """The KL to the reference policy."""

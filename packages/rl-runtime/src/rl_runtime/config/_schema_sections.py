@@ -1,0 +1,215 @@
+"""Run-config sections of the data, batch sizes, rollout sampling, device placement and the trainer loop."""
+
+from __future__ import annotations
+
+import enum
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from rl_core._registry import nearest_name
+from rl_runtime.config._errors import config_error
+from rl_runtime.config._validators import (
+    int_at_least,
+    non_empty_str,
+    number_in,
+    of_type,
+    optional,
+    registered_name,
+    registered_names,
+)
+
+LOG_SINKS = ("console", "jsonl", "tensorboard", "wandb", "mlflow")
+"""Names `trainer.log_sinks` may list; the metrics package builds one sink per name."""
+ROLLOUT_ENGINES = ("hf", "server", "vllm", "sglang")
+"""Names `rollout.engine` may take (rl-engines' inference engines)."""
+RESUME_AUTO = "auto"
+"""Resume from the newest checkpoint under the output folder when there is one."""
+RESUME_NEVER = "never"
+"""Always start from scratch."""
+
+_DEFAULT_MAX_LENGTH = 512
+_DEFAULT_TOKEN_BUDGET = 8192
+_DEFAULT_PROMPTS_PER_STEP = 8
+_TOP_K_DISABLED = -1
+
+
+def _check_paths(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(item, Path) for item in value):
+        raise config_error(attribute.name, "a list of paths", value)
+
+
+def _check_train_files(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    _check_paths(instance, attribute, value)
+    if not value:
+        raise config_error(attribute.name, "at least one training data file", value, "list the files to train on")
+
+
+@attrs.frozen
+class DataConfig:
+    """The prompt data set and how prompts are cut and ordered."""
+
+    train_files: tuple[Path, ...] = attrs.field(validator=_check_train_files)
+    """Training prompt files (jsonl or parquet), relative to the working directory."""
+    val_files: tuple[Path, ...] = attrs.field(default=(), validator=_check_paths)
+    """Held-out prompt files for validation; empty disables validation."""
+    prompt_key: str = attrs.field(default="prompt", validator=non_empty_str)
+    """Column holding the prompt (text or a chat message list)."""
+    max_prompt_length: int = attrs.field(default=_DEFAULT_MAX_LENGTH, validator=int_at_least(1))
+    """Longest prompt in tokens; longer prompts are filtered out."""
+    max_response_length: int = attrs.field(default=_DEFAULT_MAX_LENGTH, validator=int_at_least(1))
+    """Longest response in tokens (the rollout's token budget per sample)."""
+    seed: int = attrs.field(default=0, validator=int_at_least(0))
+    """Seed of the shuffling."""
+    shuffle: bool = attrs.field(default=True, validator=of_type(bool))
+    """Shuffle the prompts every epoch."""
+
+
+@attrs.frozen
+class BatchConfig:
+    """How many samples one training step takes and how it splits into optimizer steps (see `BatchPlan`)."""
+
+    prompts_per_step: int = attrs.field(default=_DEFAULT_PROMPTS_PER_STEP, validator=int_at_least(1))
+    """Prompts drawn per training step (verl `data.train_batch_size`)."""
+    samples_per_prompt: int = attrs.field(default=1, validator=int_at_least(1))
+    """Responses sampled per prompt, the GRPO group size (verl `rollout.n`)."""
+    mini_batches_per_step: int = attrs.field(default=1, validator=int_at_least(1))
+    """Optimizer steps per PPO epoch: the step's samples split into this many mini-batches."""
+    ppo_epochs: int = attrs.field(default=1, validator=int_at_least(1))
+    """Passes over the step's samples (verl `ppo_epochs`)."""
+    max_tokens_per_micro_batch: int = attrs.field(default=_DEFAULT_TOKEN_BUDGET, validator=int_at_least(1))
+    """Token budget of one forward/backward on one rank (verl `ppo_max_token_len_per_gpu`)."""
+
+
+def _check_top_k(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or (value != _TOP_K_DISABLED and value < 1):
+        raise config_error(attribute.name, "-1 (disabled) or an int >= 1", value)
+
+
+@attrs.frozen
+class RolloutConfig:
+    """How responses are sampled (the group size is `batch.samples_per_prompt`)."""
+
+    engine: str = attrs.field(default="hf", validator=registered_name(ROLLOUT_ENGINES, "rollout engine"))
+    """Inference engine: "hf", "server", "vllm" or "sglang"."""
+    temperature: float = attrs.field(default=1.0, validator=number_in(0))
+    """Sampling temperature; 0 is greedy."""
+    top_p: float = attrs.field(default=1.0, validator=number_in(0, 1, low_open=True))
+    """Nucleus sampling mass; 1 disables it."""
+    top_k: int = attrs.field(default=_TOP_K_DISABLED, validator=_check_top_k)
+    """Sample among the k most likely tokens; -1 disables it."""
+    max_new_tokens: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
+    """Token budget of a response; null uses `data.max_response_length`."""
+    val_samples_per_prompt: int = attrs.field(default=1, validator=int_at_least(1))
+    """Responses per validation prompt (k of the reported pass@k)."""
+    val_temperature: float = attrs.field(default=0.0, validator=number_in(0))
+    """Sampling temperature of validation; must be > 0 when `val_samples_per_prompt` > 1."""
+    engine_kwargs: dict[str, Any] = attrs.field(factory=dict, validator=of_type(dict))
+    """Engine-specific settings, passed to the engine's own config (checked there)."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.val_samples_per_prompt > 1 and self.val_temperature == 0:
+            raise config_error(
+                "val_temperature",
+                f"> 0 with val_samples_per_prompt={self.val_samples_per_prompt} (greedy samples are identical)",
+                self.val_temperature,
+                "set val_temperature (e.g. 0.6) or val_samples_per_prompt=1",
+            )
+
+
+class ApportionStrategy(enum.Enum):
+    """How the planner shares slots among the pipeline's sub-graphs when they are not colocated."""
+
+    EVEN = "even"
+    """The same number of slots per sub-graph."""
+    PARAM_AWARE = "param_aware"
+    """Slots in proportion to each sub-graph's model parameters."""
+
+
+class DeviceKind(enum.Enum):
+    """What a slot is."""
+
+    AUTO = "auto"
+    """A GPU when Ray sees GPUs, else a CPU."""
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+@attrs.frozen
+class PlacementConfig:
+    """Which device slots run which part of the pipeline."""
+
+    slots: int = attrs.field(default=1, validator=int_at_least(1))
+    """Device slots (GPUs, or CPU workers) in the run."""
+    slots_per_node: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
+    """Slots on each machine; null puts all of them on one machine."""
+    device: DeviceKind = attrs.field(default=DeviceKind.AUTO, validator=of_type(DeviceKind))
+    """"auto", "cpu" or "cuda"."""
+    colocate: bool = attrs.field(default=True, validator=of_type(bool))
+    """Run every model on every slot (the rollout sleeps while training); false splits the slots among them."""
+    strategy: ApportionStrategy = attrs.field(
+        default=ApportionStrategy.PARAM_AWARE, validator=of_type(ApportionStrategy)
+    )
+    """How split placement apportions slots: "even" or "param_aware"."""
+    node_cohesion: bool = attrs.field(default=True, validator=of_type(bool))
+    """Keep the slots of one sub-graph on as few machines as possible."""
+    node_load: bool = attrs.field(default=True, validator=of_type(bool))
+    """Prefer the least loaded machine when placing a slot."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.slots_per_node is not None and self.slots % self.slots_per_node:
+            raise config_error(
+                "slots",
+                f"a multiple of slots_per_node={self.slots_per_node}",
+                self.slots,
+                f"use slots={self.slots - self.slots % self.slots_per_node or self.slots_per_node}",
+            )
+
+
+def _check_resume(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise config_error(attribute.name, "'auto', 'never' or a checkpoint path", value)
+    keywords = [RESUME_AUTO, RESUME_NEVER]
+    if value in keywords or os.sep in value or (os.altsep and os.altsep in value):
+        return
+    # A bare word near a keyword is a typo, not a folder: `resume: atuo` must not start from scratch.
+    near = nearest_name(value, keywords)
+    if near:
+        raise config_error(
+            attribute.name,
+            "'auto', 'never' or a checkpoint path",
+            value,
+            f"did you mean {near!r}? (./{value} for a folder)",
+        )
+
+
+@attrs.frozen
+class TrainerConfig:
+    """The training loop: its length, validation, checkpoints, resumption and logging."""
+
+    total_epochs: int = attrs.field(default=1, validator=int_at_least(1))
+    """Passes over the training data."""
+    total_steps: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
+    """Stop after this many training steps, whatever `total_epochs` says; null runs every epoch."""
+    validate_every: int = attrs.field(default=0, validator=int_at_least(0))
+    """Validate every this many steps; 0 never validates during training."""
+    validate_before_train: bool = attrs.field(default=True, validator=of_type(bool))
+    """Validate once before the first step."""
+    checkpoint_every: int = attrs.field(default=0, validator=int_at_least(0))
+    """Save a checkpoint every this many steps; 0 saves only at the end."""
+    keep_last: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
+    """Keep only the newest this many checkpoints; null keeps all."""
+    resume: str = attrs.field(default=RESUME_AUTO, validator=_check_resume)
+    """"auto" (the newest checkpoint under `output_dir`, if any), "never", or a checkpoint folder."""
+    output_dir: Path = attrs.field(default=Path("outputs"), validator=of_type(Path))
+    """Folder of checkpoints and logs."""
+    log_sinks: tuple[str, ...] = attrs.field(default=("console",), validator=registered_names(LOG_SINKS, "log sink"))
+    """Where metrics go: any of console, jsonl, tensorboard, wandb, mlflow."""
+    project_name: str = attrs.field(default="rl", validator=non_empty_str)
+    """Project name shown by the tracking sinks (wandb, mlflow)."""
+    experiment_name: str = attrs.field(default="run", validator=non_empty_str)
+    """Run name shown by the tracking sinks."""
+    seed: int = attrs.field(default=0, validator=int_at_least(0))
+    """Base seed of model initialisation and sampling."""

@@ -1,0 +1,108 @@
+"""Raw config mappings shared by the config tests: the smallest valid one and one that sets every field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def minimal_data() -> dict[str, Any]:
+    """The smallest valid run config: only the two required settings."""
+    return {"data": {"train_files": ["train.jsonl"]}, "actor": {"model": {"path": "/models/policy"}}}
+
+
+@pytest.fixture
+def full_data() -> dict[str, Any]:
+    """A run config in which every field of every section holds a value other than its default."""
+    return {
+        "pipeline": "ppo",
+        "data": {
+            "train_files": ["a.jsonl", "b.parquet"],
+            "val_files": ["val.jsonl"],
+            "prompt_key": "question",
+            "max_prompt_length": 64,
+            "max_response_length": 128,
+            "seed": 7,
+            "shuffle": False,
+        },
+        "batch": {
+            "prompts_per_step": 6,
+            "samples_per_prompt": 2,
+            "mini_batches_per_step": 3,
+            "ppo_epochs": 2,
+            "max_tokens_per_micro_batch": 1024,
+        },
+        "algorithm": {
+            "adv_estimator": "gae",
+            "adv_params": {"gamma": 0.99, "lam": 0.95},
+            "policy_loss": "gspo",
+            "policy_loss_params": {"clip_ratio_low": 3e-4, "clip_ratio_high": 4e-4},
+            "loss_agg_mode": "seq-mean-token-mean",
+            "entropy_coef": 0.01,
+            "kl": {"mode": "in_reward", "estimator": "k1", "coef": 0.05, "target": 0.1, "horizon": 500},
+        },
+        "actor": {
+            "model": {
+                "path": "/models/actor",
+                "tokenizer_path": "/models/tokenizer",
+                "attn_implementation": "eager",
+                "init_seed": 5,
+            },
+            "optim": {
+                "lr": 3e-6,
+                "betas": [0.8, 0.95],
+                "eps": 1e-6,
+                "weight_decay": 0.1,
+                "warmup_steps": 3,
+                "schedule": "cosine",
+                "min_lr_ratio": 0.1,
+                "grad_clip": None,
+            },
+            "dtype": "float16",
+            "activation_checkpointing": True,
+            "cpu_offload": True,
+            "pin_memory": False,
+        },
+        "critic": {
+            "model": {"hf_config": {"model_type": "llama", "hidden_size": 16}},
+            "optim": {"lr": 1e-5},
+            "dtype": "float32",
+            "value_clip": 0.2,
+        },
+        "reference": {"model": {"path": "/models/reference"}, "dtype": "float32", "cpu_offload": True},
+        "rollout": {
+            "engine": "vllm",
+            "temperature": 0.7,
+            "top_p": 0.9,
+            "top_k": 50,
+            "max_new_tokens": 100,
+            "val_samples_per_prompt": 4,
+            "val_temperature": 0.6,
+            "engine_kwargs": {"gpu_memory_utilization": 0.5, "enforce_eager": True},
+        },
+        "placement": {
+            "slots": 4,
+            "slots_per_node": 2,
+            "device": "cuda",
+            "colocate": False,
+            "strategy": "even",
+            "node_cohesion": False,
+            "node_load": False,
+        },
+        "trainer": {
+            "total_epochs": 3,
+            "total_steps": 10,
+            "validate_every": 5,
+            "validate_before_train": False,
+            "checkpoint_every": 2,
+            "keep_last": 3,
+            "resume": "/checkpoints/step_4",
+            "output_dir": "/tmp/run",
+            "log_sinks": ["jsonl", "tensorboard", "wandb"],
+            "project_name": "project",
+            "experiment_name": "experiment",
+            "seed": 11,
+        },
+    }

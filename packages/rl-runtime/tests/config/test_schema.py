@@ -1,0 +1,307 @@
+"""The run-config schema: every field documented and round-tripping, typos, wrong types and cross-section checks."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from rl_core.advantages import ADVANTAGE_ESTIMATORS
+from rl_runtime.config import (
+    ActorConfig,
+    ApportionStrategy,
+    ConfigError,
+    DType,
+    KLMode,
+    LRSchedule,
+    OptimConfig,
+    RunConfig,
+    TrainerConfig,
+    config_from_dict,
+    dump_config,
+    structure,
+)
+from rl_runtime.config._converter import is_config_class
+from rl_runtime.config._translate import field_types
+
+
+def _sections(cls: type, seen: dict[type, None] | None = None) -> list[type]:
+    """Every config class reachable from `cls` through its fields (including `cls`)."""
+    seen = {} if seen is None else seen
+    if cls in seen:
+        return list(seen)
+    seen[cls] = None
+    for tp in field_types(cls).values():
+        for member in (tp, *getattr(tp, "__args__", ())):
+            if is_config_class(member):
+                _sections(member, seen)
+    return list(seen)
+
+
+def _owner(cls: type, name: str) -> type:
+    """The class that declares field `name` (a subclass inherits its parent's fields)."""
+    return next(base for base in cls.__mro__ if name in inspect.get_annotations(base))
+
+
+def _field_values(config: object, out: dict[tuple[type, str], list[Any]]) -> None:
+    """Record every (declaring class, field) -> values found anywhere in `config`."""
+    for field in attrs.fields(type(config)):
+        value = getattr(config, field.name)
+        out.setdefault((_owner(type(config), field.name), field.name), []).append(value)
+        if attrs.has(type(value)):
+            _field_values(value, out)
+
+
+def _default(field: attrs.Attribute[Any]) -> Any:
+    if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+        return field.default.factory()
+    return field.default
+
+
+def _documented_fields(cls: type) -> set[str]:
+    """Fields of `cls` whose annotated assignment is followed by a docstring, read from the source."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+    documented = set()
+    for statement, following in itertools.pairwise(body):
+        is_doc = isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+        if isinstance(statement, ast.AnnAssign) and is_doc and isinstance(following.value.value, str):
+            documented.add(statement.target.id)  # type: ignore[union-attr]
+    return documented
+
+
+def test_every_field_of_every_section_is_documented() -> None:
+    for cls in _sections(RunConfig):
+        own = {field.name for field in attrs.fields(cls) if field.name in inspect.get_annotations(cls)}
+        missing = own - _documented_fields(cls)
+        assert not missing, f"{cls.__name__} fields without a docstring: {sorted(missing)}"
+
+
+def test_full_config_sets_every_field_to_a_non_default_value(full_data: dict[str, Any]) -> None:
+    values: dict[tuple[type, str], list[Any]] = {}
+    _field_values(config_from_dict(RunConfig, full_data), values)
+    for cls in _sections(RunConfig):
+        for field in attrs.fields(cls):
+            if field.default is attrs.NOTHING:
+                continue  # required: set by construction
+            found = values.get((_owner(cls, field.name), field.name), [])
+            exercised = [value for value in found if value != _default(field)]
+            assert exercised, f"{cls.__name__}.{field.name} never differs from its default in full_data"
+
+
+def test_every_field_round_trips(full_data: dict[str, Any]) -> None:
+    config = config_from_dict(RunConfig, full_data)
+    dumped = dump_config(config)
+    assert structure(dumped, RunConfig) == config
+    assert dump_config(structure(dumped, RunConfig)) == dumped
+    # Each section also round-trips on its own.
+    for section in attrs.fields(RunConfig):
+        value = getattr(config, section.name)
+        if attrs.has(type(value)):
+            assert structure(dump_config(value), type(value)) == value
+
+
+def test_structured_values_have_their_declared_types(full_data: dict[str, Any]) -> None:
+    config = config_from_dict(RunConfig, full_data)
+    assert config.data.train_files == (Path("a.jsonl"), Path("b.parquet"))
+    assert config.actor.optim.betas == (0.8, 0.95)
+    assert config.actor.optim.schedule is LRSchedule.COSINE
+    assert config.actor.dtype is DType.FLOAT16
+    assert config.algorithm.kl.mode is KLMode.IN_REWARD
+    assert config.placement.strategy is ApportionStrategy.EVEN
+    assert config.trainer.log_sinks == ("jsonl", "tensorboard", "wandb")
+    assert config.trainer.output_dir == Path("/tmp/run")
+    assert config.critic is not None and config.critic.value_clip == 0.2
+    dumped = dump_config(config)
+    assert dumped["actor"]["optim"]["betas"] == [0.8, 0.95]
+    assert dumped["actor"]["dtype"] == "float16"
+    assert dumped["trainer"]["output_dir"] == "/tmp/run"
+
+
+def test_minimal_config_takes_the_documented_defaults(minimal_data: dict[str, Any]) -> None:
+    config = config_from_dict(RunConfig, minimal_data)
+    assert config.pipeline == "grpo"
+    assert (config.algorithm.adv_estimator, config.algorithm.policy_loss) == ("grpo", "ppo")
+    assert config.algorithm.kl.mode is KLMode.AS_LOSS and config.algorithm.kl.estimator == "low_var_kl"
+    assert config.batch.prompts_per_step == 8 and config.batch.samples_per_prompt == 1
+    assert config.actor.optim.lr == 1e-6 and config.actor.optim.betas == (0.9, 0.999)
+    assert config.critic is None and config.reference.model is None
+    assert config.trainer.resume == "auto" and config.trainer.log_sinks == ("console",)
+
+
+@pytest.mark.parametrize(
+    ("section", "typo", "nearest"),
+    [
+        ((), "trainr", "trainer"),
+        (("data",), "max_promt_length", "max_prompt_length"),
+        (("actor", "optim"), "lrr", "lr"),
+        (("actor", "model"), "pth", "path"),
+        (("algorithm", "kl"), "estimater", "estimator"),
+    ],
+)
+def test_unknown_key_at_any_depth_names_the_nearest_field(
+    minimal_data: dict[str, Any], section: tuple[str, ...], typo: str, nearest: str
+) -> None:
+    target = minimal_data
+    for key in section:
+        target = target.setdefault(key, {})
+    target[typo] = 1
+    path = ".".join([*section, typo])
+    with pytest.raises(
+        ConfigError, match=rf"{path}: expected a field of \w+ \(.*\), found an unknown key; did you mean '{nearest}'\?"
+    ):
+        config_from_dict(RunConfig, minimal_data)
+
+
+def test_every_problem_is_reported_at_once(minimal_data: dict[str, Any]) -> None:
+    minimal_data["trainr"] = {}
+    minimal_data["data"]["seed"] = "zero"
+    minimal_data["rollout"] = {"top_p": "high", "enigne": "hf"}
+    with pytest.raises(ConfigError) as caught:
+        config_from_dict(RunConfig, minimal_data)
+    assert sorted(problem.path for problem in caught.value.problems) == [
+        "data.seed",
+        "rollout.enigne",
+        "rollout.top_p",
+        "trainr",
+    ]
+    assert str(caught.value).startswith("4 problems in the configuration")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("data.max_prompt_length", 1.5, r"data.max_prompt_length: expected an int, found 1.5 \(float\)"),
+        ("data.seed", True, r"data.seed: expected an int, found True \(bool\)"),
+        ("actor.optim.lr", "fast", r"actor.optim.lr: expected a float, found 'fast' \(str\)"),
+        ("data.shuffle", "yes", r"data.shuffle: expected a bool \(true or false\), found 'yes' \(str\)"),
+        ("data.prompt_key", 5, r"data.prompt_key: expected a str, found 5 \(int\)"),
+        ("trainer.log_sinks", "console", r"trainer.log_sinks: expected a list of str, found 'console' \(str\)"),
+        ("actor.optim.betas", [0.9], r"actor.optim.betas: expected a list of 2 values \(a float, a float\)"),
+        ("placement.device", "tpu", r"placement.device: expected one of 'auto', 'cpu', 'cuda', found 'tpu'"),
+        ("rollout.max_new_tokens", "10", r"rollout.max_new_tokens: expected an int or null, found '10'"),
+        ("actor.optim", "fast", r"actor.optim: expected a mapping \(OptimConfig\), found 'fast' \(str\)"),
+        ("rollout.engine_kwargs", [1], r"rollout.engine_kwargs: expected a mapping of str to any value"),
+        ("algorithm.adv_params", {"epsilon": [1]}, r"algorithm.adv_params.epsilon: expected a scalar"),
+        ("data.train_files", ["a", 3], r"data.train_files.1: expected a path \(str\), found 3 \(int\)"),
+    ],
+)
+def test_wrong_type_names_the_field_the_expected_type_and_the_value(
+    minimal_data: dict[str, Any], path: str, value: object, message: str
+) -> None:
+    *parents, leaf = path.split(".")
+    target = minimal_data
+    for key in parents:
+        target = target.setdefault(key, {})
+    target[leaf] = value
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(RunConfig, minimal_data)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("algorithm.adv_estimator=grop", r"registered advantage estimator \(cpgd, gae, .*rloo\), found 'grop'.*'grpo'"),
+        ("algorithm.policy_loss=gpso", r"registered policy loss \(.*\), found 'gpso'.*did you mean 'gspo'"),
+        ("algorithm.loss_agg_mode=token_mean", r"loss_agg_mode: .*did you mean 'token-mean'"),
+        ("algorithm.kl.estimator=low_var", r"algorithm.kl.estimator: .*did you mean 'low_var_kl'"),
+        ("pipeline=grop", r"pipeline: expected a registered pipeline \(.*\) or a pipeline file .*'grpo'"),
+        ("rollout.engine=vlm", r"rollout.engine: .*\(hf, server, sglang, vllm\).*did you mean 'vllm'"),
+        ("trainer.log_sinks=[console, tensorbord]", r"trainer.log_sinks.1: .*did you mean 'tensorboard'"),
+        ("trainer.log_sinks=[console, console]", r"trainer.log_sinks: expected distinct log sink names"),
+        ("placement.strategy=param-aware", r"placement.strategy: .*did you mean 'param_aware'"),
+    ],
+)
+def test_unknown_registry_names_list_the_valid_ones(minimal_data: dict[str, Any], override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(RunConfig, minimal_data, [override])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "algorithm.adv_params={nomr_by_std: false}",
+            r"adv_params.nomr_by_std: .*'grpo' \(epsilon, norm_by_std\).*'norm_by_std'",
+        ),
+        ("algorithm.adv_params={norm_by_std: 1}", r"adv_params.norm_by_std: expected a value like its default True"),
+        ("algorithm.policy_loss_params={aggregation: token-mean}", r"policy_loss_params.aggregation: .*unknown key"),
+        ("algorithm.policy_loss_params={clip_ratio: high}", r"clip_ratio: expected a value like its default 0.2"),
+    ],
+)
+def test_algorithm_params_are_checked_against_the_function(
+    minimal_data: dict[str, Any], override: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(RunConfig, minimal_data, [override])
+
+
+def test_params_of_a_later_registered_estimator_are_accepted(
+    minimal_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def my_estimator(inputs: object, *, temperature: float = 1.0) -> object:
+        return inputs
+
+    monkeypatch.setitem(ADVANTAGE_ESTIMATORS, "my_estimator", my_estimator)
+    overrides = ["algorithm.adv_estimator=my_estimator", "algorithm.adv_params.temperature=0.5"]
+    assert config_from_dict(RunConfig, minimal_data, overrides).algorithm.adv_params == {"temperature": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["pipeline=ppo"], r"critic: expected a critic section: pipeline 'ppo' trains a value model, found null"),
+        (["critic.model.path=/m"], r"critic: expected null: pipeline 'grpo' has no critic"),
+        (["rollout.max_new_tokens=600"], r"rollout.max_new_tokens: expected <= data.max_response_length=512"),
+        (
+            ["actor.optim.schedule=cosine", "actor.optim.warmup_steps=10", "trainer.total_steps=10"],
+            r"actor.optim.warmup_steps: expected < trainer.total_steps=10",
+        ),
+        (["placement.colocate=false"], r"placement.slots: expected >= 2 with placement.colocate=false"),
+        (["algorithm.kl.target=0.1"], r"algorithm.kl.target: expected null unless kl.mode is 'in_reward'"),
+        (["rollout.val_samples_per_prompt=4"], r"rollout.val_temperature: expected > 0 with val_samples_per_prompt=4"),
+        (
+            ["placement.slots=3", "placement.slots_per_node=2"],
+            r"placement.slots: expected a multiple of slots_per_node=2",
+        ),
+        (["trainer.resume=atuo"], r"trainer.resume: .*found 'atuo' \(str\); did you mean 'auto'\?"),
+        (["actor.model.hf_config={model_type: qwen2}"], r"actor.model: expected exactly one of path .* and hf_config"),
+        (
+            ["actor.model={hf_config: {hidden_size: 8}}"],
+            r"actor.model.hf_config: expected a mapping with a 'model_type'",
+        ),
+        (
+            ["placement.slots=4", "batch.prompts_per_step=6"],
+            r"batch.prompts_per_step: expected a multiple of the rollout dp=4",
+        ),
+        (["data.train_files=[]"], r"data.train_files: expected at least one training data file"),
+    ],
+)
+def test_cross_field_checks(minimal_data: dict[str, Any], overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(RunConfig, minimal_data, overrides)
+
+
+@pytest.mark.parametrize("resume", ["never", "./atuo", "/ckpt/step_3", "checkpoints"])
+def test_resume_takes_keywords_and_paths(minimal_data: dict[str, Any], resume: str) -> None:
+    assert config_from_dict(RunConfig, minimal_data, [f"trainer.resume={resume}"]).trainer.resume == resume
+
+
+def test_pipeline_may_be_a_pipeline_file(minimal_data: dict[str, Any]) -> None:
+    assert config_from_dict(RunConfig, minimal_data, ["pipeline=pipelines/mine.yaml"]).pipeline == "pipelines/mine.yaml"
+
+
+def test_configs_built_in_code_are_validated_too() -> None:
+    with pytest.raises(ConfigError, match=r"lr: expected a finite number > 0, found 0 \(int\)"):
+        OptimConfig(lr=0)
+    with pytest.raises(ConfigError, match=r"schedule: expected one of 'constant', 'cosine', found 'cosine' \(str\)"):
+        OptimConfig(schedule="cosine")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"log_sinks: expected a list of log sink names, found \['console'\]"):
+        TrainerConfig(log_sinks=["console"])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"model: expected a mapping \(ModelSourceConfig\), found '/m' \(str\)"):
+        ActorConfig(model="/m")  # type: ignore[arg-type]
