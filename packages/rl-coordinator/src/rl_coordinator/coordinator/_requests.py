@@ -1,0 +1,168 @@
+"""The shapes of coordinator requests and replies, and the checks that reject a bad request up front."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from rl_coordinator._errors import CoordinatorInputError
+from rl_coordinator._sample_info import SampleInfo
+from rl_coordinator.balancing import PARTITION_METHODS, WORKLOADS
+from rl_core._registry import nearest_name
+
+SampleFilter = Callable[[SampleInfo], bool]
+"""A predicate over SampleInfo; samples (or groups) it rejects are dropped. It is pickled to the coordinator
+actor, so it must be picklable by cloudpickle (module-level functions, lambdas and closures over plain data)."""
+
+DEFAULT_TIMEOUT_S = 600.0
+"""How long a get waits for its step's samples by default: generous, since a rollout step can take minutes."""
+
+DEFAULT_METHOD = "karmarkar_karp"
+DEFAULT_WORKLOAD = "tokens"
+
+
+class RefSelection(NamedTuple):
+    """One rank's share of a step, by reference: three parallel lists, one entry per sample.
+
+    Attributes:
+        infos: the samples' descriptions.
+        refs: the ObjectRef of the payload holding each sample; samples put in one batch share one ref.
+        positions: each sample's index inside its payload, or None when the ref holds the sample alone.
+    """
+
+    infos: list[SampleInfo]
+    refs: list[Any]
+    positions: list[int | None]
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """How a step's samples are selected and split; every rank of a step must send the same spec.
+
+    Attributes:
+        dp_size: number of consumer data-parallel ranks.
+        batch_size: samples in the whole step, across ranks (a multiple of dp_size).
+        balance: split by balanced workload (True) or contiguously in arrival order (False).
+        group_aware: select whole groups only (samples sharing `group_id`) and keep each group on one rank
+            when balancing.
+        group_size: with group_aware, a group is selectable once it has exactly this many samples; None
+            takes every pending sample of a group (producers then put a group in one call).
+        method: partition method name (balancing.PARTITION_METHODS).
+        workload: workload name (balancing.WORKLOADS).
+        keep_batches: with balance (and not group_aware), balance whole producer batches (samples sharing a
+            payload ref) when the step's batches are equal-sized and their count is a multiple of dp_size, so a
+            rank fetches fewer payloads and uses all of each; coarser balance. Otherwise samples one by one.
+    """
+
+    dp_size: int
+    batch_size: int
+    balance: bool = True
+    group_aware: bool = False
+    group_size: int | None = None
+    method: str = DEFAULT_METHOD
+    workload: str = DEFAULT_WORKLOAD
+    keep_batches: bool = False
+
+    def __post_init__(self) -> None:
+        _check_int("dp_size", self.dp_size, 1)
+        _check_int("batch_size", self.batch_size, 1)
+        if self.batch_size % self.dp_size:
+            raise CoordinatorInputError(
+                f"batch_size={self.batch_size} cannot be split across dp_size={self.dp_size} ranks; pass a "
+                "multiple of dp_size (batch_size counts the samples of the whole step, across ranks)"
+            )
+        flags = {"balance": self.balance, "group_aware": self.group_aware, "keep_batches": self.keep_batches}
+        bad = next((name for name, value in flags.items() if type(value) is not bool), None)
+        if bad is not None:
+            raise CoordinatorInputError(f"{bad} must be a bool, got {flags[bad]!r}")
+        _check_name("method", self.method, PARTITION_METHODS)
+        _check_name("workload", self.workload, WORKLOADS)
+        if self.group_size is None:
+            return
+        _check_int("group_size", self.group_size, 1)
+        if not self.group_aware:
+            raise CoordinatorInputError("group_size needs group_aware=True; set it or leave group_size=None")
+        if self.batch_size % self.group_size:
+            raise CoordinatorInputError(
+                f"batch_size={self.batch_size} is not a whole number of groups of group_size={self.group_size}; "
+                "pass a multiple of group_size"
+            )
+        groups = self.batch_size // self.group_size
+        if self.balance and groups % self.dp_size:
+            raise CoordinatorInputError(
+                f"{groups} groups of {self.group_size} cannot be kept whole on dp_size={self.dp_size} ranks with "
+                "equal counts; make batch_size a multiple of group_size * dp_size or pass balance=False"
+            )
+
+    @property
+    def per_rank(self) -> int:
+        """Samples each rank receives."""
+        return self.batch_size // self.dp_size
+
+
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if type(value) is not int or value < minimum:
+        raise CoordinatorInputError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_name(name: str, value: object, registry: dict[str, Any]) -> None:
+    if value not in registry:
+        near = nearest_name(str(value), registry)
+        hint = f" (did you mean {near!r}?)" if near else ""
+        raise CoordinatorInputError(f"unknown {name} {value!r}{hint}; valid names: {', '.join(sorted(registry))}")
+
+
+def check_edge(edge_key: object) -> str:
+    """`edge_key` if it is a non-empty string, else CoordinatorInputError."""
+    if not isinstance(edge_key, str) or not edge_key:
+        raise CoordinatorInputError(f"edge_key must be a non-empty string, got {edge_key!r}")
+    return edge_key
+
+
+def check_get(
+    edge_key: object, step: object, dp_rank: object, spec: StepSpec, sample_filter: object, timeout_s: object
+) -> None:
+    """Reject a get whose edge, step, rank, filter or timeout is invalid (the spec checks itself)."""
+    check_edge(edge_key)
+    _check_int("step", step, 0)
+    if type(dp_rank) is not int or not 0 <= dp_rank < spec.dp_size:
+        raise CoordinatorInputError(
+            f"dp_rank={dp_rank!r} is outside dp_size={spec.dp_size}; pass a rank in [0, {spec.dp_size - 1}]"
+        )
+    if sample_filter is not None and not callable(sample_filter):
+        raise CoordinatorInputError(
+            f"sample_filter must be a callable SampleInfo -> bool or None, got {sample_filter!r}"
+        )
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        raise CoordinatorInputError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+
+
+def check_put(edge_key: object, infos: object, refs: object, positions: object) -> int:
+    """Reject a put whose lists are malformed; return the number of samples."""
+    edge = check_edge(edge_key)
+    if not isinstance(infos, list) or not infos:
+        raise CoordinatorInputError(f"infos must be a non-empty list of SampleInfo, got {type(infos).__name__}")
+    n = len(infos)
+    bad = next((i for i, info in enumerate(infos) if not isinstance(info, SampleInfo)), None)
+    if bad is not None:
+        raise CoordinatorInputError(f"infos[{bad}] must be a SampleInfo, got {type(infos[bad]).__name__}")
+    wrong_edge = next((info for info in infos if info.edge and info.edge != edge), None)
+    if wrong_edge is not None:
+        raise CoordinatorInputError(
+            f"sample {wrong_edge.uid} says edge {wrong_edge.edge!r} but was put on edge {edge!r}; "
+            "put it on its own edge"
+        )
+    if not isinstance(refs, list) or len(refs) != n:
+        got = len(refs) if isinstance(refs, list) else type(refs).__name__
+        raise CoordinatorInputError(f"refs must be a list with one ref per sample ({n}), got {got}")
+    if positions is not None:
+        if not isinstance(positions, list) or len(positions) != n:
+            got = len(positions) if isinstance(positions, list) else type(positions).__name__
+            raise CoordinatorInputError(f"positions must be None or a list of {n} ints >= 0, got {got}")
+        bad = next((i for i, p in enumerate(positions) if type(p) is not int or p < 0), None)
+        if bad is not None:
+            raise CoordinatorInputError(f"positions[{bad}] must be an int >= 0, got {positions[bad]!r}")
+    return n
