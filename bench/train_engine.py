@@ -1,0 +1,381 @@
+"""Training tokens/s of the FSDP2 train engine against a plain transformers + AdamW loop, and peak memory.
+
+Both sides train the same model (same initial weights) on the same rollout-shaped batch (left-padded
+prompts, responses, right padding), with the same micro-batches and the same PPO loss from rl_core
+(token-mean over the step's global token count), AdamW and gradient clipping:
+  plain   `model(input_ids, attention_mask, position_ids).logits` on each micro-batch's padded rows (cut
+          to the columns in use), `log_softmax` + `gather`, backward; clip; AdamW step.
+  engine  `FSDPEngine.train_step`: packed micro-batches (no padding), log-probs of response tokens from
+          hidden states through rl_core's chunked function, backward; clip; AdamW step. One process
+          runs unsharded (no process group); `--dist` also runs 2 gloo processes with FSDP2, each with
+          half the batch, one intra-op thread each (the 2-process figure, measured in its own processes).
+
+  engine-fsdp1  the engine under a world-size-1 process group, i.e. FSDP2-wrapped as a launcher would run
+          it on one device (`--no-fsdp-one` skips it).
+
+Timing: one warm-up step each, then plain, engine, engine-fsdp1, plain, ... (`--reps` of each, default 5) in
+the same process; tokens/s = valid tokens of the batch / median step seconds. Peak memory: each side runs
+build + 3 steps in its own fresh child process; CPU reports the peak resident set (VmHWM), CUDA
+`max_memory_allocated`.
+
+MFU uses verl's formula (`rl_engines.training.estimate_train_flops`: 6 * N * tokens + 12 * sum(seqlen^2) *
+head_dim * heads * layers) over the device's dense bf16 peak (`peak_flops`); on a CPU the peak is unknown
+and MFU is reported as n/a. A GPU run: `--device cuda --dtype bfloat16 --size 0.5b` (a Qwen2.5-0.5B-shaped
+config built in code, random weights).
+
+Last line: RESULT train_engine tokens_per_s=<engine 1-proc> ratio=<engine/plain> goal=0.9 met|missed
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+GOAL_RATIO = 0.9
+WARMUP_STEPS = 1
+MEMORY_STEPS = 3
+MIB = 2**20
+SIZES: dict[str, dict[str, int]] = {
+    # ~5M parameters: a step takes a fraction of a second on a 2-core CPU.
+    "tiny": dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=4096),
+    # Qwen2.5-0.5B's shape.
+    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, vocab_size=151936),
+    # Qwen2.5-1.5B's shape.
+    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                 num_key_value_heads=2, vocab_size=151936),
+}  # fmt: skip
+
+
+def _hf_config(args: argparse.Namespace) -> Any:
+    from transformers import Qwen2Config
+
+    return Qwen2Config(**SIZES[args.size], max_position_embeddings=max(4096, args.max_len), tie_word_embeddings=False)
+
+
+def _batch(args: argparse.Namespace, rows: int, seed: int, vocab: int) -> dict[str, torch.Tensor]:
+    """Rollout-shaped rows: prompt lengths up to a third of max_len, responses filling up to max_len."""
+    gen = torch.Generator().manual_seed(seed)
+    prompt_width = args.max_len // 3
+    width = args.max_len
+    attention = torch.zeros(rows, width, dtype=torch.int64)
+    response = torch.zeros(rows, width, dtype=torch.int64)
+    for row in range(rows):
+        prompt = int(torch.randint(prompt_width // 4, prompt_width + 1, (1,), generator=gen))
+        length = int(torch.randint((width - prompt_width) // 4, width - prompt_width + 1, (1,), generator=gen))
+        attention[row, prompt_width - prompt : prompt_width + length] = 1
+        response[row, prompt_width : prompt_width + length] = 1
+    input_ids = torch.randint(1, vocab, (rows, width), generator=gen) * attention
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention,
+        "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
+        "response_mask": response,
+        "old_log_probs": (-torch.log(torch.tensor(float(vocab))) + 0.1 * torch.randn(rows, width, generator=gen))
+        * response,
+        "advantages": torch.randn(rows, width, generator=gen) * response,
+    }
+
+
+def _plan(lengths: list[int], budget: int) -> list[list[int]]:
+    """First-fit decreasing under the token budget (what rl-coordinator's planner does, simplified)."""
+    bins: list[tuple[int, list[int]]] = []
+    for row in sorted(range(len(lengths)), key=lambda r: -lengths[r]):
+        for index, (used, rows) in enumerate(bins):
+            if used + lengths[row] <= budget:
+                bins[index] = (used + lengths[row], [*rows, row])
+                break
+        else:
+            bins.append((lengths[row], [row]))
+    return [sorted(rows) for _, rows in bins]
+
+
+def _ppo_loss(log_probs: torch.Tensor, micro: dict[str, torch.Tensor], normalizer: Any) -> torch.Tensor:
+    from rl_core.losses import PolicyLossInputs, ppo
+
+    inputs = PolicyLossInputs(log_probs, micro["old_log_probs"], micro["advantages"], micro["response_mask"])
+    return ppo(inputs, normalizer=normalizer).loss
+
+
+class PlainLoop:
+    """A straightforward transformers + AdamW training step over the given micro-batches."""
+
+    def __init__(self, args: argparse.Namespace, device: torch.device) -> None:
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(args.seed)
+        dtype = getattr(torch, args.dtype)
+        self.model = AutoModelForCausalLM.from_config(_hf_config(args), dtype=dtype, attn_implementation="sdpa")
+        self.model.to(device).train()
+        self.device = device
+        fused = device.type == "cuda"
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=0.01, fused=fused or None)
+
+    def step(self, batch: dict[str, torch.Tensor], plan: list[list[int]], normalizer: Any) -> None:
+        for rows in plan:
+            micro = {k: v[rows].to(self.device) for k, v in batch.items()}
+            used = micro["attention_mask"].any(0).nonzero()
+            cols = slice(int(used[0]), int(used[-1]) + 1)
+            micro = {k: v[:, cols] for k, v in micro.items()}
+            logits = self.model(
+                input_ids=micro["input_ids"],
+                attention_mask=micro["attention_mask"],
+                position_ids=micro["position_ids"],
+                use_cache=False,
+            ).logits
+            token_lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, micro["input_ids"][:, 1:, None])
+            log_probs = torch.cat([torch.zeros_like(token_lp[:, :1, 0]), token_lp[..., 0]], dim=1)
+            _ppo_loss(log_probs, micro, normalizer).backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def _engine(args: argparse.Namespace) -> Any:
+    from rl_engines.training import (
+        FSDPEngine,
+        MicroBatchConfig,
+        ModelConfig,
+        OptimizerConfig,
+        PrecisionConfig,
+        TrainEngineConfig,
+    )
+
+    config = TrainEngineConfig(
+        model=ModelConfig(hf_config=_hf_config(args), init_seed=args.seed),
+        precision=PrecisionConfig(param_dtype=args.dtype),
+        optimizer=OptimizerConfig(lr=args.lr, weight_decay=0.01, max_grad_norm=1.0),
+        micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=args.budget, packing=True),
+        device=args.device,
+    )
+    return FSDPEngine.from_config(config)
+
+
+def _engine_loss(outputs: Any, micro: dict[str, torch.Tensor], normalizer: Any) -> Any:
+    from rl_engines.training import LossOutput
+
+    return LossOutput(_ppo_loss(outputs.log_probs, micro, normalizer), {})
+
+
+def _engine_step(engine: Any, batch: dict[str, torch.Tensor], plan: list[list[int]], normalizer: Any) -> None:
+    from rl_engines.training import ForwardSpec
+
+    result = engine.train_step(batch, plan, normalizer, _engine_loss, ForwardSpec())
+    if result.skipped:
+        raise RuntimeError(f"engine skipped a benchmark step: {result}")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(fn: Any, device: torch.device) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def _workload(args: argparse.Namespace, vocab: int) -> tuple[dict[str, torch.Tensor], list[list[int]], Any]:
+    from rl_core.losses import LossNormalizer
+
+    batch = _batch(args, args.batch, seed=args.seed, vocab=vocab)
+    lengths = batch["attention_mask"].sum(-1).tolist()
+    return batch, _plan(lengths, args.budget), LossNormalizer.from_mask(batch["response_mask"])
+
+
+def _init_one_process_group(device: torch.device) -> None:
+    """A world-size-1 process group, so the engine built next shards with FSDP2 (as under a launcher)."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+
+
+def _measure_one_process(args: argparse.Namespace) -> dict[str, Any]:
+    """Alternate plain, engine (unsharded) and engine (FSDP2, world size 1) steps in this process; return
+    their step seconds and the workload."""
+    import torch.distributed as dist
+
+    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    vocab = SIZES[args.size]["vocab_size"]
+    batch, plan, normalizer = _workload(args, vocab)
+    runners = {"plain": PlainLoop(args, device).step}
+    engine = _engine(args)  # built before any process group exists: one unsharded process
+    runners["engine"] = lambda b, p, n: _engine_step(engine, b, p, n)
+    if args.fsdp_one:
+        _init_one_process_group(device)
+        sharded = _engine(args)
+        runners["engine-fsdp1"] = lambda b, p, n: _engine_step(sharded, b, p, n)
+    for run in runners.values():
+        for _ in range(WARMUP_STEPS):
+            run(batch, plan, normalizer)
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(args.reps):
+        for name, run in runners.items():
+            times[name].append(_timed(lambda run=run: run(batch, plan, normalizer), device))
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    lengths = batch["attention_mask"].sum(-1).tolist()
+    return {"times": times, "tokens": sum(lengths), "lengths": lengths, "micro_batches": len(plan), "device": device}
+
+
+def _dist_rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        vocab = SIZES[args.size]["vocab_size"]
+        full = _batch(args, args.batch, seed=args.seed, vocab=vocab)
+        half = args.batch // 2
+        batch = {k: v[rank * half : (rank + 1) * half] for k, v in full.items()}
+        engine = _engine(args)
+        plan = _plan(batch["attention_mask"].sum(-1).tolist(), args.budget)
+        # Equal micro-batch counts on both ranks (FSDP2 pairs collectives per forward): split the largest.
+        most = torch.tensor(len(plan))
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        while len(plan) < int(most):
+            plan.sort(key=len)
+            biggest = plan.pop()
+            plan += [biggest[: len(biggest) // 2], biggest[len(biggest) // 2 :]] if len(biggest) > 1 else [biggest]
+        normalizer = engine.global_normalizer(batch["response_mask"])
+        _engine_step(engine, batch, plan, normalizer)
+        times = []
+        for _ in range(args.reps):
+            dist.barrier()
+            times.append(_timed(lambda: _engine_step(engine, batch, plan, normalizer), torch.device("cpu")))
+        if rank == 0:
+            Path(out).write_text(repr(statistics.median(times)))
+    finally:
+        dist.destroy_process_group()
+
+
+def _measure_two_processes(args: argparse.Namespace) -> float:
+    import socket
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "median.txt")
+        mp.spawn(_dist_rank, args=(args, port, out), nprocs=2)
+        return float(Path(out).read_text())
+
+
+def _peak_child(variant: str, args: argparse.Namespace, sender: Any) -> None:
+    try:
+        device = torch.device(
+            args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        )
+        batch, plan, normalizer = _workload(args, SIZES[args.size]["vocab_size"])
+        runner = PlainLoop(args, device) if variant == "plain" else _engine(args)
+        for _ in range(MEMORY_STEPS):
+            if variant == "plain":
+                runner.step(batch, plan, normalizer)
+            else:
+                _engine_step(runner, batch, plan, normalizer)
+        if device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(device)
+        else:
+            status = Path("/proc/self/status").read_text().splitlines()
+            peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+        sender.send(("ok", peak))
+    except BaseException:
+        sender.send(("error", traceback.format_exc()))
+
+
+def _peak_memory(variant: str, args: argparse.Namespace) -> int:
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_peak_child, args=(variant, args, sender))
+    process.start()
+    status, payload = receiver.recv()
+    process.join()
+    if status != "ok":
+        raise SystemExit(f"memory run of {variant} failed:\n{payload}")
+    return int(payload)
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--size", default="tiny", choices=sorted(SIZES))
+    parser.add_argument("--batch", type=int, default=8, help="sequences per step (even, for the 2-process run)")
+    parser.add_argument("--max-len", type=int, default=192, help="prompt + response width")
+    parser.add_argument("--budget", type=int, default=512, help="max tokens per micro-batch")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dist", action=argparse.BooleanOptionalAction, default=True, help="also run 2 processes")
+    parser.add_argument(
+        "--fsdp-one", action=argparse.BooleanOptionalAction, default=True, help="also time FSDP2 at world size 1"
+    )
+    parser.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True, help="measure peak memory")
+    return parser.parse_args()
+
+
+def main() -> None:
+    from rl_engines.training import estimate_train_flops, mfu, peak_flops
+
+    args = _parse()
+    measured = _measure_one_process(args)
+    device, tokens = measured["device"], measured["tokens"]
+    medians = {name: statistics.median(times) for name, times in measured["times"].items()}
+    rates = {name: tokens / seconds for name, seconds in medians.items()}
+    ratio = rates["engine"] / rates["plain"]
+    print(f"device={device} dtype={args.dtype} size={args.size} threads={torch.get_num_threads()}")
+    print(f"batch: {args.batch} sequences, {tokens} valid tokens, {measured['micro_batches']} micro-batches "
+          f"under {args.budget} tokens; {args.reps} alternating reps, medians")  # fmt: skip
+    for name in medians:
+        spread = ", ".join(f"{t:.3f}" for t in measured["times"][name])
+        fastest = min(measured["times"][name])
+        print(
+            f"  {name:<12} {medians[name]:.3f} s/step  {rates[name]:,.0f} tokens/s  "
+            f"(fastest {tokens / fastest:,.0f} tokens/s; runs: {spread})"
+        )
+    print(f"  engine/plain tokens/s ratio: {ratio:.3f} (one unsharded process)")
+    if "engine-fsdp1" in rates:
+        print(f"  engine-fsdp1/plain ratio: {rates['engine-fsdp1'] / rates['plain']:.3f} (FSDP2, world size 1)")
+    if args.dist and device.type == "cpu":
+        seconds = _measure_two_processes(args)
+        print(
+            f"  engine, 2 gloo processes (FSDP2, 1 thread each): {seconds:.3f} s/step  {tokens / seconds:,.0f} tokens/s"
+        )
+    flops = estimate_train_flops(_hf_config(args), measured["lengths"])
+    peak = peak_flops() if device.type == "cuda" else None
+    for name in medians:
+        achieved = flops / medians[name]
+        mfu_text = f"MFU {mfu(flops, medians[name], peak):.3f}" if peak else "MFU n/a (no known peak for this device)"
+        print(f"  {name:<12} {achieved / 1e9:,.1f} GFLOP/s by verl's formula; {mfu_text}")
+    if args.memory:
+        for name in ("plain", "engine"):
+            kind = "max_memory_allocated" if device.type == "cuda" else "peak RSS (VmHWM)"
+            print(f"  {name:<12} {kind}: {_peak_memory(name, args) / MIB:,.0f} MiB (build + {MEMORY_STEPS} steps)")
+    verdict = "met" if ratio >= GOAL_RATIO else "missed"
+    print(f"RESULT train_engine tokens_per_s={rates['engine']:.0f} ratio={ratio:.3f} goal={GOAL_RATIO} {verdict}")
+
+
+if __name__ == "__main__":
+    main()

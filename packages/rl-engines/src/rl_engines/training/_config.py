@@ -1,0 +1,240 @@
+"""Frozen settings of the training engine: model source, precision, optimizer, schedule, micro-batching, offload."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rl_engines.training._errors import TrainConfigError
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+"""Dtype names accepted by `PrecisionConfig` (strings, so a YAML config can name them)."""
+
+PACKING_ATTENTION = frozenset({"sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3"})
+"""Attention implementations that separate packed sequences from `position_ids` alone (checked-facts.md)."""
+
+SCHEDULES = ("constant", "cosine")
+DEFAULT_MAX_TOKENS_PER_MICRO_BATCH = 8192
+DEFAULT_LOGPROB_CHUNK_SIZE = 1024
+"""Rows of hidden states projected onto the vocabulary at once (rl_core.logprobs' default)."""
+
+
+def _check_positive(owner: str, name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+        raise TrainConfigError(f"{owner}.{name} must be a finite number > 0, got {value!r}")
+
+
+def _check_non_negative(owner: str, name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or not math.isfinite(value):
+        raise TrainConfigError(f"{owner}.{name} must be a finite number >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Where the model comes from and how it is built.
+
+    Attributes:
+        path: a local Hugging Face folder (config.json plus *.safetensors or pytorch_model*.bin).
+        hf_config: a `transformers.PretrainedConfig`; the model is initialised from it with `init_seed`.
+            Exactly one of `path` and `hf_config` is set.
+        tokenizer_path: folder of the tokenizer to check the vocabulary against; defaults to `path`
+            when that folder holds tokenizer files. None with `hf_config` skips the check.
+        attn_implementation: the transformers attention implementation ("sdpa", "eager", "flash_attention_2", ...).
+        gradient_checkpointing: recompute each decoder layer's activations in backward (activation checkpointing).
+        value_head: add a `(hidden, 1)` value head (the critic) and drop the LM head's training.
+        init_seed: seed of the random initialisation from `hf_config` (identical on every rank).
+    """
+
+    path: str | None = None
+    hf_config: Any = None
+    tokenizer_path: str | None = None
+    attn_implementation: str = "sdpa"
+    gradient_checkpointing: bool = False
+    value_head: bool = False
+    init_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.hf_config is None):
+            raise TrainConfigError(
+                "ModelConfig needs exactly one of path (a local Hugging Face folder) and hf_config "
+                f"(a transformers config); got path={self.path!r}, hf_config={type(self.hf_config).__name__}"
+            )
+        if self.hf_config is not None and not hasattr(self.hf_config, "to_dict"):
+            raise TrainConfigError(
+                f"ModelConfig.hf_config must be a transformers PretrainedConfig, got {type(self.hf_config).__name__}"
+            )
+        if not self.attn_implementation:
+            raise TrainConfigError("ModelConfig.attn_implementation must name an attention implementation, e.g. 'sdpa'")
+
+
+@dataclass(frozen=True)
+class PrecisionConfig:
+    """Dtypes of the stored (master) parameters, of the forward/backward compute and of gradient reduction.
+
+    Attributes:
+        param_dtype: dtype the sharded parameters and optimizer states are kept in.
+        compute_dtype: dtype of the unsharded parameters during forward/backward (FSDP2 mixed precision);
+            None means `param_dtype`.
+        reduce_dtype: dtype gradients are reduced across ranks in.
+    """
+
+    param_dtype: str = "float32"
+    compute_dtype: str | None = None
+    reduce_dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        for name in ("param_dtype", "compute_dtype", "reduce_dtype"):
+            value = getattr(self, name)
+            if value is not None and value not in DTYPES:
+                raise TrainConfigError(f"PrecisionConfig.{name}={value!r} is not one of {sorted(DTYPES)}")
+
+    @property
+    def param(self) -> torch.dtype:
+        """`param_dtype` as a torch dtype."""
+        return DTYPES[self.param_dtype]
+
+    @property
+    def compute(self) -> torch.dtype:
+        """`compute_dtype` (or `param_dtype`) as a torch dtype."""
+        return DTYPES[self.compute_dtype or self.param_dtype]
+
+    @property
+    def reduce(self) -> torch.dtype:
+        """`reduce_dtype` as a torch dtype."""
+        return DTYPES[self.reduce_dtype]
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """AdamW and gradient clipping.
+
+    Attributes:
+        lr: peak learning rate.
+        betas: AdamW's (beta1, beta2).
+        eps: AdamW's epsilon.
+        weight_decay: decoupled weight decay.
+        max_grad_norm: clip the global gradient norm to this; None disables clipping (the norm is still reported).
+    """
+
+    lr: float = 1e-6
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    max_grad_norm: float | None = 1.0
+
+    def __post_init__(self) -> None:
+        _check_positive("OptimizerConfig", "lr", self.lr)
+        _check_positive("OptimizerConfig", "eps", self.eps)
+        _check_non_negative("OptimizerConfig", "weight_decay", self.weight_decay)
+        if len(self.betas) != 2 or not all(0 <= beta < 1 for beta in self.betas):
+            raise TrainConfigError(f"OptimizerConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
+        if self.max_grad_norm is not None:
+            _check_positive("OptimizerConfig", "max_grad_norm", self.max_grad_norm)
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Learning-rate schedule: linear warm-up, then constant or cosine decay to `min_lr_ratio * lr`.
+
+    The schedule advances once per `TrainEngine.step_lr_scheduler()` call (once per RL step, as verl).
+
+    Attributes:
+        kind: "constant" or "cosine".
+        warmup_steps: steps of linear warm-up from 0 to the peak rate.
+        total_steps: length of the schedule (warm-up included); required by "cosine".
+        min_lr_ratio: the cosine floor as a fraction of the peak rate.
+    """
+
+    kind: str = "constant"
+    warmup_steps: int = 0
+    total_steps: int | None = None
+    min_lr_ratio: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCHEDULES:
+            raise TrainConfigError(f"ScheduleConfig.kind={self.kind!r} is not one of {list(SCHEDULES)}")
+        if self.warmup_steps < 0:
+            raise TrainConfigError(f"ScheduleConfig.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise TrainConfigError(f"ScheduleConfig.min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
+        if self.kind == "cosine" and (self.total_steps is None or self.total_steps <= self.warmup_steps):
+            raise TrainConfigError(
+                f"ScheduleConfig(kind='cosine') needs total_steps > warmup_steps={self.warmup_steps}, "
+                f"got total_steps={self.total_steps}"
+            )
+
+
+@dataclass(frozen=True)
+class MicroBatchConfig:
+    """How the engine runs the micro-batches the caller planned.
+
+    Attributes:
+        max_tokens_per_micro_batch: the token budget a micro-batch of several sequences may not exceed
+            (a single longer sequence runs alone).
+        packing: concatenate a micro-batch's sequences into one row without padding (position ids restart
+            per sequence); False runs the padded rows.
+        logprob_chunk_size: rows of hidden states projected onto the vocabulary at once.
+    """
+
+    max_tokens_per_micro_batch: int = DEFAULT_MAX_TOKENS_PER_MICRO_BATCH
+    packing: bool = True
+    logprob_chunk_size: int = DEFAULT_LOGPROB_CHUNK_SIZE
+
+    def __post_init__(self) -> None:
+        for name in ("max_tokens_per_micro_batch", "logprob_chunk_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise TrainConfigError(f"MicroBatchConfig.{name} must be an int > 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class OffloadConfig:
+    """CPU offload.
+
+    Attributes:
+        fsdp_cpu_offload: keep sharded parameters, gradients and optimizer states on the CPU and step
+            the optimizer there (FSDP2's CPUOffloadPolicy); needs a CUDA device.
+        pin_memory: pin the offloaded memory for faster host-device copies.
+    """
+
+    fsdp_cpu_offload: bool = False
+    pin_memory: bool = True
+
+
+@dataclass(frozen=True)
+class TrainEngineConfig:
+    """Everything `FSDPEngine.from_config` needs.
+
+    Attributes:
+        model: the model source.
+        precision: parameter, compute and reduction dtypes.
+        optimizer: AdamW settings; None builds a frozen, forward-only engine (the reference model).
+        schedule: learning-rate schedule.
+        micro_batch: token budget, packing and log-prob chunking.
+        offload: CPU offload.
+        device: "auto" (the current CUDA device if there is one, else CPU), "cpu" or "cuda".
+        reshard_after_forward: free each layer's gathered parameters after its forward (less memory,
+            one more all-gather in backward).
+    """
+
+    model: ModelConfig
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    optimizer: OptimizerConfig | None = field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    micro_batch: MicroBatchConfig = field(default_factory=MicroBatchConfig)
+    offload: OffloadConfig = field(default_factory=OffloadConfig)
+    device: str = "auto"
+    reshard_after_forward: bool = True
+
+    def __post_init__(self) -> None:
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise TrainConfigError(f"TrainEngineConfig.device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+        if self.micro_batch.packing and self.model.attn_implementation not in PACKING_ATTENTION:
+            raise TrainConfigError(
+                f"MicroBatchConfig.packing=True needs an attention implementation that separates packed sequences "
+                f"by position ids ({sorted(PACKING_ATTENTION)}), got ModelConfig.attn_implementation="
+                f"{self.model.attn_implementation!r}; set packing=False to run padded rows"
+            )

@@ -1,0 +1,270 @@
+"""`FSDPEngine`: the FSDP2 implementation of `TrainEngine`, composed from the modules beside it."""
+
+from __future__ import annotations
+
+import logging
+import re
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rl_core.losses import LossNormalizer
+from rl_engines.training import _checkpoint, _export
+from rl_engines.training._config import TrainEngineConfig
+from rl_engines.training._errors import BatchError, TrainConfigError
+from rl_engines.training._forward import PolicyNetwork, forward_micro_batch
+from rl_engines.training._fsdp import (
+    ProcessLayout,
+    all_reduce_min_max,
+    all_reduce_sum,
+    collective_device,
+    full_tensor,
+    reshard,
+    resolve_layout,
+    shard,
+)
+from rl_engines.training._micro_batches import check_micro_batches, select_rows
+from rl_engines.training._model import build_causal_lm
+from rl_engines.training._optim import build_optimizer, build_scheduler
+from rl_engines.training._step import train_step
+from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, StepResult
+
+logger = logging.getLogger(__name__)
+
+_SCHEDULER_ORDER_WARNING = re.escape("Detected call of `lr_scheduler.step()` before `optimizer.step()`")
+
+
+class FSDPEngine:
+    """A causal LM (optionally with a value head) sharded with FSDP2 over the default process group, with
+    AdamW and a learning-rate schedule; unsharded in one process when no process group is initialised.
+
+    Build it with `FSDPEngine.from_config`; see `TrainEngine` for the methods' contracts.
+    """
+
+    def __init__(self, config: TrainEngineConfig, network: PolicyNetwork, layout: ProcessLayout, hf_config: Any):
+        self.config = config
+        self.network = network
+        self.layout = layout
+        self.hf_config = hf_config
+        self.optimizer = None if config.optimizer is None else build_optimizer(network.parameters(), config.optimizer)
+        self.scheduler = None if self.optimizer is None else build_scheduler(self.optimizer, config.schedule)
+        self._global_step = 0
+        self._offloaded = False
+        if self.optimizer is None:
+            network.requires_grad_(False)
+
+    @classmethod
+    def from_config(cls, config: TrainEngineConfig) -> FSDPEngine:
+        """Build the model on every rank, shard it (when a process group is initialised) and the optimizer."""
+        layout = resolve_layout(config)
+        backbone = build_causal_lm(config.model, config.precision.param)
+        network = PolicyNetwork(backbone, value_head=config.model.value_head, init_seed=config.model.init_seed)
+        if layout.sharded:
+            shard(network, backbone, config, layout)
+        else:
+            network.to(layout.device)
+        return cls(config, network, layout, backbone.config)
+
+    @property
+    def world_size(self) -> int:
+        """Number of data-parallel ranks."""
+        return self.layout.world_size
+
+    @property
+    def rank(self) -> int:
+        """This process's data-parallel rank."""
+        return self.layout.rank
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps applied so far."""
+        return self._global_step
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the engine has an optimizer."""
+        return self.optimizer is not None
+
+    @property
+    def has_value_head(self) -> bool:
+        """Whether the model has a value head."""
+        return self.network.value_head is not None
+
+    @property
+    def lr(self) -> float:
+        """The current learning rate (0 for a frozen engine)."""
+        return 0.0 if self.optimizer is None else float(self.optimizer.param_groups[0]["lr"])
+
+    def _plan(self, batch: Batch, micro_batches: Sequence[Sequence[int]]) -> list[list[int]]:
+        return check_micro_batches(
+            micro_batches, batch, self.config.micro_batch.max_tokens_per_micro_batch, self.layout
+        )
+
+    def forward(self, batch: Batch, micro_batches: Sequence[Sequence[int]], spec: ForwardSpec) -> ForwardOutput:
+        """Per-token outputs of `batch` without gradients, each `(B, T)` float32 on the batch's device."""
+        self._require_onloaded("run a forward")
+        plan = self._plan(batch, micro_batches)
+        out_device = batch["input_ids"].device
+        shape = tuple(batch["input_ids"].shape)
+        merged: dict[str, torch.Tensor] = {}
+        self.network.eval()
+        with torch.no_grad():
+            for rows in plan:
+                micro = select_rows(batch, rows, self.layout.device)
+                outputs = forward_micro_batch(
+                    self.network,
+                    micro,
+                    spec,
+                    packing=self.config.micro_batch.packing,
+                    chunk_size=self.config.micro_batch.logprob_chunk_size,
+                )
+                index = torch.as_tensor(rows, device=out_device)
+                for name, value in outputs._asdict().items():
+                    if value is not None:
+                        target = merged.setdefault(name, torch.zeros(shape, dtype=torch.float32, device=out_device))
+                        target[index] = value.to(out_device)
+        reshard(self.network)
+        return ForwardOutput(merged.get("log_probs"), merged.get("entropy"), merged.get("values"))
+
+    def global_normalizer(self, response_mask: torch.Tensor, *, horizon: float | None = None) -> LossNormalizer:
+        """The counts of this rank's `response_mask` `(B, T)` summed over every rank; `horizon` defaults to
+        the widest `T` on any rank."""
+        mask = response_mask.bool()
+        local = torch.tensor([mask.sum(), mask.any(dim=-1).sum()], dtype=torch.float64)
+        tokens, sequences = all_reduce_sum(local.to(collective_device(self.layout)), self.layout).tolist()
+        if tokens == 0:
+            raise BatchError("response_mask has no response tokens on any rank; there is nothing to train on")
+        widest = all_reduce_min_max(int(mask.shape[-1]), self.layout)[1]
+        return LossNormalizer(tokens, sequences, float(horizon if horizon is not None else widest))
+
+    def _require_optimizer(self, action: str) -> torch.optim.Optimizer:
+        if self.optimizer is None:
+            raise TrainConfigError(f"cannot {action}: the engine is frozen (TrainEngineConfig.optimizer=None)")
+        return self.optimizer
+
+    def _require_onloaded(self, action: str) -> None:
+        if self._offloaded:
+            raise TrainConfigError(f"cannot {action}: the engine is offloaded to the CPU; call onload() first")
+
+    def _run_step(self, batch, micro_batches, normalizer, loss_fn, spec, *, keep_gradients: bool) -> StepResult:
+        optimizer = self._require_optimizer("train")
+        self._require_onloaded("train")
+        return train_step(
+            self.network,
+            optimizer,
+            batch,
+            self._plan(batch, micro_batches),
+            normalizer,
+            loss_fn,
+            spec,
+            layout=self.layout,
+            packing=self.config.micro_batch.packing,
+            chunk_size=self.config.micro_batch.logprob_chunk_size,
+            max_grad_norm=None if self.config.optimizer is None else self.config.optimizer.max_grad_norm,
+            keep_gradients=keep_gradients,
+        )
+
+    def train_step(
+        self,
+        batch: Batch,
+        micro_batches: Sequence[Sequence[int]],
+        normalizer: LossNormalizer,
+        loss_fn: LossFn,
+        spec: ForwardSpec,
+    ) -> StepResult:
+        """One optimizer step over the micro-batches (see `TrainEngine.train_step`)."""
+        result = self._run_step(batch, micro_batches, normalizer, loss_fn, spec, keep_gradients=False)
+        if not result.skipped:
+            self._global_step += 1
+        return result
+
+    def compute_gradients(
+        self,
+        batch: Batch,
+        micro_batches: Sequence[Sequence[int]],
+        normalizer: LossNormalizer,
+        loss_fn: LossFn,
+        spec: ForwardSpec,
+    ) -> dict[str, torch.Tensor]:
+        """The full (gathered) gradient of the step's loss per parameter, under the network's names, without
+        applying it: for checking the engine against a reference. A collective."""
+        self._run_step(batch, micro_batches, normalizer, loss_fn, spec, keep_gradients=True)
+        gradients = {
+            name: full_tensor(p.grad).detach().clone()
+            for name, p in self.network.named_parameters()
+            if p.grad is not None
+        }
+        self._require_optimizer("compute gradients").zero_grad(set_to_none=True)
+        return gradients
+
+    def step_lr_scheduler(self) -> float:
+        """Advance the schedule one step; return the new learning rate."""
+        self._require_optimizer("step the learning-rate schedule")
+        assert self.scheduler is not None  # built together with the optimizer
+        with warnings.catch_warnings():
+            # After a skipped (non-finite) first step the optimizer has not stepped yet; torch warns about the
+            # order, but the schedule counts RL steps, skipped ones included, on purpose.
+            warnings.filterwarnings("ignore", message=_SCHEDULER_ORDER_WARNING, category=UserWarning)
+            self.scheduler.step()
+        return self.lr
+
+    def export_weights(
+        self, bucket_bytes: int = _export.DEFAULT_BUCKET_BYTES, dtype: torch.dtype | None = None
+    ) -> Iterator[list[tuple[str, torch.Tensor]]]:
+        """Full tensors under Hugging Face names in buckets of at most `bucket_bytes` (a collective generator:
+        every rank iterates it to the end)."""
+        return _export.iter_weight_buckets(self.network.backbone, bucket_bytes, dtype)
+
+    def export_hf(
+        self, path: str | Path, dtype: torch.dtype | None = None, *, shard_bytes: int = _export.DEFAULT_SHARD_BYTES
+    ) -> Path:
+        """Write a Hugging Face folder (config, safetensors, the source folder's tokenizer files) atomically."""
+        source = Path(self.config.model.path) if self.config.model.path is not None else None
+        return _export.export_hf(
+            self.network.backbone,
+            self.hf_config,
+            path,
+            self.layout,
+            dtype=dtype,
+            shard_bytes=shard_bytes,
+            source_folder=source,
+        )
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write model, optimizer, schedule, step and RNG state atomically to `path`."""
+        return _checkpoint.save_checkpoint(
+            path, self.network, self.optimizer, self.scheduler, self._global_step, self.hf_config, self.layout
+        )
+
+    def load_checkpoint(self, path: str | Path) -> int:
+        """Restore everything `save_checkpoint` wrote; return the step count."""
+        self._global_step = _checkpoint.load_checkpoint(
+            path, self.network, self.optimizer, self.scheduler, self.hf_config, self.layout
+        )
+        return self._global_step
+
+    def _move(self, device: torch.device) -> None:
+        self.network.to(device)
+        if self.optimizer is not None:
+            for state in self.optimizer.state.values():
+                for key, value in state.items():
+                    # Adam's `step` counter lives on the CPU unless the optimizer is fused/capturable.
+                    if isinstance(value, torch.Tensor) and value.dim() > 0:
+                        state[key] = value.to(device, non_blocking=True)
+
+    def offload(self) -> None:
+        """Move parameters and optimizer state to the CPU (no-op on a CPU engine or under FSDP2 CPU offload)."""
+        if self.layout.device.type != "cpu" and not self.config.offload.fsdp_cpu_offload and not self._offloaded:
+            reshard(self.network)  # gathered (plain) parameters cannot be moved as shards
+            self._move(torch.device("cpu"))
+            torch.cuda.empty_cache()
+        self._offloaded = True
+
+    def onload(self) -> None:
+        """Move parameters and optimizer state back to the compute device."""
+        if self.layout.device.type != "cpu" and not self.config.offload.fsdp_cpu_offload and self._offloaded:
+            self._move(self.layout.device)
+        self._offloaded = False

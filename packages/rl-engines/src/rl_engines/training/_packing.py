@@ -1,0 +1,121 @@
+"""The two model-input layouts of a micro-batch: packed (one row, no padding) and padded (its rows, trimmed).
+
+Packed: the micro-batch's valid tokens are concatenated into a single row whose `position_ids` restart at
+0 for each sequence, with `attention_mask=None` and no KV cache, so transformers separates the sequences
+from the positions alone (checked-facts.md: with a mask or a cache it silently does not). Padded: the
+rows as given, with the columns that are padding in every row cut off. Both layouts also give, for
+every target token, the flat index of the hidden state that predicts it, so the heads and the scatter
+back to `(B, T)` are shared and the two paths agree.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from rl_engines.training._errors import BatchError
+from rl_engines.training._types import Batch
+
+
+class ModelInputs(NamedTuple):
+    """A micro-batch laid out for the model, and where its outputs go.
+
+    Attributes:
+        input_ids: `(R, L)` int64 token ids fed to the model.
+        position_ids: `(R, L)` int64 positions.
+        attention_mask: `(R, L)` padding mask, or None for the packed layout.
+        source: `(N,)` int64 index into the model's `(R * L, H)` hidden states of the state predicting each target.
+        labels: `(N,)` int64 target token ids.
+        rows: `(N,)` int64 row of each target in the micro-batch's `(B, T)` grid.
+        cols: `(N,)` int64 column of each target in that grid.
+        shape: `(B, T)` of the micro-batch.
+    """
+
+    input_ids: torch.Tensor
+    position_ids: torch.Tensor
+    attention_mask: torch.Tensor | None
+    source: torch.Tensor
+    labels: torch.Tensor
+    rows: torch.Tensor
+    cols: torch.Tensor
+    shape: tuple[int, int]
+
+
+def _mask(batch: Batch) -> torch.Tensor:
+    input_ids = batch["input_ids"]
+    if "attention_mask" not in batch:
+        return torch.ones_like(input_ids, dtype=torch.bool)
+    mask = batch["attention_mask"]
+    if mask.shape != input_ids.shape:
+        raise BatchError(f"attention_mask has shape {tuple(mask.shape)}, input_ids {tuple(input_ids.shape)}")
+    return mask.bool()
+
+
+def target_mask(batch: Batch, response_only: bool) -> torch.Tensor:
+    """`(B, T)` bool: valid tokens preceded by a valid token, within `response_mask` when asked and present."""
+    mask = _mask(batch)
+    preceded = torch.zeros_like(mask)
+    preceded[:, 1:] = mask[:, :-1]
+    targets = mask & preceded
+    if response_only and "response_mask" in batch:
+        response = batch["response_mask"]
+        if response.shape != mask.shape:
+            raise BatchError(f"response_mask has shape {tuple(response.shape)}, input_ids {tuple(mask.shape)}")
+        targets &= response.bool()
+    return targets
+
+
+def _default_positions(mask: torch.Tensor) -> torch.Tensor:
+    """0, 1, 2, ... over each row's valid tokens (0 on padding), as the rollout numbers them."""
+    return (mask.long().cumsum(dim=-1) - 1).clamp(min=0)
+
+
+def padded_inputs(batch: Batch, response_only: bool) -> ModelInputs:
+    """The padded layout of `batch` (rows kept, all-padding columns at either end cut)."""
+    input_ids = batch["input_ids"]
+    mask = _mask(batch)
+    targets = target_mask(batch, response_only)
+    positions = batch["position_ids"] if "position_ids" in batch else _default_positions(mask)
+    used_cols = mask.any(dim=0).nonzero()
+    first, last = (int(used_cols[0]), int(used_cols[-1]) + 1) if len(used_cols) else (0, 1)
+    rows, cols = targets.nonzero(as_tuple=True)
+    width = last - first
+    return ModelInputs(
+        input_ids=input_ids[:, first:last],
+        position_ids=positions[:, first:last],
+        attention_mask=mask[:, first:last].long(),
+        source=rows * width + (cols - 1 - first),
+        labels=input_ids[rows, cols],
+        rows=rows,
+        cols=cols,
+        shape=(input_ids.shape[0], input_ids.shape[1]),
+    )
+
+
+def packed_inputs(batch: Batch, response_only: bool) -> ModelInputs:
+    """The packed layout of `batch`: every row's valid tokens, one after another, in a single row."""
+    input_ids = batch["input_ids"]
+    mask = _mask(batch)
+    targets = target_mask(batch, response_only)
+    positions = _default_positions(mask)
+    if "position_ids" in batch and not torch.equal(batch["position_ids"][mask].to(positions.dtype), positions[mask]):
+        raise BatchError(
+            "the packed layout numbers each sequence's tokens 0, 1, 2, ... but the batch's position_ids differ on "
+            "valid tokens; set MicroBatchConfig.packing=False to use the batch's position_ids"
+        )
+    flat_mask = mask.reshape(-1)
+    # Packed index of every (row, col): its rank among the valid tokens in row-major order.
+    packed_index = flat_mask.long().cumsum(dim=0) - 1
+    rows, cols = targets.nonzero(as_tuple=True)
+    width = input_ids.shape[1]
+    return ModelInputs(
+        input_ids=input_ids.reshape(-1)[flat_mask].unsqueeze(0),
+        position_ids=positions.reshape(-1)[flat_mask].unsqueeze(0),
+        attention_mask=None,
+        source=packed_index[rows * width + cols - 1],
+        labels=input_ids[rows, cols],
+        rows=rows,
+        cols=cols,
+        shape=(input_ids.shape[0], width),
+    )

@@ -1,0 +1,127 @@
+"""One optimizer step over the caller's micro-batches, with the loss normalised over the global batch.
+
+Every micro-batch's loss is already divided by the step's global counts (`LossNormalizer`, summed over
+all micro-batches on all ranks), so the gradients of the micro-batches add up, across accumulation and
+across ranks, to the gradient of the whole batch's loss. FSDP2 therefore *sums* gradients over ranks
+(its divide factor is set to 1 in `_fsdp.shard`); with dp = 2 and 2 micro-batches each the result equals
+one process on the whole batch.
+
+A step whose loss or gradient norm is not finite on any rank is skipped on every rank: the gradients
+are dropped, the optimizer is not applied, and the result says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import torch
+
+from rl_core.losses import LossNormalizer
+from rl_engines.training._errors import BatchError
+from rl_engines.training._forward import forward_micro_batch
+from rl_engines.training._fsdp import ProcessLayout, all_reduce_sum, collective_device, full_tensor
+from rl_engines.training._micro_batches import select_rows
+from rl_engines.training._types import Batch, ForwardSpec, LossFn, StepResult
+
+logger = logging.getLogger(__name__)
+
+
+def backward_micro_batches(
+    network: torch.nn.Module,
+    batch: Batch,
+    plan: Sequence[Sequence[int]],
+    normalizer: LossNormalizer,
+    loss_fn: LossFn,
+    spec: ForwardSpec,
+    *,
+    device: torch.device,
+    packing: bool,
+    chunk_size: int,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Forward and backward every micro-batch, accumulating gradients; return this rank's summed loss and
+    its metrics averaged over micro-batches."""
+    local_loss = torch.zeros((), dtype=torch.float64, device=device)
+    metric_sums: dict[str, torch.Tensor] = {}
+    for rows in plan:
+        micro_batch = select_rows(batch, rows, device)
+        outputs = forward_micro_batch(network, micro_batch, spec, packing=packing, chunk_size=chunk_size)
+        loss, metrics = loss_fn(outputs, micro_batch, normalizer)
+        if loss.dim() != 0:
+            raise BatchError(f"loss_fn must return a 0-dim loss, got shape {tuple(loss.shape)}")
+        loss.backward()
+        local_loss += loss.detach().double()
+        for name, value in metrics.items():
+            metric_sums[name] = metric_sums.get(name, 0.0) + value.detach().double()
+    count = max(1, len(plan))
+    return local_loss, {name: float(total) / count for name, total in metric_sums.items()}
+
+
+def _grad_norm(parameters: list[torch.nn.Parameter], max_grad_norm: float | None) -> float:
+    """The global gradient norm (over every rank's shards); clips in place when finite and a limit is set."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return 0.0
+    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, error_if_nonfinite=False)
+    norm = float(full_tensor(total))
+    if max_grad_norm is not None and math.isfinite(norm):
+        torch.nn.utils.clip_grads_with_norm_(parameters, max_grad_norm, total)
+    return norm
+
+
+def apply_gradients(
+    parameters: list[torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    local_loss: torch.Tensor,
+    max_grad_norm: float | None,
+    layout: ProcessLayout,
+) -> tuple[float, float, bool]:
+    """Clip and apply the accumulated gradients unless the loss or norm is not finite on some rank.
+
+    Returns:
+        (global loss, gradient norm before clipping, skipped).
+    """
+    # One all-reduce gives the full-batch loss, and a NaN/inf on any rank reaches every rank through it.
+    loss = float(all_reduce_sum(local_loss.to(collective_device(layout)), layout))
+    norm = _grad_norm(parameters, max_grad_norm)
+    skipped = not (math.isfinite(loss) and math.isfinite(norm))
+    if skipped:
+        logger.warning("skipping the optimizer step: loss=%s, grad_norm=%s (not finite)", loss, norm)
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss, norm, skipped
+
+
+def train_step(
+    network: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    plan: Sequence[Sequence[int]],
+    normalizer: LossNormalizer,
+    loss_fn: LossFn,
+    spec: ForwardSpec,
+    *,
+    layout: ProcessLayout,
+    packing: bool,
+    chunk_size: int,
+    max_grad_norm: float | None,
+    keep_gradients: bool = False,
+) -> StepResult:
+    """Accumulate the micro-batches' gradients and apply one optimizer step (see the module docstring).
+
+    `keep_gradients` leaves the summed gradients in `.grad` and does not step (for checks against a reference).
+    """
+    network.train()
+    optimizer.zero_grad(set_to_none=True)
+    local_loss, metrics = backward_micro_batches(
+        network, batch, plan, normalizer, loss_fn, spec, device=layout.device, packing=packing, chunk_size=chunk_size
+    )
+    lr = float(optimizer.param_groups[0]["lr"])
+    if keep_gradients:
+        loss = float(all_reduce_sum(local_loss.to(collective_device(layout)), layout))
+        return StepResult(loss, math.nan, True, lr, len(plan), metrics)
+    parameters = [p for group in optimizer.param_groups for p in group["params"]]
+    loss, norm, skipped = apply_gradients(parameters, optimizer, local_loss, max_grad_norm, layout)
+    return StepResult(loss, norm, skipped, lr, len(plan), metrics)

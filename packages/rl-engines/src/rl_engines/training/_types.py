@@ -1,0 +1,107 @@
+"""The values that cross the training engine's interface: what to compute, what comes back, what a loss is."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+
+from rl_core.losses import LossNormalizer
+from rl_engines.training._errors import MicroBatchError, TrainConfigError
+
+Batch = Mapping[str, torch.Tensor]
+"""Tensors keyed by the sample-schema names (`input_ids`, `attention_mask`, `response_mask`, ...), all `(B, ...)`."""
+
+
+@dataclass(frozen=True)
+class ForwardSpec:
+    """Which per-token outputs a forward computes.
+
+    A token's output at position `t` is predicted from the hidden state at `t - 1`: `log_probs[b, t]` is
+    the log-probability of `input_ids[b, t]` given the tokens before it, and `values[b, t]` the value of
+    the state before generating it (verl's alignment for response tokens).
+
+    Attributes:
+        log_probs: compute per-token log-probabilities.
+        entropy: compute per-token entropy of the next-token distribution.
+        values: compute per-token values from the value head.
+        temperature: divides the logits before the softmax, as the sampler did.
+        response_only: compute only where `response_mask` is set (when the batch has one); otherwise at
+            every token with a preceding token in its sequence.
+    """
+
+    log_probs: bool = True
+    entropy: bool = False
+    values: bool = False
+    temperature: float = 1.0
+    response_only: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.log_probs or self.entropy or self.values):
+            raise TrainConfigError("ForwardSpec asks for nothing; set log_probs, entropy or values to True")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise TrainConfigError(f"ForwardSpec.temperature must be a finite number > 0, got {self.temperature}")
+
+
+class ForwardOutput(NamedTuple):
+    """Per-token outputs, each `(B, T)` float32 aligned with `input_ids` and 0 where not computed, or None
+    when not asked for."""
+
+    log_probs: torch.Tensor | None
+    entropy: torch.Tensor | None
+    values: torch.Tensor | None
+
+
+class LossOutput(NamedTuple):
+    """A micro-batch's loss (0-dim, already divided by the step's global counts) and detached 0-dim metrics."""
+
+    loss: torch.Tensor
+    metrics: dict[str, torch.Tensor]
+
+
+LossFn = Callable[[ForwardOutput, Batch, LossNormalizer], LossOutput]
+"""`loss_fn(outputs, micro_batch, normalizer)`: the micro-batch's model outputs (with grad), its tensors,
+and the step's global normaliser -> `LossOutput`. Summed over micro-batches and ranks it is the step's loss."""
+
+
+@dataclass(frozen=True)
+class MiniBatch:
+    """One optimizer step's data on this rank.
+
+    Attributes:
+        batch: the step's tensors on this rank.
+        micro_batches: row indices of each micro-batch, covering `batch` exactly once.
+        normalizer: the step's counts over every rank (`TrainEngine.global_normalizer`).
+    """
+
+    batch: Batch
+    micro_batches: Sequence[Sequence[int]]
+    normalizer: LossNormalizer
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.normalizer, LossNormalizer):
+            raise MicroBatchError(f"MiniBatch.normalizer must be a LossNormalizer, got {type(self.normalizer)}")
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one optimizer step did.
+
+    Attributes:
+        loss: the step's loss summed over micro-batches and ranks (the full-batch loss).
+        grad_norm: the global gradient norm before clipping (NaN/inf when the step was skipped for it).
+        skipped: True when the loss or the gradient was not finite and the optimizer was not applied.
+        lr: the learning rate the step used.
+        num_micro_batches: micro-batches run on this rank.
+        metrics: the loss function's metrics, averaged over this rank's micro-batches.
+    """
+
+    loss: float
+    grad_norm: float
+    skipped: bool
+    lr: float
+    num_micro_batches: int
+    metrics: dict[str, float] = field(default_factory=dict)

@@ -1,0 +1,122 @@
+"""Scenarios run by each rank of a 2-process gloo group; they save what they saw for the test to check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from _training_helpers import engine_config, ppo_loss_fn, qwen_config, rollout_batch
+from torch.distributed.tensor import DTensor
+
+from rl_engines.training import (
+    ForwardSpec,
+    FSDPEngine,
+    MicroBatchError,
+    OptimizerConfig,
+    PrecisionConfig,
+    ScheduleConfig,
+)
+
+FULL_BATCH = 8
+LOCAL_BATCH = FULL_BATCH // 2
+MICRO_BATCHES = [[0, 1], [2, 3]]
+BUCKET_BYTES = 8192
+
+
+def local_rows(batch: dict[str, torch.Tensor], rank: int) -> dict[str, torch.Tensor]:
+    """This rank's half of the full batch."""
+    return {k: v[rank * LOCAL_BATCH : (rank + 1) * LOCAL_BATCH] for k, v in batch.items()}
+
+
+def fsdp_scenario(rank: int, out: Path) -> None:
+    """Forward (packed and padded), gradients, a NaN step, bucketed export and one real step, dp = 2."""
+    full = rollout_batch(FULL_BATCH, seed=0)
+    batch = local_rows(full, rank)
+    spec = ForwardSpec(entropy=True)
+    saved: dict[str, object] = {}
+    for packing in (True, False):
+        engine = FSDPEngine.from_config(engine_config(qwen_config(), packing=packing))
+        outputs = engine.forward(batch, MICRO_BATCHES, spec)
+        saved[f"log_probs_{packing}"], saved[f"entropy_{packing}"] = outputs.log_probs, outputs.entropy
+    mixed = FSDPEngine.from_config(engine_config(qwen_config(), precision=PrecisionConfig(compute_dtype="bfloat16")))
+    saved["log_probs_bf16"] = mixed.forward(batch, MICRO_BATCHES, ForwardSpec()).log_probs
+    saved["bf16_param_dtype"] = {p.dtype for p in mixed.network.parameters()}
+    del mixed
+    # A forward without backward must not leave the root's embedding and LM head gathered.
+    saved["sharded_after_forward"] = all(isinstance(p, DTensor) for p in engine.network.parameters())
+    try:
+        engine.forward(batch, [[0, 1, 2, 3]] if rank == 0 else MICRO_BATCHES, spec)
+    except MicroBatchError as error:  # every rank must refuse, or the next collective would hang
+        saved["uneven_error"] = str(error)
+    normalizer = engine.global_normalizer(batch["response_mask"])
+    saved["normalizer"] = normalizer
+    saved["gradients"] = engine.compute_gradients(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec())
+    buckets = [[(name, tensor.clone()) for name, tensor in bucket] for bucket in engine.export_weights(BUCKET_BYTES)]
+    saved["buckets"] = buckets
+    poisoned = dict(batch)
+    if rank == 1:
+        poisoned["advantages"] = batch["advantages"].clone()
+        poisoned["advantages"][0, -1] = float("nan")
+        poisoned["response_mask"] = batch["response_mask"].clone()
+        poisoned["response_mask"][0, -1] = 1
+    nan_normalizer = engine.global_normalizer(poisoned["response_mask"])
+    saved["nan_step"] = engine.train_step(poisoned, MICRO_BATCHES, nan_normalizer, ppo_loss_fn, ForwardSpec())
+    before = {name: tensor for bucket in buckets for name, tensor in bucket}
+    after = _weights(engine)
+    saved["unchanged_after_nan"] = before.keys() == after.keys() and all(
+        torch.equal(after[n], t) for n, t in before.items()
+    )
+    saved["real_step"] = engine.train_step(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec())
+    saved["global_step"] = engine.global_step
+    saved["trained_log_probs"] = engine.forward(batch, MICRO_BATCHES, ForwardSpec()).log_probs
+    engine.export_hf(out / "hf")
+    torch.save(saved, out / f"fsdp_rank{rank}.pt")
+
+
+def _steps(engine: FSDPEngine, rank: int, seeds: range) -> list[float]:
+    losses = []
+    for seed in seeds:
+        batch = local_rows(rollout_batch(FULL_BATCH, seed=seed), rank)
+        normalizer = engine.global_normalizer(batch["response_mask"])
+        losses.append(engine.train_step(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec()).loss)
+        engine.step_lr_scheduler()
+    return losses
+
+
+def _weights(engine: FSDPEngine) -> dict[str, torch.Tensor]:
+    return {name: tensor.clone() for bucket in engine.export_weights(BUCKET_BYTES) for name, tensor in bucket}
+
+
+def resume_scenario(rank: int, out: Path, hf_config: object) -> None:
+    """Three steps straight, against one step, save, a fresh engine that loads, and two more steps."""
+    config = engine_config(
+        hf_config,
+        optimizer=OptimizerConfig(lr=1e-2, max_grad_norm=0.5),  # clipping of sharded gradients is exercised too
+        schedule=ScheduleConfig(kind="cosine", warmup_steps=1, total_steps=4),
+    )
+    torch.manual_seed(100 + rank)
+    straight = FSDPEngine.from_config(config)
+    straight_losses = _steps(straight, rank, range(1, 4))
+    straight_weights = _weights(straight)
+    del straight
+
+    torch.manual_seed(100 + rank)
+    first = FSDPEngine.from_config(config)
+    resumed_losses = _steps(first, rank, range(1, 2))
+    first.forward(local_rows(rollout_batch(FULL_BATCH, seed=9), rank), MICRO_BATCHES, ForwardSpec())
+    first.save_checkpoint(out / "ckpt")
+    del first
+    torch.manual_seed(12345)  # scramble the RNG: only the checkpoint's RNG state may make the runs agree
+    second = FSDPEngine.from_config(config)
+    step = second.load_checkpoint(out / "ckpt")
+    resumed_losses += _steps(second, rank, range(2, 4))
+    torch.save(
+        {
+            "straight_losses": straight_losses,
+            "resumed_losses": resumed_losses,
+            "loaded_step": step,
+            "lr": second.lr,
+            "identical": all(torch.equal(straight_weights[k], v) for k, v in _weights(second).items()),
+        },
+        out / f"resume_rank{rank}.pt",
+    )

@@ -1,0 +1,91 @@
+"""Every engine setting's validation, and the layout it resolves to in one CPU process."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from _training_helpers import qwen_config
+
+from rl_engines.training import (
+    MicroBatchConfig,
+    ModelConfig,
+    OffloadConfig,
+    OptimizerConfig,
+    PrecisionConfig,
+    ScheduleConfig,
+    TrainConfigError,
+    TrainEngineConfig,
+)
+from rl_engines.training._fsdp import resolve_layout
+
+
+def _model(**kwargs) -> ModelConfig:
+    return ModelConfig(hf_config=qwen_config(), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: PrecisionConfig(param_dtype="fp32"), r"param_dtype='fp32' is not one of"),
+        (lambda: PrecisionConfig(compute_dtype="half"), r"compute_dtype='half' is not one of"),
+        (lambda: OptimizerConfig(lr=0.0), r"OptimizerConfig\.lr must be a finite number > 0"),
+        (lambda: OptimizerConfig(lr=math.inf), r"OptimizerConfig\.lr must be a finite number > 0"),
+        (lambda: OptimizerConfig(eps=-1.0), r"OptimizerConfig\.eps must be"),
+        (lambda: OptimizerConfig(weight_decay=-0.1), r"OptimizerConfig\.weight_decay must be a finite number >= 0"),
+        (lambda: OptimizerConfig(betas=(0.9, 1.0)), r"OptimizerConfig\.betas must be two numbers in \[0, 1\)"),
+        (lambda: OptimizerConfig(max_grad_norm=0.0), r"OptimizerConfig\.max_grad_norm must be"),
+        (lambda: ScheduleConfig(kind="linear"), r"ScheduleConfig\.kind='linear' is not one of"),
+        (lambda: ScheduleConfig(warmup_steps=-1), r"ScheduleConfig\.warmup_steps must be >= 0"),
+        (lambda: ScheduleConfig(min_lr_ratio=1.5), r"ScheduleConfig\.min_lr_ratio must lie in \[0, 1\]"),
+        (lambda: ScheduleConfig(kind="cosine"), r"needs total_steps > warmup_steps=0, got total_steps=None"),
+        (lambda: ScheduleConfig(kind="cosine", warmup_steps=5, total_steps=5), r"total_steps > warmup_steps=5"),
+        (lambda: MicroBatchConfig(max_tokens_per_micro_batch=0), r"max_tokens_per_micro_batch must be an int > 0"),
+        (lambda: MicroBatchConfig(logprob_chunk_size=1.5), r"logprob_chunk_size must be an int > 0"),
+        (lambda: TrainEngineConfig(model=_model(), device="tpu"), r"device must be 'auto', 'cpu' or 'cuda'"),
+        (
+            lambda: TrainEngineConfig(model=_model(attn_implementation="paged_attention")),
+            r"packing=True needs an attention implementation .* got ModelConfig\.attn_implementation='paged_attention'",
+        ),
+    ],
+)
+def test_invalid_settings_are_named(make, message: str) -> None:
+    with pytest.raises(TrainConfigError, match=message):
+        make()
+
+
+def test_padded_rows_allow_any_attention_implementation() -> None:
+    config = TrainEngineConfig(
+        model=_model(attn_implementation="paged_attention"), micro_batch=MicroBatchConfig(packing=False)
+    )
+    assert not config.micro_batch.packing
+
+
+def test_precision_dtypes() -> None:
+    precision = PrecisionConfig(param_dtype="float32", compute_dtype="bfloat16")
+    assert (precision.param, precision.compute, precision.reduce) == (torch.float32, torch.bfloat16, torch.float32)
+    assert PrecisionConfig(param_dtype="bfloat16").compute == torch.bfloat16
+
+
+def test_one_cpu_process_is_unsharded() -> None:
+    layout = resolve_layout(TrainEngineConfig(model=_model(), device="cpu"))
+    assert (layout.world_size, layout.rank, layout.device.type, layout.sharded) == (1, 0, "cpu", False)
+
+
+def test_mixed_precision_needs_a_process_group() -> None:
+    config = TrainEngineConfig(model=_model(), device="cpu", precision=PrecisionConfig(compute_dtype="bfloat16"))
+    with pytest.raises(TrainConfigError, match="needs FSDP2 mixed precision; initialise a process group"):
+        resolve_layout(config)
+
+
+def test_cpu_offload_needs_cuda() -> None:
+    config = TrainEngineConfig(model=_model(), device="cpu", offload=OffloadConfig(fsdp_cpu_offload=True))
+    with pytest.raises(TrainConfigError, match=r"fsdp_cpu_offload=True offloads from a CUDA device"):
+        resolve_layout(config)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when no CUDA device exists")
+def test_cuda_without_a_device_is_refused() -> None:
+    with pytest.raises(TrainConfigError, match="device='cuda' but no CUDA device is visible"):
+        resolve_layout(TrainEngineConfig(model=_model(), device="cuda"))

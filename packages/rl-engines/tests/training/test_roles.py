@@ -1,0 +1,223 @@
+"""Actor, critic and reference roles composed around engines, checked against direct rl_core computations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _training_helpers import engine_config, ppo_loss_fn, qwen_config, rollout_batch
+
+from rl_core.kl import kl_loss
+from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, clipped_value_loss, ppo
+from rl_engines.training import (
+    ActorConfig,
+    ActorRole,
+    BatchError,
+    CriticConfig,
+    CriticRole,
+    ForwardOutput,
+    ForwardSpec,
+    FSDPEngine,
+    MiniBatch,
+    ModelConfig,
+    ReferenceConfig,
+    ReferenceRole,
+    ScheduleConfig,
+    TrainConfigError,
+    TrainEngine,
+)
+
+
+def _mini_batches(engine: FSDPEngine, seeds: tuple[int, ...]) -> list[MiniBatch]:
+    minis = []
+    for seed in seeds:
+        batch = rollout_batch(4, seed=seed)
+        batch["values"] = torch.randn(4, batch["input_ids"].shape[1]) * batch["response_mask"]
+        batch["returns"] = batch["values"] + torch.randn_like(batch["values"])
+        minis.append(MiniBatch(batch, [[0, 1], [2, 3]], engine.global_normalizer(batch["response_mask"])))
+    return minis
+
+
+def _outputs(batch: dict, seed: int) -> ForwardOutput:
+    gen = torch.Generator().manual_seed(seed)
+    shape = batch["input_ids"].shape
+    log_probs = (batch["old_log_probs"] + 0.05 * torch.randn(shape, generator=gen)).requires_grad_()
+    return ForwardOutput(log_probs, torch.rand(shape, generator=gen) * 4, torch.randn(shape, generator=gen))
+
+
+def test_fsdp_engine_satisfies_the_protocol() -> None:
+    assert isinstance(FSDPEngine.from_config(engine_config()), TrainEngine)
+
+
+def test_actor_update_runs_epochs_over_mini_batches_then_one_schedule_step() -> None:
+    schedule = ScheduleConfig(kind="constant", warmup_steps=2)
+    role_engine = FSDPEngine.from_config(engine_config(schedule=schedule))
+    manual = FSDPEngine.from_config(engine_config(schedule=schedule))
+    role_engine.step_lr_scheduler(), manual.step_lr_scheduler()  # leave the zero-rate first warm-up step
+    actor = ActorRole.from_config(ActorConfig(ppo_epochs=2), role_engine)
+    minis = _mini_batches(role_engine, (1, 2))
+    results = actor.update(minis)
+    for _ in range(2):
+        for mini in minis:
+            manual.train_step(mini.batch, mini.micro_batches, mini.normalizer, ppo_loss_fn, ForwardSpec())
+    assert len(results) == 4 and role_engine.global_step == 4
+    assert all(r.lr == pytest.approx(0.005) for r in results)
+    assert role_engine.lr == pytest.approx(0.01)  # one schedule step after the update
+    for (name, p), q in zip(role_engine.network.named_parameters(), manual.network.parameters(), strict=True):
+        assert torch.equal(p, q), name
+    assert {"actor/pg_clipfrac", "actor/ppo_kl"} <= set(results[0].metrics)
+
+
+def test_actor_loss_adds_kl_and_subtracts_entropy() -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    config = ActorConfig(
+        policy_loss_params={"clip_ratio_high": 0.28}, kl_coef=0.1, kl_estimator="k3", entropy_coef=0.01
+    )
+    actor = ActorRole(engine, config)
+    batch = rollout_batch(3, seed=4)
+    batch["ref_log_probs"] = batch["old_log_probs"] - 0.1 * batch["response_mask"]
+    outputs = _outputs(batch, seed=5)
+    mask = batch["response_mask"]
+    normalizer = LossNormalizer(float(mask.sum()) * 2, 6.0, 16.0)  # as if another rank held as many tokens
+    loss, metrics = actor.loss(outputs, batch, normalizer)
+    inputs = PolicyLossInputs(outputs.log_probs, batch["old_log_probs"], batch["advantages"], mask)
+    expected = (
+        ppo(inputs, normalizer=normalizer, clip_ratio_high=0.28).loss
+        + 0.1 * kl_loss(outputs.log_probs, batch["ref_log_probs"], mask, estimator="k3", normalizer=normalizer)
+        - 0.01 * aggregate_loss(outputs.entropy, mask, "token-mean", normalizer)
+    )
+    torch.testing.assert_close(loss, expected, atol=1e-7, rtol=1e-6)
+    assert loss.requires_grad
+    assert {"actor/kl_loss", "actor/entropy", "actor/pg_clipfrac"} <= set(metrics)
+    assert actor._train_spec.entropy
+
+
+def test_actor_kl_needs_reference_log_probs() -> None:
+    actor = ActorRole(FSDPEngine.from_config(engine_config()), ActorConfig(kl_coef=0.1))
+    batch = rollout_batch(2, seed=0)
+    with pytest.raises(BatchError, match=r"KL loss \(kl_coef > 0\) needs batch keys \['ref_log_probs'\]"):
+        actor.loss(_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
+
+
+def test_actor_old_log_probs_match_the_engine_forward() -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    batch = rollout_batch(4, seed=0)
+    outputs = ActorRole(engine, ActorConfig(temperature=0.7)).compute_log_probs(
+        batch, [[0, 1, 2, 3]], with_entropy=True
+    )
+    direct = engine.forward(batch, [[0, 1], [2, 3]], ForwardSpec(entropy=True, temperature=0.7))
+    torch.testing.assert_close(outputs.log_probs, direct.log_probs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(outputs.entropy, direct.entropy, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"policy_loss": "ppo2"}, r"ActorConfig\.policy_loss: unknown policy loss 'ppo2' \(did you mean 'ppo'\?\)"),
+        ({"aggregation": "mean"}, r"ActorConfig\.aggregation: unknown loss aggregation mode 'mean'"),
+        ({"kl_estimator": "k4"}, r"ActorConfig\.kl_estimator: unknown"),
+        ({"kl_coef": -0.1}, r"ActorConfig\.kl_coef must be a finite number >= 0"),
+        ({"entropy_coef": float("nan")}, r"ActorConfig\.entropy_coef must be a finite number >= 0"),
+        ({"ppo_epochs": 0}, r"ActorConfig\.ppo_epochs must be an int >= 1"),
+    ],
+)
+def test_actor_config_rejections(kwargs: dict, message: str) -> None:
+    with pytest.raises(TrainConfigError, match=message):
+        ActorConfig(**kwargs)
+
+
+def test_actor_config_keeps_its_own_read_only_parameters() -> None:
+    params = {"clip_ratio": 0.3}
+    config = ActorConfig(policy_loss_params=params)
+    params["clip_ratio"] = 0.9
+    assert config.policy_loss_params["clip_ratio"] == 0.3
+    with pytest.raises(TypeError):
+        config.policy_loss_params["clip_ratio"] = 0.5
+
+
+def test_actor_needs_a_trainable_engine() -> None:
+    with pytest.raises(TrainConfigError, match="actor needs a trainable engine"):
+        ActorRole(FSDPEngine.from_config(engine_config(optimizer=None)), ActorConfig())
+
+
+def _critic_engine(**kwargs) -> FSDPEngine:
+    return FSDPEngine.from_config(
+        engine_config(model=ModelConfig(hf_config=qwen_config(), value_head=True, init_seed=3), **kwargs)
+    )
+
+
+def test_critic_loss_is_the_clipped_value_loss() -> None:
+    critic = CriticRole(_critic_engine(), CriticConfig(clip_range=0.2))
+    batch = rollout_batch(3, seed=6)
+    batch["values"] = torch.randn(batch["input_ids"].shape) * batch["response_mask"]
+    batch["returns"] = torch.randn(batch["input_ids"].shape)
+    outputs = _outputs(batch, seed=7)
+    normalizer = LossNormalizer.from_mask(batch["response_mask"])
+    loss, metrics = critic.loss(outputs, batch, normalizer)
+    expected = clipped_value_loss(
+        outputs.values, batch["values"], batch["returns"], batch["response_mask"], clip_range=0.2, normalizer=normalizer
+    )
+    torch.testing.assert_close(loss, expected.loss)
+    assert metrics["critic/vf_clipfrac"] == expected.clipfrac
+
+
+def test_critic_updates_move_values_towards_the_returns() -> None:
+    critic = CriticRole(_critic_engine(), CriticConfig(clip_range=float("inf"), ppo_epochs=8))
+    minis = _mini_batches(critic.engine, (3,))
+    batch = minis[0].batch
+    mask = batch["response_mask"].bool()
+
+    def error() -> float:
+        return float((critic.compute_values(batch, [[0, 1, 2, 3]]) - batch["returns"])[mask].square().mean())
+
+    before = error()
+    results = critic.update(minis)
+    assert len(results) == 8 and not any(r.skipped for r in results)
+    assert results[-1].loss < results[0].loss
+    assert error() < before
+    assert critic.compute_values(batch, [[0, 1], [2, 3]]).shape == batch["input_ids"].shape
+
+
+def test_critic_needs_a_value_head() -> None:
+    with pytest.raises(TrainConfigError, match=r"set ModelConfig\.value_head=True"):
+        CriticRole(FSDPEngine.from_config(engine_config()), CriticConfig())
+
+
+def test_critic_needs_values_and_returns_in_the_batch() -> None:
+    critic = CriticRole(_critic_engine(), CriticConfig())
+    batch = rollout_batch(2, seed=0)
+    with pytest.raises(BatchError, match=r"critic needs batch keys \['values', 'returns'\]"):
+        critic.loss(_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"clip_range": 0.0}, r"CriticConfig\.clip_range must be > 0"),
+        ({"aggregation": "sum"}, r"CriticConfig\.aggregation: unknown"),
+        ({"ppo_epochs": 1.5}, r"CriticConfig\.ppo_epochs must be an int >= 1"),
+    ],
+)
+def test_critic_config_rejections(kwargs: dict, message: str) -> None:
+    with pytest.raises(TrainConfigError, match=message):
+        CriticConfig(**kwargs)
+
+
+@pytest.mark.parametrize("offload", [False, True])
+def test_reference_log_probs_equal_the_initial_policy(offload: bool) -> None:
+    reference = ReferenceRole(FSDPEngine.from_config(engine_config(optimizer=None)), ReferenceConfig(offload))
+    policy = FSDPEngine.from_config(engine_config())
+    batch = rollout_batch(4, seed=8)
+    ref = reference.compute_ref_log_probs(batch, [[0, 1], [2, 3]])
+    torch.testing.assert_close(ref, policy.forward(batch, [[0, 1, 2, 3]], ForwardSpec()).log_probs, atol=1e-6, rtol=0)
+    assert not any(p.requires_grad for p in reference.engine.network.parameters())
+    if offload:  # offloaded again after use: a direct forward must ask for onload first
+        with pytest.raises(TrainConfigError, match=r"engine is offloaded to the CPU; call onload\(\) first"):
+            reference.engine.forward(batch, [[0, 1, 2, 3]], ForwardSpec())
+        assert torch.equal(reference.compute_ref_log_probs(batch, [[0, 1], [2, 3]]), ref)
+
+
+def test_reference_must_be_frozen() -> None:
+    with pytest.raises(TrainConfigError, match="reference model must be frozen"):
+        ReferenceRole(FSDPEngine.from_config(engine_config()), ReferenceConfig())
+    with pytest.raises(TrainConfigError, match=r"ReferenceConfig\.temperature must be a finite number > 0"):
+        ReferenceConfig(temperature=-1.0)
