@@ -1,0 +1,77 @@
+"""DAG workers: one Ray actor per slot runs its sub-graph's nodes each step; only metrics reach the driver.
+
+    @register_operation("fake_generate")
+    def fake_generate(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+        return StepData({"uid": ..., "input_ids": ...}, metrics={"gen/num_samples": 4.0})
+
+    placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=2)).schedule(graph)
+    workers = start_workers(placement, resources_factory=make_engines, coordinator=start_coordinator(),
+                            edge_batch_sizes=8)
+    for result in run_steps(workers, steps=2, timeout_s=600):
+        print(result.metrics)
+
+Operations are bound by the name graph nodes give (`NODE_OPERATIONS`); an unregistered name fails at start.
+Edges between nodes on the same ranks stay in the worker (`LocalEdgeStore`); edges between sub-graphs go
+through the DataCoordinator, keyed `"<src>-><dst>"` and by step. Faults reach the driver as
+`NodeExecutionError` (rank, node, step, traceback) or `WorkerLostError` (rank).
+"""
+
+from rl_runtime.workers._driver import PING_TIMEOUT_S, Driver, StepResult, run_steps
+from rl_runtime.workers._errors import (
+    NodeExecutionError,
+    RoutingError,
+    StepDataError,
+    StepTimeoutError,
+    UnknownOperationError,
+    WorkerError,
+    WorkerLostError,
+    WorkerStartError,
+)
+from rl_runtime.workers._executor import NODE_TIMING_PREFIX, GraphExecutor
+from rl_runtime.workers._operations import (
+    NODE_OPERATIONS,
+    NodeContext,
+    NodeOperation,
+    bind_operations,
+    register_operation,
+)
+from rl_runtime.workers._routing import EdgeRoute, WorkerRoutes, edge_key, plan_routes
+from rl_runtime.workers._step_data import Sample, SampleBatch, StepData, stack_samples
+from rl_runtime.workers._transport import get_edge, put_edge, sample_infos
+from rl_runtime.workers._worker import DAGWorker, ResourcesFactory, start_workers
+
+__all__ = [
+    "NODE_OPERATIONS",
+    "NODE_TIMING_PREFIX",
+    "PING_TIMEOUT_S",
+    "DAGWorker",
+    "Driver",
+    "EdgeRoute",
+    "GraphExecutor",
+    "NodeContext",
+    "NodeExecutionError",
+    "NodeOperation",
+    "ResourcesFactory",
+    "RoutingError",
+    "Sample",
+    "SampleBatch",
+    "StepData",
+    "StepDataError",
+    "StepResult",
+    "StepTimeoutError",
+    "UnknownOperationError",
+    "WorkerError",
+    "WorkerLostError",
+    "WorkerRoutes",
+    "WorkerStartError",
+    "bind_operations",
+    "edge_key",
+    "get_edge",
+    "plan_routes",
+    "put_edge",
+    "register_operation",
+    "run_steps",
+    "sample_infos",
+    "stack_samples",
+    "start_workers",
+]

@@ -1,0 +1,104 @@
+"""The driver side of a step: call `run_step` on every worker, wait with a timeout, merge the metrics.
+
+The driver only ever receives metric dicts; `StepResult.received_bytes` counts what it received (the pickled
+size of each value `ray.get` returned) so a test can check that no sample tensor reached it.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from rl_runtime.metrics import reduce_rank_metrics
+from rl_runtime.workers._errors import NodeExecutionError, StepTimeoutError, WorkerLostError
+
+logger = logging.getLogger(__name__)
+
+PING_TIMEOUT_S = 10.0
+"""A live worker answers `ping` (its own concurrency group) in milliseconds; ten seconds rules out a busy node."""
+
+
+@attrs.frozen
+class StepResult:
+    """What the driver got back from one step."""
+
+    step: int
+    metrics: dict[str, float]
+    """Merged over ranks with `rl_runtime.metrics.reduce_rank_metrics`."""
+    per_rank: tuple[dict[str, float], ...]
+    """Each rank's own metrics, by rank."""
+    received_bytes: int
+    """Pickled size of everything `ray.get` returned to the driver this step."""
+
+
+class Driver:
+    """Runs steps on a list of DAG workers (index = rank) and raises the first fault it sees.
+
+    A node that raised comes back as its NodeExecutionError; a worker whose process died, or that does not answer
+    a liveness check once `timeout_s` has passed, raises WorkerLostError naming its rank; live workers that are
+    still busy after `timeout_s` raise StepTimeoutError.
+    """
+
+    def __init__(self, workers: Sequence[Any], timeout_s: float) -> None:
+        if not workers:
+            raise ValueError("Driver needs at least one worker")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+            raise ValueError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}")
+        self.workers = list(workers)
+        self.timeout_s = float(timeout_s)
+
+    def run_step(self, step: int) -> StepResult:
+        """Run `step` on every worker and merge their metrics."""
+        pending = {worker.run_step.remote(step): rank for rank, worker in enumerate(self.workers)}
+        per_rank: dict[int, dict[str, float]] = {}
+        received = 0
+        deadline = time.monotonic() + self.timeout_s
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self._raise_for_stragglers(sorted(pending.values()), step)
+            for ref in ready:
+                rank = pending.pop(ref)
+                value = self._get(ref, rank, step)
+                received += len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+                per_rank[rank] = value
+        ordered = tuple(per_rank[rank] for rank in range(len(self.workers)))
+        return StepResult(step, reduce_rank_metrics(ordered), ordered, received)
+
+    def _get(self, ref: Any, rank: int, step: int) -> dict[str, float]:
+        try:
+            return ray.get(ref)
+        except RayActorError as error:
+            raise WorkerLostError(rank, step, f"its actor died ({type(error).__name__})") from error
+        except RayTaskError as error:
+            cause = getattr(error, "cause", None)
+            if isinstance(cause, NodeExecutionError):
+                raise cause from None
+            raise
+
+    def _raise_for_stragglers(self, ranks: list[int], step: int) -> None:
+        for rank in ranks:
+            try:
+                ray.get(self.workers[rank].ping.remote(), timeout=PING_TIMEOUT_S)
+            except (RayActorError, GetTimeoutError) as error:
+                raise WorkerLostError(
+                    rank, step, f"no result within {self.timeout_s:g} s and no answer to a liveness check"
+                ) from error
+        raise StepTimeoutError(
+            f"step {step}: worker rank(s) {', '.join(map(str, ranks))} are alive but did not finish within "
+            f"{self.timeout_s:g} s; raise the driver's timeout_s or look for a node that waits forever"
+        )
+
+
+def run_steps(workers: Sequence[Any], steps: int | Sequence[int], timeout_s: float) -> list[StepResult]:
+    """Run steps `0..steps-1` (or the given step numbers) on `workers`, one after another."""
+    numbers = range(steps) if isinstance(steps, int) else steps
+    driver = Driver(workers, timeout_s)
+    return [driver.run_step(step) for step in numbers]

@@ -1,0 +1,122 @@
+"""The DAG worker Ray actor (one per slot) and `start_workers`, which builds one for every rank of a placement."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ray
+
+from rl_coordinator.coordinator import DEFAULT_TIMEOUT_S, CoordinatorClient
+from rl_runtime.planning import Placement, SlotGroups, WorkerAssignment
+from rl_runtime.workers._errors import WorkerStartError
+from rl_runtime.workers._executor import GraphExecutor
+from rl_runtime.workers._operations import NodeOperation, bind_operations
+from rl_runtime.workers._routing import WorkerRoutes, plan_routes
+
+logger = logging.getLogger(__name__)
+
+ResourcesFactory = Callable[[WorkerAssignment], Mapping[str, Any]]
+"""Builds a worker's resources (engines, reward functions, loaders) inside the worker process, from its place."""
+
+HEALTH_GROUP = "health"
+"""A concurrency group of its own, so `ping` answers while `run_step` is busy."""
+
+DEFAULT_READY_TIMEOUT_S = 300.0
+"""Building resources can load a model; five minutes covers a large checkpoint on a slow disk."""
+
+DEFAULT_WORKER_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
+"""One CPU per worker: its slot's share of the machine; GPU runs pass `num_gpus` through `actor_options`."""
+
+
+def _no_resources(assignment: WorkerAssignment) -> Mapping[str, Any]:
+    return {}
+
+
+@ray.remote(concurrency_groups={HEALTH_GROUP: 1})
+class DAGWorker:
+    """Runs one WorkerAssignment's graph every step; only metrics leave it.
+
+    Args:
+        assignment: this worker's place (rank, sub-graph, data-parallel info).
+        routes: its edges, from `plan_routes`.
+        resources_factory: called once here, in the worker process, with `assignment`.
+        coordinator: the DataCoordinator actor handle, or None when the worker has no coordinator edge.
+        operations: operation name -> function; None binds from this process's NODE_OPERATIONS.
+        coordinator_timeout_s: how long a consumer waits for its share of a coordinator edge.
+    """
+
+    def __init__(
+        self,
+        assignment: WorkerAssignment,
+        routes: WorkerRoutes,
+        resources_factory: ResourcesFactory | None = None,
+        coordinator: Any = None,
+        operations: Mapping[str, NodeOperation] | None = None,
+        coordinator_timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        client = None if coordinator is None else CoordinatorClient(coordinator, timeout_s=coordinator_timeout_s)
+        resources = (resources_factory or _no_resources)(assignment)
+        self._executor = GraphExecutor(assignment, routes, resources, client, operations)
+        self.rank = assignment.rank
+
+    def ready(self) -> int:
+        """This worker's rank, once it is built."""
+        return self.rank
+
+    def run_step(self, step: int) -> dict[str, float]:
+        """Run the graph for `step`; a failing node raises NodeExecutionError. Returns metrics only."""
+        return self._executor.run_step(step)
+
+    @ray.method(concurrency_group=HEALTH_GROUP)
+    def ping(self) -> int:
+        """Answers with the rank while the worker process lives, even in the middle of a step."""
+        return self.rank
+
+
+def start_workers(
+    placement: Placement,
+    *,
+    resources_factory: ResourcesFactory | None = None,
+    coordinator: Any = None,
+    edge_batch_sizes: int | Mapping[str, int] = 0,
+    coordinator_timeout_s: float = DEFAULT_TIMEOUT_S,
+    slots: SlotGroups | None = None,
+    actor_options: Mapping[str, Any] | None = None,
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+) -> list[Any]:
+    """One DAGWorker per rank of `placement` (list index = rank), built and ready.
+
+    Binding and routing are checked here first, so an unregistered operation or an unroutable edge fails before
+    any actor starts. The operations bound in this process are shipped to the workers. `slots` pins each rank to
+    its reserved slot; `actor_options` override DEFAULT_WORKER_OPTIONS.
+    """
+    plans = []
+    for assignment in placement.workers:
+        routes = plan_routes(placement, assignment.rank, edge_batch_sizes)
+        bound = bind_operations(assignment.graph)
+        operations = {assignment.graph[node_id].operation: fn for node_id, fn in bound.items()}
+        plans.append((assignment, routes, operations))
+    if coordinator is None and any(routes.uses_coordinator for _, routes, _ in plans):
+        raise WorkerStartError("the placement has edges between sub-graphs; start a DataCoordinator and pass it")
+    options = {**DEFAULT_WORKER_OPTIONS, **(actor_options or {})}
+    workers = []
+    for assignment, routes, operations in plans:
+        rank_options = dict(options)
+        if slots is not None:
+            rank_options["scheduling_strategy"] = slots.strategy_for(assignment.rank)
+        workers.append(
+            DAGWorker.options(**rank_options).remote(
+                assignment, routes, resources_factory, coordinator, operations, coordinator_timeout_s
+            )
+        )
+    for rank, worker in enumerate(workers):
+        try:
+            ray.get(worker.ready.remote(), timeout=ready_timeout_s)
+        except Exception as error:
+            for started in workers:
+                ray.kill(started)
+            raise WorkerStartError(f"worker rank {rank} failed to start: {error}") from error
+    logger.info("started %d DAG workers", len(workers))
+    return workers

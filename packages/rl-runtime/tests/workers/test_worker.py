@@ -1,0 +1,126 @@
+"""DAG workers as real Ray actors on 2 CPU slots, driven by the Driver: data paths, driver bytes, faults."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from rl_coordinator.coordinator import METRIC_PUT_SAMPLES, METRIC_SERVED_SAMPLES, CoordinatorClient
+from rl_core.graph import TaskGraph
+from rl_runtime.planning import SchedulerConfig, TaskScheduler
+from rl_runtime.workers import (
+    Driver,
+    NodeExecutionError,
+    StepTimeoutError,
+    UnknownOperationError,
+    WorkerLostError,
+    run_steps,
+    start_workers,
+)
+
+from ._fakes import chain_graph, fake_uids, merge_graph, node
+
+SAMPLES = 4
+WIDTH = 65_536  # 4 samples x 64 Ki float32 = 1 MiB of values per producer rank and step
+DRIVER_BYTES_BOUND = 4_096  # metric dicts of two ranks; one batch is 1 MiB
+TIMEOUT_S = 60.0
+COORDINATOR_TIMEOUT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def coordinator(ray_runtime: None) -> Any:
+    from rl_coordinator.coordinator import start_coordinator
+
+    return start_coordinator()
+
+
+@contextmanager
+def _workers(graph: TaskGraph, slots: int, coordinator: Any = None, **kwargs: Any) -> Iterator[list[Any]]:
+    import ray
+
+    placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=slots)).schedule(graph)
+    workers = start_workers(
+        placement, coordinator=coordinator, coordinator_timeout_s=COORDINATOR_TIMEOUT_S, ready_timeout_s=120, **kwargs
+    )
+    try:
+        yield workers
+    finally:
+        for worker in workers:
+            ray.kill(worker)
+
+
+def test_same_layout_stays_local_and_coordinator_is_untouched(coordinator: Any) -> None:
+    client = CoordinatorClient(coordinator)
+    before = client.metrics()
+    with _workers(chain_graph(SAMPLES, WIDTH), 2, coordinator, resources_factory=lambda a: {"rank": a.rank}) as workers:
+        results = run_steps(workers, 2, TIMEOUT_S)
+    assert client.metrics()[METRIC_PUT_SAMPLES] == before[METRIC_PUT_SAMPLES]
+    for result in results:
+        assert result.received_bytes < DRIVER_BYTES_BOUND
+        for dp_rank, metrics in enumerate(result.per_rank):
+            assert metrics["fake/scale/uid_count"] == SAMPLES
+            assert metrics["fake/scale/uid_sum"] == sum(fake_uids(result.step, dp_rank, SAMPLES))
+            assert metrics["fake/scale/intact"] == 1.0
+        assert result.metrics["fake/generated"] == SAMPLES  # a mean over ranks
+        assert result.metrics["timing_s/generate"] == max(m["timing_s/generate"] for m in result.per_rank)
+
+
+def test_different_layouts_go_through_the_coordinator_and_keep_every_uid(coordinator: Any) -> None:
+    client = CoordinatorClient(coordinator)
+    before = client.metrics()
+    graph = merge_graph(SAMPLES, WIDTH)
+    with _workers(graph, 2, coordinator, edge_batch_sizes=SAMPLES) as workers:
+        results = run_steps(workers, [0, 1], TIMEOUT_S)
+    after = client.metrics()
+    edges, steps = 2, 2  # generate->check and scale->check carry SAMPLES each per step
+    assert after[METRIC_PUT_SAMPLES] - before[METRIC_PUT_SAMPLES] == edges * steps * SAMPLES
+    assert after[METRIC_SERVED_SAMPLES] - before[METRIC_SERVED_SAMPLES] == edges * steps * SAMPLES
+    for result in results:
+        assert result.received_bytes < DRIVER_BYTES_BOUND
+        uids = fake_uids(result.step, 0, SAMPLES)  # the producer sub-graph has one rank, dp rank 0
+        checked = next(m for m in result.per_rank if "fake/scale/uid_sum" in m)
+        for src in ("generate", "scale"):
+            assert checked[f"fake/{src}/uid_count"] == SAMPLES
+            assert checked[f"fake/{src}/uid_sum"] == sum(uids)
+            assert checked[f"fake/{src}/intact"] == 1.0
+
+
+def test_node_error_reaches_the_driver_with_rank_node_step_and_traceback(ray_runtime: None) -> None:
+    graph = TaskGraph("g", [node("boom", "fake_fail", fail_at=1)])
+    with _workers(graph, 1) as workers:
+        driver = Driver(workers, TIMEOUT_S)
+        assert driver.run_step(0).metrics["fake/ok"] == 1.0
+        with pytest.raises(NodeExecutionError, match=r"node 'boom' failed on worker rank 0 at step 1") as info:
+            driver.run_step(1)
+    assert (info.value.rank, info.value.node_id, info.value.step) == (0, "boom", 1)
+    assert "ValueError: fake failure at step 1" in info.value.traceback_text
+
+
+def test_hung_worker_times_out_and_killed_worker_is_lost_within_the_timeout(ray_runtime: None) -> None:
+    import ray
+
+    graph = TaskGraph("g", [node("nap", "fake_sleep", seconds=20)])
+    with _workers(graph, 2) as workers:
+        with pytest.raises(StepTimeoutError, match=r"step 0: worker rank\(s\) 0, 1 are alive but did not finish"):
+            Driver(workers, 1.0).run_step(0)  # both still sleep: the liveness check answers
+        killer = threading.Timer(1.0, ray.kill, [workers[1]])
+        start = time.monotonic()
+        killer.start()
+        with pytest.raises(WorkerLostError, match=r"worker rank 1 was lost during step 1: its actor died") as info:
+            Driver(workers, 15.0).run_step(1)
+        killer.join()
+    assert info.value.rank == 1 and time.monotonic() - start < 15.0
+
+
+def test_unknown_operation_fails_before_any_worker_starts(ray_runtime: None) -> None:
+    graph = TaskGraph("g", [node("gen", "fake_generate", num_samples=1, width=1), node("x", "fake_nope", ("gen",))])
+    placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=1)).schedule(graph)
+    with pytest.raises(
+        UnknownOperationError, match=r"node 'x' uses operation 'fake_nope'.*registered operations: .*fake_generate"
+    ):
+        start_workers(placement)
