@@ -1,0 +1,34 @@
+"""The embedded default's data pieces: a synthetic arithmetic dataset, a local tokenizer and a tiny model."""
+
+from rl_recipes.embedded._dataset import (
+    HELDOUT_FILE,
+    OPERATIONS,
+    TRAIN_FILE,
+    ArithmeticSpec,
+    format_row,
+    generate_arithmetic_splits,
+    write_arithmetic_dataset,
+)
+from rl_recipes.embedded._model import build_embedded_model, embedded_model_config
+from rl_recipes.embedded._tokenizer import (
+    SPECIAL_TOKENS,
+    build_embedded_tokenizer,
+    load_embedded_tokenizer,
+    save_embedded_tokenizer,
+)
+
+__all__ = [
+    "HELDOUT_FILE",
+    "OPERATIONS",
+    "SPECIAL_TOKENS",
+    "TRAIN_FILE",
+    "ArithmeticSpec",
+    "build_embedded_model",
+    "build_embedded_tokenizer",
+    "embedded_model_config",
+    "format_row",
+    "generate_arithmetic_splits",
+    "load_embedded_tokenizer",
+    "save_embedded_tokenizer",
+    "write_arithmetic_dataset",
+]
