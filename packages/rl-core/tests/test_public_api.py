@@ -17,7 +17,12 @@ PUBLIC_API: dict[str, list[str]] = {
         "ShapeError",
         "UnknownNameError",
         "__version__",
+        "as_bool_mask",
+        "check_tensor",
         "load_plugins",
+        "lookup",
+        "nearest_name",
+        "registrar",
     ],
     "rl_core.advantages": [
         "ADVANTAGE_ESTIMATORS",

@@ -2,6 +2,8 @@
 
 from rl_core._errors import DuplicateNameError, RLCoreError, ShapeError, UnknownNameError
 from rl_core._plugins import PLUGIN_GROUP, PluginError, load_plugins
+from rl_core._registry import lookup, nearest_name, registrar
+from rl_core._validation import as_bool_mask, check_tensor
 
 __version__ = "0.1.0"
 
@@ -13,5 +15,10 @@ __all__ = [
     "ShapeError",
     "UnknownNameError",
     "__version__",
+    "as_bool_mask",
+    "check_tensor",
     "load_plugins",
+    "lookup",
+    "nearest_name",
+    "registrar",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl_core._errors import DuplicateNameError
+from rl_core import DuplicateNameError
 from rl_core.graph import TaskGraph
 from rl_runtime.workers import NODE_OPERATIONS, UnknownOperationError, bind_operations, register_operation
 

@@ -8,7 +8,7 @@ import torch
 
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator.balancing._partition import Number, Partition, check_positive_int, check_workloads, max_over_mean
-from rl_core._registry import registrar
+from rl_core import registrar
 
 CoreFn = Callable[[list[Number], int, bool], tuple[list[list[int]], list[Number]]]
 """A method's core: (workloads, k, equal_size) -> (k index lists, k loads); inputs already checked."""

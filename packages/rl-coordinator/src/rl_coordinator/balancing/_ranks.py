@@ -11,7 +11,7 @@ from rl_coordinator.balancing import _greedy, _karmarkar_karp  # noqa: F401  (th
 from rl_coordinator.balancing._driver import PARTITION_METHODS, run_partition
 from rl_coordinator.balancing._partition import Number, Partition, check_positive_int, check_token_counts
 from rl_coordinator.balancing._workload import WorkloadFn, compute_workloads
-from rl_core._registry import lookup
+from rl_core import lookup
 
 
 def partition(

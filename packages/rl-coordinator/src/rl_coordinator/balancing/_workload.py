@@ -8,7 +8,7 @@ import torch
 
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator.balancing._partition import Number, check_token_counts
-from rl_core._registry import lookup, registrar
+from rl_core import lookup, registrar
 
 WorkloadFn = Callable[[list[int]], list[Number]]
 

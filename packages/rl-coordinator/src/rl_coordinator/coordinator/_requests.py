@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo
 from rl_coordinator.balancing import PARTITION_METHODS, WORKLOADS
-from rl_core._registry import nearest_name
+from rl_core import nearest_name
 
 SampleFilter = Callable[[SampleInfo], bool]
 """A predicate over SampleInfo; samples (or groups) it rejects are dropped. It is pickled to the coordinator

@@ -24,7 +24,7 @@ from rl_coordinator.coordinator._selection import (
     select,
     split_across_ranks,
 )
-from rl_core._registry import nearest_name
+from rl_core import nearest_name
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from rl_core._errors import UnknownNameError
+from rl_core import UnknownNameError
 from rl_recipes._errors import RecipeError
 from rl_recipes.rewards._builtin import AVAILABILITY_CHECKS
 from rl_recipes.rewards._registry import RewardFunction, get_reward_function

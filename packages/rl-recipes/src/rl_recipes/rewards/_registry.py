@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from rl_core._registry import lookup, registrar
+from rl_core import lookup, registrar
 
 
 class RewardFunction(Protocol):

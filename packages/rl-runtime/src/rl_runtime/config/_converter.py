@@ -17,7 +17,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
 
-from rl_core._registry import nearest_name
+from rl_core import nearest_name
 from rl_runtime.config._errors import ConfigError, ConfigProblem
 from rl_runtime.config._translate import Mismatch, describe_type, problems_from
 from rl_runtime.config._types import Scalar

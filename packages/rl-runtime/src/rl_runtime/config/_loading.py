@@ -9,8 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rl_core import load_plugins
-from rl_core._registry import nearest_name
+from rl_core import load_plugins, nearest_name
 from rl_runtime.config._converter import structure, unstructure
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._overrides import apply_overrides

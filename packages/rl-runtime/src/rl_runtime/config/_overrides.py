@@ -12,7 +12,7 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any, Union, get_args, get_origin
 
-from rl_core._registry import nearest_name
+from rl_core import nearest_name
 from rl_runtime.config._converter import is_config_class
 from rl_runtime.config._errors import ConfigError, ConfigProblem
 from rl_runtime.config._translate import describe_type, field_types

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from rl_core._registry import nearest_name
+from rl_core import nearest_name
 from rl_runtime.config._errors import config_error
 from rl_runtime.config._validators import (
     int_at_least,

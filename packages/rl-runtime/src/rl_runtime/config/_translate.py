@@ -13,8 +13,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import attrs
 from cattrs.errors import AttributeValidationNote, BaseValidationError, ForbiddenExtraKeysError, IterableValidationNote
 
-from rl_core import RLCoreError
-from rl_core._registry import nearest_name
+from rl_core import RLCoreError, nearest_name
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._types import Scalar
 

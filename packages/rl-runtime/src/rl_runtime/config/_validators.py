@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import attrs
 
-from rl_core._registry import nearest_name
+from rl_core import nearest_name
 from rl_runtime.config._errors import ConfigError, ConfigProblem, config_error, describe_value
 from rl_runtime.config._translate import describe_type
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import torch
 
-from rl_core._validation import as_bool_mask, check_tensor
+from rl_core import as_bool_mask, check_tensor
 from rl_runtime.metrics._errors import MetricsError
 
 Batch = Mapping[str, torch.Tensor]

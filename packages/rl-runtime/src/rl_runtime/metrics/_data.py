@@ -6,7 +6,7 @@ import logging
 
 import torch
 
-from rl_core._validation import check_tensor
+from rl_core import check_tensor
 from rl_runtime.metrics._batch import Batch, require, response_mask, sequence_lengths
 from rl_runtime.metrics._errors import MetricsError
 

@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from rl_core._registry import lookup, nearest_name, registrar
+from rl_core import lookup, nearest_name, registrar
 from rl_runtime.metrics._errors import MetricsError, missing_extra
 
 WANDB_MODES = ("offline", "online", "disabled")

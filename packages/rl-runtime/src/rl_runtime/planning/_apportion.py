@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from rl_core._registry import registrar
+from rl_core import registrar
 from rl_runtime.planning._errors import InsufficientSlotsError, PlanningError
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from rl_core._registry import nearest_name
+from rl_core import nearest_name
 from rl_runtime.planning._apportion import APPORTION_STRATEGIES
 from rl_runtime.planning._errors import PlanningConfigError
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from rl_core._registry import nearest_name
+from rl_core import nearest_name
 from rl_core.graph import CrossDependency, NodeRole, TaskGraph
 from rl_runtime.planning._config import SchedulerConfig
 from rl_runtime.planning._errors import PlanningError

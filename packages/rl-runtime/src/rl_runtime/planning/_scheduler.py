@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rl_core._registry import lookup
+from rl_core import lookup
 from rl_core.graph import SplitResult, TaskGraph, estimate_weight, split_plan, validate_plan
 from rl_runtime.planning._apportion import APPORTION_STRATEGIES, MIN_SHARE
 from rl_runtime.planning._config import SchedulerConfig

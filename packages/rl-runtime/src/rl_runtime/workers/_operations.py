@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from rl_core._registry import nearest_name, registrar
+from rl_core import nearest_name, registrar
 from rl_core.graph import Node, TaskGraph
 from rl_runtime.planning import DataParallelInfo
 from rl_runtime.workers._errors import UnknownOperationError
