@@ -1,0 +1,96 @@
+"""Rollout engines: the `InferenceEngine` protocol, its value types, and `HFEngine` (in-process transformers).
+
+Entry points: `InferenceEngine` (protocol), `HFEngine` / `HFEngineConfig`, `GenerateRequest` /
+`SamplingParams` / `GenerateOutput`, the weight-update values (`WeightsMeta`, `WeightGroupSpec`,
+`SharedTensorBucket`) and `weights_checksum`, which trainer and engine both compute to prove a sync.
+"""
+
+from rl_engines.rollout._checksum import tensor_checksum, weights_checksum
+from rl_engines.rollout._errors import (
+    EngineAsleepError,
+    EngineShutdownError,
+    EngineStateError,
+    EngineTimeoutError,
+    InvalidRequestError,
+    ParameterShapeError,
+    PromptTooLongError,
+    RolloutError,
+    UnknownParameterError,
+    UnversionedWeightsError,
+    WeightsNotLoadedError,
+    WeightUpdateError,
+)
+from rl_engines.rollout._gate import RequestGate, Ticket
+from rl_engines.rollout._handles import SLOT_ALIGNMENT, SharedTensorBucket, TensorSlot, open_shared_bucket
+from rl_engines.rollout._hf_config import HFEngineConfig
+from rl_engines.rollout._hf_engine import HFEngine
+from rl_engines.rollout._protocol import Capability, InferenceEngine
+from rl_engines.rollout._types import (
+    SLEEP_TAGS,
+    EngineState,
+    EngineStatus,
+    FinishReason,
+    GenerateOutput,
+    GenerateRequest,
+    LogprobMode,
+    PauseMode,
+    SamplingParams,
+    TokenCallback,
+    VersionSpan,
+    check_requests,
+)
+from rl_engines.rollout._weight_group import WeightGroup
+from rl_engines.rollout._weight_types import (
+    DEFAULT_GROUP_NAME,
+    NamedTensors,
+    WeightGroupSpec,
+    WeightsMeta,
+    dtype_name,
+    parse_dtype,
+)
+
+__all__ = [
+    "DEFAULT_GROUP_NAME",
+    "SLEEP_TAGS",
+    "SLOT_ALIGNMENT",
+    "Capability",
+    "EngineAsleepError",
+    "EngineShutdownError",
+    "EngineState",
+    "EngineStateError",
+    "EngineStatus",
+    "EngineTimeoutError",
+    "FinishReason",
+    "GenerateOutput",
+    "GenerateRequest",
+    "HFEngine",
+    "HFEngineConfig",
+    "InferenceEngine",
+    "InvalidRequestError",
+    "LogprobMode",
+    "NamedTensors",
+    "ParameterShapeError",
+    "PauseMode",
+    "PromptTooLongError",
+    "RequestGate",
+    "RolloutError",
+    "SamplingParams",
+    "SharedTensorBucket",
+    "TensorSlot",
+    "Ticket",
+    "TokenCallback",
+    "UnknownParameterError",
+    "UnversionedWeightsError",
+    "VersionSpan",
+    "WeightGroup",
+    "WeightGroupSpec",
+    "WeightUpdateError",
+    "WeightsMeta",
+    "WeightsNotLoadedError",
+    "check_requests",
+    "dtype_name",
+    "open_shared_bucket",
+    "parse_dtype",
+    "tensor_checksum",
+    "weights_checksum",
+]

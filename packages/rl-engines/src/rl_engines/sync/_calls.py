@@ -1,0 +1,59 @@
+"""Engine calls with a deadline: a call that does not return in time raises `SyncTimeoutError`.
+
+Engines enforce their own timeouts, but the trainer must not depend on that: every call of a sync runs on
+a worker thread and the trainer waits at most `timeout_s` for it. A call that times out keeps running on
+its (daemon) worker; the sync reports the failure and the engine must be treated as broken.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from rl_engines.sync._errors import SyncTimeoutError
+
+T = TypeVar("T")
+
+
+class EngineCaller:
+    """Runs engine calls on worker threads and waits for them with a timeout."""
+
+    def __init__(self, max_workers: int) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="weight-sync")
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """Start `fn(*args)` on a worker."""
+        return self._pool.submit(fn, *args)
+
+    def wait(self, future: concurrent.futures.Future[T], timeout_s: float, what: str) -> T:
+        """The result of `future`, re-raising its exception; `SyncTimeoutError` naming `what` after `timeout_s`."""
+        try:
+            return future.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError:
+            raise SyncTimeoutError(
+                f"{what} did not return within {timeout_s} s; the engine may be hung (raise "
+                "WeightSyncConfig.timeout_s for very large models)"
+            ) from None
+
+    def call(self, fn: Callable[..., T], *args: Any, timeout_s: float, what: str) -> T:
+        """Run `fn(*args)` and wait for it."""
+        return self.wait(self.submit(fn, *args), timeout_s, what)
+
+    def call_all(self, calls: Sequence[tuple[Callable[..., Any], tuple]], timeout_s: float, what: str) -> list[Any]:
+        """Run calls concurrently; wait for all; re-raise the first failure after all have ended or timed out."""
+        futures = [self.submit(fn, *args) for fn, args in calls]
+        results, first_error = [], None
+        for index, future in enumerate(futures):
+            try:
+                results.append(self.wait(future, timeout_s, f"{what} on engine {index}"))
+            except Exception as error:
+                first_error = first_error or error
+                results.append(None)
+        if first_error is not None:
+            raise first_error
+        return results
+
+    def close(self) -> None:
+        """Stop accepting calls; running ones finish in the background."""
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,98 @@
+"""Per-row token choice: greedy, truncation against transformers' warpers, distributions, seeds, log-probs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+from rl_engines.rollout import SamplingParams
+from rl_engines.rollout._sampling import BatchSampler
+
+VOCAB = 50
+
+
+def _logits(rows: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(rows, VOCAB, generator=torch.Generator().manual_seed(seed)) * 3
+
+
+def _sampler(*params: SamplingParams, seed: int = 0) -> BatchSampler:
+    return BatchSampler(list(params), torch.device("cpu"), torch.Generator().manual_seed(seed))
+
+
+def test_greedy_rows_take_argmax_with_raw_logprobs() -> None:
+    logits = _logits(3)
+    tokens, logprobs = _sampler(*[SamplingParams(max_new_tokens=1, temperature=0.0)] * 3)(logits)
+    assert tokens.tolist() == logits.argmax(-1).tolist()
+    expected = torch.log_softmax(logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(logprobs, expected)
+
+
+@pytest.mark.parametrize(("top_k", "top_p"), [(5, 1.0), (-1, 0.7), (8, 0.5), (1, 1.0), (-1, 0.01)])
+def test_truncation_matches_transformers_warpers(top_k: int, top_p: float) -> None:
+    logits = _logits(4, seed=1) / 0.8
+    sampler = _sampler(*[SamplingParams(max_new_tokens=1, temperature=0.8, top_k=top_k, top_p=top_p)] * 4)
+    ours = sampler._truncate(logits)
+    reference = logits.clone()
+    if top_k != -1:
+        reference = TopKLogitsWarper(top_k)(None, reference)
+    if top_p < 1.0:
+        reference = TopPLogitsWarper(top_p)(None, reference)
+    assert torch.equal(torch.isinf(ours), torch.isinf(reference))
+    torch.testing.assert_close(ours[~torch.isinf(ours)], logits[~torch.isinf(ours)])
+
+
+def test_only_top_k_tokens_are_ever_drawn() -> None:
+    logits = _logits(1, seed=2).repeat(400, 1)
+    tokens, _ = _sampler(*[SamplingParams(max_new_tokens=1, temperature=1.5, top_k=3)] * 400)(logits)
+    assert set(tokens.tolist()) <= set(logits[0].topk(3).indices.tolist())
+    assert len(set(tokens.tolist())) == 3
+
+
+def test_draws_follow_the_temperature_scaled_distribution() -> None:
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]]).repeat(20000, 1)
+    tokens, logprobs = _sampler(*[SamplingParams(max_new_tokens=1, temperature=0.7)] * 20000)(logits)
+    expected = torch.softmax(logits[0] / 0.7, -1)
+    observed = torch.bincount(tokens, minlength=4).float() / tokens.numel()
+    torch.testing.assert_close(observed, expected, atol=0.015, rtol=0)
+    torch.testing.assert_close(logprobs, torch.log(expected)[tokens])
+
+
+def test_logprobs_ignore_truncation() -> None:
+    logits = _logits(2, seed=3)
+    tokens, logprobs = _sampler(*[SamplingParams(max_new_tokens=1, temperature=0.5, top_k=2)] * 2)(logits)
+    expected = torch.log_softmax(logits / 0.5, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(logprobs, expected)
+
+
+def test_seeded_row_is_independent_of_batchmates() -> None:
+    seeded = SamplingParams(max_new_tokens=1, temperature=1.0, seed=7)
+    other = SamplingParams(max_new_tokens=1, temperature=1.0)
+    row = _logits(1, seed=4)
+    alone = _sampler(seeded)
+    crowded = _sampler(other, seeded, other, seed=99)
+    draws_alone = [int(alone(row)[0][0]) for _ in range(30)]
+    draws_crowded = [int(crowded(torch.cat([_logits(1, 5), row, _logits(1, 6)]))[0][1]) for _ in range(30)]
+    assert draws_alone == draws_crowded
+    assert len(set(draws_alone)) > 1
+
+
+def test_select_keeps_each_rows_own_generator() -> None:
+    a = SamplingParams(max_new_tokens=1, temperature=1.0, seed=1)
+    b = SamplingParams(max_new_tokens=1, temperature=1.0, seed=2)
+    row = _logits(1, seed=8)
+    reference = _sampler(b)
+    sampler = _sampler(a, b)
+    sampler(row.repeat(2, 1))
+    reference(row)
+    sampler.select([1])
+    assert [int(sampler(row)[0][0]) for _ in range(10)] == [int(reference(row)[0][0]) for _ in range(10)]
+
+
+def test_mixed_batch_greedy_row_stays_argmax() -> None:
+    logits = _logits(2, seed=9)
+    params = [SamplingParams(max_new_tokens=1, temperature=0.0), SamplingParams(max_new_tokens=1, temperature=2.0)]
+    for _ in range(5):
+        tokens, logprobs = _sampler(*params)(logits)
+        assert int(tokens[0]) == int(logits[0].argmax())
+        torch.testing.assert_close(logprobs[0], torch.log_softmax(logits[0], -1)[tokens[0]])

@@ -1,0 +1,31 @@
+"""HFEngine passes the InferenceEngine conformance suite (every transport, pause modes, sleep levels)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rl_engines.rollout import HFEngine, HFEngineConfig, InferenceEngine
+from rl_engines.testing import ConformanceModels, InferenceEngineConformance, ProcessEngine
+
+
+class TestHFEngineConformance(InferenceEngineConformance):
+    def make_engine(self, models: ConformanceModels) -> InferenceEngine:
+        config = HFEngineConfig(
+            model_path=str(models.v1_dir),
+            initial_version="v1",
+            prefill_cache_size=4,
+            admission_timeout_s=30.0,
+            drain_timeout_s=30.0,
+        )
+        return HFEngine.from_config(config)
+
+
+@pytest.mark.slow
+class TestProcessEngineConformance(InferenceEngineConformance):
+    """The same suite across a process boundary: shared-memory handles and the broadcast group span processes."""
+
+    def make_engine(self, models: ConformanceModels) -> InferenceEngine:
+        config = HFEngineConfig(
+            model_path=str(models.v1_dir), initial_version="v1", admission_timeout_s=30.0, drain_timeout_s=30.0
+        )
+        return ProcessEngine(config)
