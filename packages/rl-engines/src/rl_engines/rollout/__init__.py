@@ -24,6 +24,7 @@ from rl_engines.rollout._gate import RequestGate, Ticket
 from rl_engines.rollout._handles import SLOT_ALIGNMENT, SharedTensorBucket, TensorSlot, open_shared_bucket
 from rl_engines.rollout._hf_config import HFEngineConfig
 from rl_engines.rollout._hf_engine import HFEngine
+from rl_engines.rollout._hf_weights import safetensors_files
 from rl_engines.rollout._protocol import Capability, InferenceEngine
 from rl_engines.rollout._types import (
     SLEEP_TAGS,
@@ -91,6 +92,7 @@ __all__ = [
     "dtype_name",
     "open_shared_bucket",
     "parse_dtype",
+    "safetensors_files",
     "tensor_checksum",
     "weights_checksum",
 ]

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from rl_core._registry import nearest_name
+from rl_core import nearest_name
 from rl_engines.rollout._checksum import weights_checksum
 from rl_engines.rollout._copy import copy_into
 from rl_engines.rollout._errors import InvalidRequestError, ParameterShapeError, UnknownParameterError

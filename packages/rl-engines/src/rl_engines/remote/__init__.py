@@ -1,0 +1,54 @@
+"""`RemoteEngine`: an `InferenceEngine` client of SGLang's native HTTP protocol, plus that protocol's wire format.
+
+`RemoteEngine(RemoteEngineConfig(base_url))` drives our rollout server (`rl_engines.server`) or a real SGLang
+server. The wire helpers (`/generate` JSON both ways, named tensors as shared-memory / CUDA IPC handles,
+typed errors as HTTP answers) are shared with the server. httpx comes with the `rl-engines[server]` extra.
+"""
+
+from rl_engines.remote._config import SGLANG_CAPABILITIES, RemoteEngineConfig
+from rl_engines.remote._engine import RemoteEngine
+from rl_engines.remote._errors import (
+    ERROR_TYPES,
+    PayloadTooLargeError,
+    ProtocolError,
+    RemoteError,
+    ServerConnectionError,
+    error_from_response,
+    status_for,
+)
+from rl_engines.remote._wire_generate import (
+    finish_reason_json,
+    generate_output_json,
+    generate_payload,
+    logprob_pairs,
+    output_from_json,
+    output_to_json,
+    parse_generate_payload,
+    sampling_from_json,
+    sampling_to_json,
+)
+from rl_engines.remote._wire_tensors import deserialize_named_tensors, serialize_named_tensors
+
+__all__ = [
+    "ERROR_TYPES",
+    "SGLANG_CAPABILITIES",
+    "PayloadTooLargeError",
+    "ProtocolError",
+    "RemoteEngine",
+    "RemoteEngineConfig",
+    "RemoteError",
+    "ServerConnectionError",
+    "deserialize_named_tensors",
+    "error_from_response",
+    "finish_reason_json",
+    "generate_output_json",
+    "generate_payload",
+    "logprob_pairs",
+    "output_from_json",
+    "output_to_json",
+    "parse_generate_payload",
+    "sampling_from_json",
+    "sampling_to_json",
+    "serialize_named_tensors",
+    "status_for",
+]

@@ -1,0 +1,13 @@
+"""Our rollout server: any `InferenceEngine` (`HFEngine` by default) behind SGLang's native HTTP protocol.
+
+`python -m rl_engines.server --model <checkpoint dir | config.json> --port N` serves on 127.0.0.1; in code,
+`create_app(engine, ServerConfig(...))` gives the FastAPI app and `serve(engine, config)` runs it.
+`rl_engines.remote.RemoteEngine` is its client. fastapi and uvicorn come with `rl-engines[server]`.
+"""
+
+from rl_engines.server._app import create_app
+from rl_engines.server._config import DEFAULT_HOST, DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+from rl_engines.server._model import build_hf_engine
+from rl_engines.server._run import serve
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_MAX_REQUEST_BYTES", "ServerConfig", "build_hf_engine", "create_app", "serve"]

@@ -1,0 +1,63 @@
+"""`python -m rl_engines.server --model <dir | config.json> [--port N]`: serve an HFEngine over HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from rl_engines.rollout import HFEngineConfig
+from rl_engines.server._config import DEFAULT_HOST, DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+from rl_engines.server._model import build_hf_engine
+from rl_engines.server._run import serve
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rl_engines.server", description=__doc__)
+    parser.add_argument("--model", required=True, help="HF checkpoint directory, or a config JSON (random weights)")
+    parser.add_argument("--host", default=DEFAULT_HOST, help="bind address (default loopback only)")
+    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--weight-version", default="0", help="label of the weights served at start")
+    parser.add_argument("--context-len", type=int, default=None)
+    parser.add_argument("--max-batch-size", type=int, default=256)
+    parser.add_argument("--prefill-cache-size", type=int, default=0)
+    parser.add_argument("--timeout-s", type=float, default=600.0, help="admission and drain timeouts")
+    parser.add_argument("--seed", type=int, default=0, help="seeds random weights (config JSON) and sampling")
+    parser.add_argument("--incremental-stream", action="store_true", help="stream deltas instead of cumulative")
+    parser.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, configure logging, build the engine and serve until interrupted."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    engine_config = HFEngineConfig(
+        dtype=args.dtype,
+        device=args.device,
+        context_len=args.context_len,
+        max_batch_size=args.max_batch_size,
+        prefill_cache_size=args.prefill_cache_size,
+        admission_timeout_s=args.timeout_s,
+        drain_timeout_s=args.timeout_s,
+        initial_version=args.weight_version,
+        seed=args.seed,
+    )
+    engine = build_hf_engine(args.model, engine_config, seed=args.seed)
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        max_request_bytes=args.max_request_bytes,
+        incremental_stream=args.incremental_stream,
+        model_path=args.model,
+    )
+    serve(engine, config)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""`/generate` (JSON or server-sent events), `/health` and `/health_generate`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from rl_engines.remote import generate_output_json, output_to_json, parse_generate_payload
+from rl_engines.rollout import GenerateOutput, GenerateRequest, SamplingParams
+from rl_engines.server._body import read_json
+from rl_engines.server._fastapi import FastAPI, JSONResponse, Request, Response, StreamingResponse
+from rl_engines.server._responses import error_response
+from rl_engines.server._state import ServerState
+
+logger = logging.getLogger(__name__)
+
+_DONE = b"data: [DONE]\n\n"
+_HEALTH_PROMPT = (0,)
+
+
+def _sse(data: Any) -> bytes:
+    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+
+class _StreamState:
+    """Tokens streamed so far per request, turned into SGLang stream chunks."""
+
+    def __init__(self, requests: Sequence[GenerateRequest], batch: bool, incremental: bool, version: str) -> None:
+        self.requests = requests
+        self.index = {r.rid: i for i, r in enumerate(requests)}
+        self.ids: list[list[int]] = [[] for _ in requests]
+        self.logprobs: list[list[float]] = [[] for _ in requests]
+        self.batch, self.incremental, self.version = batch, incremental, version
+
+    def _chunk(self, i: int, data: dict[str, Any]) -> bytes:
+        if self.batch:
+            data["index"] = i
+        return _sse(data)
+
+    def step(self, events: Sequence[tuple[str, int, float]]) -> list[bytes]:
+        """One chunk per request that produced tokens in this step (finish_reason null)."""
+        touched: dict[int, int] = {}
+        for rid, token, logprob in events:
+            i = self.index[rid]
+            touched.setdefault(i, len(self.ids[i]))
+            self.ids[i].append(int(token))
+            self.logprobs[i].append(float(logprob))
+        chunks = []
+        for i, start in touched.items():
+            request = self.requests[i]
+            first = start if self.incremental else 0
+            lps = self.logprobs[i][first:] if request.return_logprobs else None
+            data = output_to_json(request.rid, self.ids[i][first:], lps, len(request.input_ids), self.version, None)
+            chunks.append(self._chunk(i, data))
+        return chunks
+
+    def final(self, outputs: Sequence[GenerateOutput]) -> list[bytes]:
+        """The finishing chunk of every request (the whole output, or its unsent tail when incremental)."""
+        chunks = []
+        for i, output in enumerate(outputs):
+            data = generate_output_json(output)
+            if self.incremental:
+                sent = len(self.ids[i])
+                data["output_ids"] = data["output_ids"][sent:]
+                if "output_token_logprobs" in data["meta_info"]:
+                    data["meta_info"]["output_token_logprobs"] = data["meta_info"]["output_token_logprobs"][sent:]
+            chunks.append(self._chunk(i, data))
+        return chunks
+
+
+async def _stream(state: ServerState, requests: list[GenerateRequest], batch: bool) -> Any:
+    """Start generation; answer an error before the first token as JSON, else stream chunks as SSE."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def on_tokens(events: Sequence[tuple[str, int, float]]) -> None:  # engine thread
+        loop.call_soon_threadsafe(queue.put_nowait, ("tokens", list(events)))
+
+    future = state.submit_generate(state.engine.generate, requests, on_tokens=on_tokens)
+    future.add_done_callback(lambda _: queue.put_nowait(("done", None)))
+    first = await queue.get()
+    if first[0] == "done" and future.exception() is not None:
+        return error_response(future.exception())
+    stream = _StreamState(requests, batch, state.config.incremental_stream, state.engine.weight_version())
+
+    async def body() -> AsyncIterator[bytes]:
+        item = first
+        try:
+            while item[0] == "tokens":
+                for chunk in stream.step(item[1]):
+                    yield chunk
+                item = await queue.get()
+            error = future.exception()
+            if error is not None:
+                yield _sse({"error": {"message": str(error), "type": type(error).__name__}})
+            else:
+                for chunk in stream.final(future.result()):
+                    yield chunk
+            yield _DONE
+        finally:
+            if not future.done():  # the client went away: stop spending compute on it
+                logger.info("stream client disconnected; aborting %d requests", len(requests))
+                state.control_pool.submit(state.engine.abort, [r.rid for r in requests])
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+def register_generate_routes(app: FastAPI, state: ServerState) -> None:
+    """Add `/generate`, `/health` and `/health_generate` to `app`."""
+
+    @app.api_route("/generate", methods=["POST", "PUT"])
+    async def generate(request: Request) -> Any:
+        body = await read_json(request, state.config.max_request_bytes)
+        requests, batch, stream = parse_generate_payload(body)
+        if stream:
+            return await _stream(state, requests, batch)
+        outputs = await state.submit_generate(state.engine.generate, requests)
+        results = [generate_output_json(o) for o in outputs]
+        return JSONResponse(results if batch else results[0])
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200 if state.engine.health() else 503)
+
+    @app.get("/health_generate")
+    async def health_generate() -> Response:
+        status = state.engine.status()
+        if status.state != "serving" or not status.weights_loaded:
+            return Response(f"engine is {status.state}", status_code=503)
+        probe = GenerateRequest("HEALTH_CHECK", _HEALTH_PROMPT, SamplingParams(max_new_tokens=1, temperature=0.0))
+        try:
+            await asyncio.wait_for(state.submit_generate(state.engine.generate, [probe]), state.config.health_timeout_s)
+        except Exception as error:
+            logger.warning("health_generate failed: %r", error)
+            return Response(f"generation failed: {error}", status_code=503)
+        return Response(status_code=200)

@@ -1,0 +1,56 @@
+"""What every route shares: the engine, the limits, and the thread pools engine calls run on."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from rl_engines.rollout import InferenceEngine
+from rl_engines.server._config import ServerConfig
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass
+class ServerState:
+    """The served engine plus two thread pools: engine calls block, so none runs on the event loop."""
+
+    engine: InferenceEngine
+    config: ServerConfig
+    group_name: str | None = None
+    """The weight-update group the engine joined through `/init_weights_update_group`, if any."""
+    generate_pool: concurrent.futures.ThreadPoolExecutor = field(init=False)
+    control_pool: concurrent.futures.ThreadPoolExecutor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.generate_pool = concurrent.futures.ThreadPoolExecutor(
+            self.config.generate_workers, thread_name_prefix="rollout-generate"
+        )
+        self.control_pool = concurrent.futures.ThreadPoolExecutor(
+            self.config.control_workers, thread_name_prefix="rollout-control"
+        )
+
+    async def control(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a control call (pause, update, flush, ...) on the control pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.control_pool, functools.partial(fn, *args, **kwargs))
+
+    def submit_generate(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Start a generate call on the generate pool."""
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(self.generate_pool, functools.partial(fn, *args, **kwargs))
+
+    def close(self) -> None:
+        """Shut the engine down and stop the pools (running calls finish in the background)."""
+        try:
+            self.engine.shutdown()
+        finally:
+            self.generate_pool.shutdown(wait=False, cancel_futures=True)
+            self.control_pool.shutdown(wait=False, cancel_futures=True)
