@@ -1,4 +1,4 @@
-"""A real Ray runtime per test module (2 CPUs, like the CI machines)."""
+"""A real Ray runtime per test module (2 CPUs, like the CI machines), shared by the Ray-backed tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fixtures for rollout tests: the conformance suite's tiny v1/v2 models and a fresh HFEngine on v1."""
+"""Fixtures shared by the rollout and sync tests: the tiny v1/v2 models and a fresh HFEngine on v1."""
 
 from __future__ import annotations
 
