@@ -5,7 +5,7 @@ from __future__ import annotations
 import rl_runtime.config as config
 
 PUBLIC = [
-    "LOG_SINKS", "PIPELINE_FILE_SUFFIXES", "RESUME_AUTO", "RESUME_NEVER", "ROLLOUT_ENGINES",
+    "PIPELINE_FILE_SUFFIXES", "RESUME_AUTO", "RESUME_NEVER", "ROLLOUT_ENGINES",
     "ActorConfig", "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
     "ConfigProblem", "CriticConfig", "DType", "DataConfig", "DeviceKind", "KLConfig", "KLMode", "LRSchedule",
     "ModelSourceConfig", "OptimConfig", "PlacementConfig", "ReferenceConfig", "RolloutConfig", "RunConfig",

@@ -31,7 +31,6 @@ from rl_runtime.config._schema_models import (
     ReferenceConfig,
 )
 from rl_runtime.config._schema_sections import (
-    LOG_SINKS,
     RESUME_AUTO,
     RESUME_NEVER,
     ROLLOUT_ENGINES,
@@ -46,7 +45,6 @@ from rl_runtime.config._schema_sections import (
 from rl_runtime.config._types import Scalar
 
 __all__ = [
-    "LOG_SINKS",
     "PIPELINE_FILE_SUFFIXES",
     "RESUME_AUTO",
     "RESUME_NEVER",

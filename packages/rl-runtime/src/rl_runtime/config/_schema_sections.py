@@ -20,9 +20,8 @@ from rl_runtime.config._validators import (
     registered_name,
     registered_names,
 )
+from rl_runtime.metrics import LOG_SINKS
 
-LOG_SINKS = ("console", "jsonl", "tensorboard", "wandb", "mlflow")
-"""Names `trainer.log_sinks` may list; the metrics package builds one sink per name."""
 ROLLOUT_ENGINES = ("hf", "server", "vllm", "sglang")
 """Names `rollout.engine` may take (rl-engines' inference engines)."""
 RESUME_AUTO = "auto"
