@@ -118,7 +118,7 @@ def k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
     """
     _check_pair(log_probs, ref_log_probs)
     log_ratio = (ref_log_probs - log_probs).clamp(-_K3_MAX_LOG_RATIO, _K3_MAX_LOG_RATIO)
-    return (torch.expm1(log_ratio) - log_ratio).clamp(-_K3_MAX_VALUE, _K3_MAX_VALUE)
+    return (torch.expm1(log_ratio) - log_ratio).clamp(max=_K3_MAX_VALUE)
 
 
 @register_kl_estimator("k1+")
