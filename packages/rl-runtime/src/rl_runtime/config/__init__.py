@@ -20,7 +20,13 @@ from rl_runtime.config._loading import (
 )
 from rl_runtime.config._overrides import apply_overrides
 from rl_runtime.config._schema import PIPELINE_FILE_SUFFIXES, RunConfig, is_pipeline_file
-from rl_runtime.config._schema_algorithm import AlgorithmConfig, KLConfig, KLMode
+from rl_runtime.config._schema_algorithm import (
+    AlgorithmConfig,
+    DynamicSamplingConfig,
+    KLConfig,
+    KLMode,
+    OverlongConfig,
+)
 from rl_runtime.config._schema_models import (
     ActorConfig,
     CriticConfig,
@@ -60,11 +66,13 @@ __all__ = [
     "DType",
     "DataConfig",
     "DeviceKind",
+    "DynamicSamplingConfig",
     "KLConfig",
     "KLMode",
     "LRSchedule",
     "ModelSourceConfig",
     "OptimConfig",
+    "OverlongConfig",
     "PlacementConfig",
     "ReferenceConfig",
     "RolloutConfig",

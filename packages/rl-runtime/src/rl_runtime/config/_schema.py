@@ -17,6 +17,8 @@ from rl_runtime.config._validators import of_type, optional, registered_name
 PIPELINE_FILE_SUFFIXES = (".yaml", ".yml")
 """A `pipeline` value ending in one of these is a path to a pipeline file, not a built-in name."""
 
+DYNAMIC_SAMPLING_OPERATION = "dynamic_sampling"
+"""The node operation that needs `algorithm.dynamic_sampling`."""
 _MIN_SPLIT_SLOTS = 2
 """Split placement gives the rollout and the training their own slots, so it needs two at least."""
 
@@ -62,10 +64,28 @@ def _critic_problems(config: RunConfig) -> list[ConfigProblem]:
 
 
 def _length_problems(config: RunConfig) -> list[ConfigProblem]:
+    problems = []
     budget = config.rollout.max_new_tokens
-    if budget is not None and budget > config.data.max_response_length:
-        expected = f"<= data.max_response_length={config.data.max_response_length}"
-        return [ConfigProblem("rollout.max_new_tokens", expected, describe_value(budget), "raise max_response_length")]
+    longest = config.data.max_response_length
+    if budget is not None and budget > longest:
+        expected = f"<= data.max_response_length={longest}"
+        problems.append(
+            ConfigProblem("rollout.max_new_tokens", expected, describe_value(budget), "raise max_response_length")
+        )
+    overlong = config.algorithm.overlong
+    if overlong is not None and overlong.buffer_length > longest:
+        expected = f"<= data.max_response_length={longest}"
+        problems.append(ConfigProblem("algorithm.overlong.buffer_length", expected, str(overlong.buffer_length)))
+    return problems
+
+
+def _dynamic_sampling_problems(config: RunConfig) -> list[ConfigProblem]:
+    if is_pipeline_file(config.pipeline) or config.algorithm.dynamic_sampling is not None:
+        return []
+    operations = {node.operation for node in get_pipeline(config.pipeline).nodes.values()}
+    if DYNAMIC_SAMPLING_OPERATION in operations:
+        expected = f"a dynamic_sampling section: pipeline {config.pipeline!r} filters groups"
+        return [ConfigProblem("algorithm.dynamic_sampling", expected, "null", "add {epsilon: 0.0, max_draws: 8}")]
     return []
 
 
@@ -126,7 +146,14 @@ class RunConfig:
     """A built-in pipeline (rl_core.graph.PIPELINES: grpo, ppo, dapo, ...) or a pipeline YAML file."""
 
     def __attrs_post_init__(self) -> None:
-        checks = (_critic_problems, _length_problems, _schedule_problems, _placement_problems, _batch_problems)
+        checks = (
+            _critic_problems,
+            _length_problems,
+            _dynamic_sampling_problems,
+            _schedule_problems,
+            _placement_problems,
+            _batch_problems,
+        )
         problems = [problem for check in checks for problem in check(self)]
         if problems:
             raise ConfigError(problems)

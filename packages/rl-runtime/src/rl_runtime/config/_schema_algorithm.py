@@ -26,6 +26,10 @@ from rl_runtime.config._validators import (
 )
 
 _DEFAULT_KL_COEF = 1e-3
+_DEFAULT_MAX_DRAWS = 8
+"""DAPO draws up to this many prompt batches per step to fill it with informative groups (verl's max_num_gen_batches
+is unbounded by default; a bound turns a reward that never varies into an error instead of a hang)."""
+_DEFAULT_OVERLONG_PENALTY = 1.0
 _DEFAULT_KL_HORIZON = 10_000
 """Samples over which the adaptive controller may change the coefficient by e^±0.2 (verl's default)."""
 
@@ -55,6 +59,26 @@ class KLConfig:
     """Target KL of the adaptive controller; null keeps `coef` fixed."""
     horizon: int = attrs.field(default=_DEFAULT_KL_HORIZON, validator=int_at_least(1))
     """Samples over which the adaptive controller adapts the coefficient."""
+
+
+@attrs.frozen
+class DynamicSamplingConfig:
+    """DAPO dynamic sampling: drop prompt groups whose rewards do not vary and draw more prompts to refill."""
+
+    epsilon: float = attrs.field(default=0.0, validator=number_in(0))
+    """A group is kept when the population std of its scores exceeds this (0: any variation)."""
+    max_draws: int = attrs.field(default=_DEFAULT_MAX_DRAWS, validator=int_at_least(1))
+    """Prompt batches a rank may draw per step before the step fails with a message naming this setting."""
+
+
+@attrs.frozen
+class OverlongConfig:
+    """DAPO overlong reward shaping: a penalty ramping down over the last `buffer_length` response tokens."""
+
+    buffer_length: int = attrs.field(validator=int_at_least(1))
+    """Length of the penalty ramp in tokens, at most `data.max_response_length`."""
+    penalty_factor: float = attrs.field(default=_DEFAULT_OVERLONG_PENALTY, validator=number_in(0))
+    """The penalty at the full response length."""
 
 
 def _check_kl_target(instance: AlgorithmConfig, attribute: attrs.Attribute[Any], value: KLConfig) -> None:
@@ -94,3 +118,9 @@ class AlgorithmConfig:
     """Weight of the entropy bonus subtracted from the policy loss; 0 disables it."""
     kl: KLConfig = attrs.field(factory=KLConfig, validator=[of_type(KLConfig), _check_kl_target])
     """The KL to the reference policy."""
+    dynamic_sampling: DynamicSamplingConfig | None = attrs.field(
+        default=None, validator=optional(of_type(DynamicSamplingConfig))
+    )
+    """DAPO dynamic sampling settings; required by pipelines with a dynamic_sampling node (dapo), else null."""
+    overlong: OverlongConfig | None = attrs.field(default=None, validator=optional(of_type(OverlongConfig)))
+    """DAPO overlong reward shaping; null disables it."""

@@ -33,6 +33,8 @@ _DEFAULT_MAX_LENGTH = 512
 _DEFAULT_TOKEN_BUDGET = 8192
 _DEFAULT_PROMPTS_PER_STEP = 8
 _TOP_K_DISABLED = -1
+_DEFAULT_STEP_TIMEOUT_S = 3600.0
+"""An RL step of a large model can take many minutes; an hour without any worker finishing is a hang."""
 
 
 def _check_paths(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -57,7 +59,7 @@ class DataConfig:
     prompt_key: str = attrs.field(default="prompt", validator=non_empty_str)
     """Column holding the prompt (text or a chat message list)."""
     max_prompt_length: int = attrs.field(default=_DEFAULT_MAX_LENGTH, validator=int_at_least(1))
-    """Longest prompt in tokens; longer prompts are filtered out."""
+    """Longest prompt in tokens; a longer prompt stops the step with an error naming its row."""
     max_response_length: int = attrs.field(default=_DEFAULT_MAX_LENGTH, validator=int_at_least(1))
     """Longest response in tokens (the rollout's token budget per sample)."""
     seed: int = attrs.field(default=0, validator=int_at_least(0))
@@ -212,3 +214,5 @@ class TrainerConfig:
     """Run name shown by the tracking sinks."""
     seed: int = attrs.field(default=0, validator=int_at_least(0))
     """Base seed of model initialisation and sampling."""
+    step_timeout_s: float = attrs.field(default=_DEFAULT_STEP_TIMEOUT_S, validator=number_in(0, low_open=True))
+    """Seconds a training step may take before the run stops with the ranks that did not finish."""
