@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import ray
 
 from rl_coordinator.coordinator import DEFAULT_TIMEOUT_S, CoordinatorClient
 from rl_runtime.planning import Placement, SlotGroups, WorkerAssignment
-from rl_runtime.workers._errors import WorkerStartError
+from rl_runtime.workers._errors import WorkerError, WorkerStartError
 from rl_runtime.workers._executor import GraphExecutor
 from rl_runtime.workers._operations import NodeOperation, bind_operations
 from rl_runtime.workers._routing import WorkerRoutes, plan_routes
@@ -28,6 +28,34 @@ DEFAULT_READY_TIMEOUT_S = 300.0
 
 DEFAULT_WORKER_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
 """One CPU per worker: its slot's share of the machine; GPU runs pass `num_gpus` through `actor_options`."""
+
+
+HOOKS_KEY = "hooks"
+"""The key of a worker's `WorkerHooks` in its resources mapping (optional; needed for checkpoints and evaluation)."""
+
+
+@runtime_checkable
+class WorkerHooks(Protocol):
+    """What a worker does between steps with the resources it built: checkpoints, evaluation, clean-up.
+
+    Every method is called on every worker at once (they may be collectives).
+    """
+
+    def save_checkpoint(self, path: str) -> None:
+        """Write this worker's part of a checkpoint under folder `path`."""
+        ...
+
+    def load_checkpoint(self, path: str) -> None:
+        """Restore this worker's part of the checkpoint in folder `path`."""
+        ...
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """This worker's share of a validation pass after `step` steps, as metrics the driver reduces."""
+        ...
+
+    def close(self) -> None:
+        """Release engines and process groups."""
+        ...
 
 
 def _no_resources(assignment: WorkerAssignment) -> Mapping[str, Any]:
@@ -59,6 +87,7 @@ class DAGWorker:
         client = None if coordinator is None else CoordinatorClient(coordinator, timeout_s=coordinator_timeout_s)
         resources = (resources_factory or _no_resources)(assignment)
         self._executor = GraphExecutor(assignment, routes, resources, client, operations)
+        self._hooks = resources.get(HOOKS_KEY)
         self.rank = assignment.rank
 
     def ready(self) -> int:
@@ -68,6 +97,32 @@ class DAGWorker:
     def run_step(self, step: int) -> dict[str, float]:
         """Run the graph for `step`; a failing node raises NodeExecutionError. Returns metrics only."""
         return self._executor.run_step(step)
+
+    def save_checkpoint(self, path: str) -> None:
+        """Write this worker's part of a checkpoint under `path` (see WorkerHooks)."""
+        self._require_hooks("save_checkpoint").save_checkpoint(path)
+
+    def load_checkpoint(self, path: str) -> None:
+        """Restore this worker's part of the checkpoint in `path` (see WorkerHooks)."""
+        self._require_hooks("load_checkpoint").load_checkpoint(path)
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """This worker's validation metrics after `step` steps (see WorkerHooks)."""
+        return self._require_hooks("evaluate").evaluate(step)
+
+    def close(self) -> None:
+        """Release the resources' engines and groups; the actor can be killed afterwards."""
+        self._executor.close()
+        if self._hooks is not None:
+            self._hooks.close()
+
+    def _require_hooks(self, action: str) -> WorkerHooks:
+        if not isinstance(self._hooks, WorkerHooks):
+            raise WorkerError(
+                f"worker rank {self.rank} cannot {action}: its resources have no WorkerHooks under "
+                f"resources[{HOOKS_KEY!r}]; build the workers with a resources factory that provides them"
+            )
+        return self._hooks
 
     @ray.method(concurrency_group=HEALTH_GROUP)
     def ping(self) -> int:

@@ -1,0 +1,61 @@
+"""The `compute_advantage` operation: rewards (with the KL penalty when it goes in the reward), then advantages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rl_core.advantages import AdvantageInputs, get_advantage_estimator
+from rl_core.kl import REWARD_KL_METRIC, apply_kl_penalty
+from rl_runtime.config import KLMode
+from rl_runtime.metrics import timed
+from rl_runtime.nodes._batching import require_fields, single_input, with_fields
+from rl_runtime.nodes._resources import resources_of
+from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
+
+_NEEDS = ("token_level_scores", "response_mask", "group_id")
+
+
+@register_operation("compute_advantage")
+def compute_advantage(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    """Adds `token_level_rewards`, `advantages` and `returns` `(B, T)` with the configured estimator.
+
+    Group estimators (grpo, rloo) see only this rank's samples; the rollout keeps each prompt's group on one
+    rank, so their advantages equal the global ones. Batch-whitened estimators (reinforce_plus_plus) whiten
+    over this rank's samples.
+    """
+    res = resources_of(ctx)
+    data = single_input(ctx, inputs)
+    require_fields(data, _NEEDS, ctx.node.id)
+    algorithm = res.config.algorithm
+    batch = data.batch
+    metrics: dict[str, float] = {}
+    with timed("adv", metrics):
+        rewards = batch["token_level_scores"]
+        if algorithm.kl.mode is KLMode.IN_REWARD:
+            if "ref_log_probs" not in batch:
+                raise StepDataError(
+                    f"algorithm.kl.mode=in_reward needs ref_log_probs before node {ctx.node.id!r}, but the pipeline "
+                    "computes them later; use kl.mode=as_loss, or a pipeline with reference_log_prob before "
+                    "calculate_advantages"
+                )
+            current = batch.get("old_log_probs", batch["rollout_log_probs"])
+            penalty = apply_kl_penalty(
+                rewards,
+                current,
+                batch["ref_log_probs"],
+                batch["response_mask"],
+                kl_coef=res.kl_controller.value,
+                estimator=algorithm.kl.estimator,
+            )
+            rewards = penalty.token_level_rewards
+            metrics.update(penalty.metrics)
+            res.kl_controller.update(penalty.metrics[REWARD_KL_METRIC], n_steps=int(rewards.shape[0]))
+        estimator = get_advantage_estimator(algorithm.adv_estimator)
+        advantage_inputs = AdvantageInputs(
+            token_level_rewards=rewards,
+            response_mask=batch["response_mask"],
+            group_ids=batch["group_id"],
+            values=batch.get("values"),
+        )
+        output = estimator(advantage_inputs, **algorithm.adv_params)
+    return with_fields(data, metrics, token_level_rewards=rewards, advantages=output.advantages, returns=output.returns)

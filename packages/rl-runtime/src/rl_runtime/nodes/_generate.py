@@ -1,0 +1,114 @@
+"""The `generate` operation: draw this rank's prompts, sample each `samples_per_prompt` times, build the batch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rl_engines.rollout import GenerateRequest, InferenceEngine, SamplingParams
+from rl_runtime.config import RunConfig
+from rl_runtime.metrics import timed
+from rl_runtime.nodes._resources import NodeResources, resources_of
+from rl_runtime.nodes._rollout_batch import build_rollout_batch
+from rl_runtime.nodes._seeds import sample_seed, sample_uid
+from rl_runtime.nodes._task import PromptItem, Task
+from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
+
+SLEEP_LEVEL = 1
+"""Colocated rollout engines offload their weights while training runs (level 2 would discard them)."""
+
+
+def response_budget(config: RunConfig) -> int:
+    """Tokens a response may have: `rollout.max_new_tokens`, else `data.max_response_length`."""
+    return config.rollout.max_new_tokens or config.data.max_response_length
+
+
+def encode_rows(
+    task: Task, rows: Sequence[Mapping[str, object]], where: Sequence[str], max_len: int
+) -> list[PromptItem]:
+    """Each row's prompt; a StepDataError names the row whose prompt exceeds `data.max_prompt_length`."""
+    items = []
+    for row, place in zip(rows, where, strict=True):
+        item = task.encode(row, place)
+        if len(item.prompt_ids) > max_len:
+            raise StepDataError(
+                f"{place}: the prompt has {len(item.prompt_ids)} tokens, more than data.max_prompt_length={max_len}; "
+                "raise max_prompt_length or remove the row"
+            )
+        items.append(item)
+    return items
+
+
+def sample_prompts(
+    engine: InferenceEngine,
+    items: Sequence[PromptItem],
+    samples_per_prompt: int,
+    sampling: SamplingParams,
+    *,
+    seed_parts: tuple[int, ...],
+    uid_of: tuple[int, int, int],
+    policy_version: int,
+) -> StepData:
+    """`samples_per_prompt` responses to each prompt, each with its own seed from `seed_parts` and its index.
+
+    `uid_of` is (step, rank, draw): sample `j * n + k` (k-th response to prompt j) gets
+    `sample_uid(step, rank, draw, j * n + k)` and group id `sample_uid(step, rank, draw, j)`.
+    """
+    step, rank, draw = uid_of
+    prompts, requests, uids, groups = [], [], [], []
+    for j, item in enumerate(items):
+        for k in range(samples_per_prompt):
+            index = j * samples_per_prompt + k
+            uid = sample_uid(step, rank, draw, index)
+            params = SamplingParams(
+                max_new_tokens=sampling.max_new_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k,
+                seed=sample_seed(*seed_parts, index),
+            )
+            requests.append(GenerateRequest(str(uid), item.prompt_ids, params))
+            prompts.append(item)
+            uids.append(uid)
+            groups.append(sample_uid(step, rank, draw, j))
+    outputs = engine.generate(requests)
+    return build_rollout_batch(prompts, outputs, uids, groups, policy_version)
+
+
+def draw_rollouts(res: NodeResources, step: int, rank: int, draw: int) -> StepData:
+    """One draw of this rank's next prompts from its loader, sampled with the run's rollout settings."""
+    config = res.config
+    batch = next(res.prompts)
+    where = [f"{res.prompts.source.where(index)}" for index in batch.indices]
+    items = encode_rows(res.task, batch.rows, where, config.data.max_prompt_length)
+    sampling = SamplingParams(
+        max_new_tokens=response_budget(config),
+        temperature=config.rollout.temperature,
+        top_p=config.rollout.top_p,
+        top_k=config.rollout.top_k,
+    )
+    return sample_prompts(
+        res.rollout,
+        items,
+        config.batch.samples_per_prompt,
+        sampling,
+        seed_parts=(config.trainer.seed, step, rank, draw),
+        uid_of=(step, rank, draw),
+        policy_version=res.policy_version,
+    )
+
+
+def put_rollout_to_sleep(res: NodeResources) -> None:
+    """Colocated: free the rollout engine's memory for training (`wake_rollout` brings it back for the sync)."""
+    if res.config.placement.colocate and "sleep" in res.rollout.capabilities:
+        res.rollout.sleep(SLEEP_LEVEL)
+
+
+@register_operation("generate")
+def generate(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    """This rank's share of the step's prompts, each sampled `batch.samples_per_prompt` times."""
+    res = resources_of(ctx)
+    metrics: dict[str, float] = {}
+    with timed("gen", metrics):
+        data = draw_rollouts(res, ctx.step, ctx.dp.rank, draw=0)
+    put_rollout_to_sleep(res)
+    return StepData(data.batch, data.extras, metrics)

@@ -1,0 +1,57 @@
+"""The `compute_old_log_prob`, `compute_ref_log_prob` and `compute_value` operations: forward passes, no update."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rl_runtime.metrics import timed
+from rl_runtime.nodes._batching import micro_batches, require_fields, single_input, with_fields
+from rl_runtime.nodes._resources import resources_of
+from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
+
+_NEEDS = ("input_ids", "attention_mask", "response_mask")
+
+
+@register_operation("compute_old_log_prob")
+def compute_old_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    """Adds `old_log_probs` `(B, T)`: the current policy's log-probs of the responses (and its entropy metric)."""
+    res = resources_of(ctx)
+    data = single_input(ctx, inputs)
+    require_fields(data, _NEEDS, ctx.node.id)
+    metrics: dict[str, float] = {}
+    with timed("old_log_prob", metrics):
+        rows = micro_batches(data.batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group)
+        output = res.actor.compute_log_probs(data.batch, rows, with_entropy=True)
+        mask = data.batch["response_mask"].bool()
+        metrics["actor/entropy"] = (output.entropy[mask].mean().item()) if mask.any() else 0.0
+    return with_fields(data, metrics, old_log_probs=output.log_probs)
+
+
+@register_operation("compute_ref_log_prob")
+def compute_ref_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    """Adds `ref_log_probs` `(B, T)` under the frozen reference policy; passes the batch on when the run has no KL."""
+    res = resources_of(ctx)
+    data = single_input(ctx, inputs)
+    if res.reference is None:
+        return with_fields(data)
+    require_fields(data, _NEEDS, ctx.node.id)
+    metrics: dict[str, float] = {}
+    with timed("ref", metrics):
+        rows = micro_batches(data.batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group)
+        ref_log_probs = res.reference.compute_ref_log_probs(data.batch, rows)
+    return with_fields(data, metrics, ref_log_probs=ref_log_probs)
+
+
+@register_operation("compute_value")
+def compute_value(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    """Adds the critic's `values` `(B, T)`."""
+    res = resources_of(ctx)
+    data = single_input(ctx, inputs)
+    if res.critic is None:
+        raise StepDataError(f"node {ctx.node.id!r} computes values but the run has no critic; add a critic section")
+    require_fields(data, _NEEDS, ctx.node.id)
+    metrics: dict[str, float] = {}
+    with timed("values", metrics):
+        rows = micro_batches(data.batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group)
+        values = res.critic.compute_values(data.batch, rows)
+    return with_fields(data, metrics, values=values)

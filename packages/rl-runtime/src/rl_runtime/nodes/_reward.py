@@ -1,0 +1,67 @@
+"""The `compute_reward` operation: the task scores every response; the score sits on its last response token."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from rl_core.shaping import overlong_penalty, scores_to_token_level
+from rl_runtime.metrics import timed
+from rl_runtime.nodes._batching import require_fields, single_input, with_fields
+from rl_runtime.nodes._resources import NodeResources, resources_of
+from rl_runtime.nodes._rollout_batch import FINISH_REASON_KEY
+from rl_runtime.nodes._task import ResponseSample, Task
+from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
+
+_NEEDS = ("input_ids", "response_mask", "prompt_len", "response_len", "uid")
+
+
+def task_scores(task: Task, data: StepData) -> tuple[torch.Tensor, dict[str, float]]:
+    """`(B,)` float32 scores the task gives `data`'s responses, and the task's metrics."""
+    batch = data.batch
+    samples = []
+    prompt_lens, response_lens = batch["prompt_len"].tolist(), batch["response_len"].tolist()
+    names = [name for name in data.extras if name != FINISH_REASON_KEY]
+    for row, uid in enumerate(batch["uid"].tolist()):
+        ids = batch["input_ids"][row].tolist()
+        start, end = prompt_lens[row], prompt_lens[row] + response_lens[row]
+        extras = {name: data.extras[name][row] for name in names}
+        finish = data.extras[FINISH_REASON_KEY][row] if FINISH_REASON_KEY in data.extras else "stop"
+        samples.append(ResponseSample(uid, tuple(ids[:start]), tuple(ids[start:end]), finish, extras))
+    result = task.score(samples)
+    if len(result.scores) != len(samples):
+        raise StepDataError(f"the task returned {len(result.scores)} scores for {len(samples)} responses")
+    return torch.tensor(result.scores, dtype=torch.float32), dict(result.metrics)
+
+
+def sequence_scores(res: NodeResources, data: StepData) -> tuple[torch.Tensor, dict[str, float]]:
+    """`(B,)` float32 task scores of `data`'s responses plus overlong shaping when configured, and metrics."""
+    scores, metrics = task_scores(res.task, data)
+    overlong = res.config.algorithm.overlong
+    if overlong is not None:
+        penalty = overlong_penalty(
+            data.batch["response_len"],
+            max_response_length=res.config.data.max_response_length,
+            buffer_length=overlong.buffer_length,
+            penalty_factor=overlong.penalty_factor,
+        ).to(torch.float32)
+        scores = scores + penalty
+        metrics["reward/overlong_penalty_mean"] = penalty.mean().item()
+    return scores, metrics
+
+
+def score_batch(res: NodeResources, data: StepData, node: str) -> StepData:
+    """`data` with `token_level_scores` `(B, T)` added and the reward metrics (timing included)."""
+    require_fields(data, _NEEDS, node)
+    metrics: dict[str, float] = {}
+    with timed("reward", metrics):
+        scores, task_metrics = sequence_scores(res, data)
+        token_level_scores = scores_to_token_level(scores, data.batch["response_mask"])
+    return with_fields(data, {**task_metrics, **metrics}, token_level_scores=token_level_scores)
+
+
+@register_operation("compute_reward")
+def compute_reward(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    """Adds `token_level_scores` `(B, T)`: each response's score on its last response token."""
+    return score_batch(resources_of(ctx), single_input(ctx, inputs), ctx.node.id)

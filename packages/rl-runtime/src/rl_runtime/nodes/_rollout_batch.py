@@ -1,0 +1,88 @@
+"""Turning prompts and the engine's outputs into the step's sample batch (right-padded, schema names)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from rl_engines.rollout import GenerateOutput
+from rl_runtime.nodes._task import PromptItem
+from rl_runtime.workers import StepData, StepDataError
+
+PAD_ID = 0
+"""Token id written into padding; never read, since every consumer masks padding out."""
+FINISH_REASON_KEY = "finish_reason"
+
+
+def build_rollout_batch(
+    prompts: Sequence[PromptItem],
+    outputs: Sequence[GenerateOutput],
+    uids: Sequence[int],
+    group_ids: Sequence[int],
+    policy_version: int,
+) -> StepData:
+    """One StepData of `len(outputs)` samples; sample i is `prompts[i]` followed by `outputs[i]`.
+
+    Rows are `[prompt | response | padding]`: `input_ids`, `attention_mask`, `response_mask`,
+    `rollout_log_probs` are `(B, T)` with `T` the longest prompt + response; `prompt_len`, `response_len`,
+    `uid`, `group_id`, `policy_version` are `(B,)`. Extras: each prompt's extras per sample, plus the
+    engine's finish reason.
+    """
+    if not (len(prompts) == len(outputs) == len(uids) == len(group_ids)) or not outputs:
+        raise StepDataError(
+            f"a rollout batch needs as many prompts, outputs, uids and group ids (and at least one): got "
+            f"{len(prompts)}, {len(outputs)}, {len(uids)}, {len(group_ids)}"
+        )
+    lengths = [len(p.prompt_ids) + len(o.output_ids) for p, o in zip(prompts, outputs, strict=True)]
+    size, width = len(outputs), max(lengths)
+    input_ids = torch.full((size, width), PAD_ID, dtype=torch.int64)
+    attention_mask = torch.zeros((size, width), dtype=torch.int64)
+    response_mask = torch.zeros((size, width), dtype=torch.int64)
+    rollout_log_probs = torch.zeros((size, width), dtype=torch.float32)
+    for row, (prompt, output) in enumerate(zip(prompts, outputs, strict=True)):
+        start, end = len(prompt.prompt_ids), lengths[row]
+        input_ids[row, :end] = torch.tensor(prompt.prompt_ids + output.output_ids, dtype=torch.int64)
+        attention_mask[row, :end] = 1
+        response_mask[row, start:end] = 1
+        if output.output_logprobs is not None:
+            rollout_log_probs[row, start:end] = torch.tensor(output.output_logprobs, dtype=torch.float32)
+    batch = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "response_mask": response_mask,
+        "rollout_log_probs": rollout_log_probs,
+        "prompt_len": torch.tensor([len(p.prompt_ids) for p in prompts], dtype=torch.int64),
+        "response_len": torch.tensor([len(o.output_ids) for o in outputs], dtype=torch.int64),
+        "uid": torch.tensor(list(uids), dtype=torch.int64),
+        "group_id": torch.tensor(list(group_ids), dtype=torch.int64),
+        "policy_version": torch.full((size,), policy_version, dtype=torch.int64),
+    }
+    names = sorted({name for prompt in prompts for name in prompt.extras})
+    extras: dict[str, list[object]] = {name: [prompt.extras.get(name) for prompt in prompts] for name in names}
+    extras[FINISH_REASON_KEY] = [output.finish_reason for output in outputs]
+    return StepData(batch, extras)
+
+
+def select_samples(data: StepData, rows: Sequence[int] | torch.Tensor) -> StepData:
+    """The samples `rows` of `data` (tensors and per-sample extras), in the given order; metrics are dropped."""
+    index = torch.as_tensor(rows, dtype=torch.int64)
+    batch = {name: tensor[index] for name, tensor in data.batch.items()}
+    positions = index.tolist()
+    extras = {name: [values[i] for i in positions] for name, values in data.extras.items()}
+    return StepData(batch, extras)
+
+
+def concat_samples(parts: Sequence[StepData]) -> StepData:
+    """The samples of `parts` one after another, `(B, T)` tensors right-padded to the widest part."""
+    if not parts:
+        raise StepDataError("concat_samples needs at least one StepData")
+    width = max((t.shape[1] for part in parts for t in part.batch.values() if t.dim() == 2), default=0)
+    batch = {}
+    for name in parts[0].batch:
+        tensors = [part.batch[name] for part in parts]
+        if tensors[0].dim() == 2:
+            tensors = [torch.nn.functional.pad(t, (0, width - t.shape[1]), value=PAD_ID) for t in tensors]
+        batch[name] = torch.cat(tensors)
+    extras = {name: [value for part in parts for value in part.extras[name]] for name in parts[0].extras}
+    return StepData(batch, extras)

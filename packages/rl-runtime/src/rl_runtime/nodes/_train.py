@@ -1,0 +1,96 @@
+"""The `train_actor` and `train_critic` operations: mini-batch updates, then the actor's weights go to the rollout."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from rl_engines.training import MiniBatch, StepResult, TrainEngine
+from rl_runtime.metrics import compute_data_metrics, count_tokens, timed
+from rl_runtime.nodes._batching import micro_batches, mini_batch_rows, require_fields, single_input, with_fields
+from rl_runtime.nodes._resources import NodeResources, resources_of
+from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
+
+SYNC_BUCKET_BYTES = 256 * 1024 * 1024
+"""Weights stream to the rollout engine in buckets of this size: large enough to amortise each call, small
+enough that the exported copy never approaches the model's size."""
+_ACTOR_NEEDS = ("input_ids", "attention_mask", "response_mask", "old_log_probs", "advantages")
+_CRITIC_NEEDS = ("input_ids", "attention_mask", "response_mask", "values", "returns")
+
+
+def build_mini_batches(res: NodeResources, data: StepData, engine: TrainEngine) -> list[MiniBatch]:
+    """The step's mini-batches on this rank, each with its micro-batch plan and global loss normaliser."""
+    minis = []
+    for rows in mini_batch_rows(data.num_samples, res.config.batch.mini_batches_per_step):
+        batch = {name: tensor[rows[0] : rows[-1] + 1] for name, tensor in data.batch.items()}
+        plan = micro_batches(batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group)
+        minis.append(MiniBatch(batch, plan, engine.global_normalizer(batch["response_mask"])))
+    return minis
+
+
+def update_metrics(results: Sequence[StepResult], prefix: str, loss_name: str) -> dict[str, float]:
+    """verl's update metrics averaged over the optimizer steps: loss, grad norm, lr, the loss's own metrics."""
+    applied = [result for result in results if not result.skipped]
+    metrics = {
+        f"{prefix}/{loss_name}": _mean([result.loss for result in results]),
+        f"{prefix}/grad_norm": _mean([result.grad_norm for result in applied]),
+        f"{prefix}/lr": results[-1].lr,
+        f"{prefix}/num_skipped_steps": float(len(results) - len(applied)),
+    }
+    for name in sorted({name for result in results for name in result.metrics}):
+        metrics[name] = _mean([result.metrics[name] for result in results if name in result.metrics])
+    return metrics
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def sync_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
+    """Stream the actor's weights into the rollout engine as `version` (waking it first when colocated asleep)."""
+    if "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
+        res.rollout.wake_up()
+    report = res.weight_sync.sync(res.actor.engine.export_weights(SYNC_BUCKET_BYTES), str(version))
+    res.policy_version = version
+    return {"sync/bytes": float(report.nbytes), "sync/num_tensors": float(report.tensors)}
+
+
+@register_operation("train_actor")
+def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    """PPO-style actor update over mini-batches and epochs, then the weight sync to the rollout engine."""
+    res = resources_of(ctx)
+    data = single_input(ctx, inputs)
+    require_fields(data, _ACTOR_NEEDS, ctx.node.id)
+    if res.config.algorithm.kl.coef > 0 and res.reference is not None and "ref_log_probs" not in data.batch:
+        raise StepDataError(f"node {ctx.node.id!r}: the KL loss needs ref_log_probs; run compute_ref_log_prob first")
+    metrics: dict[str, float] = {}
+    with timed("update_actor", metrics):
+        results = res.actor.update(build_mini_batches(res, data, res.actor.engine))
+    metrics.update(update_metrics(results, "actor", "pg_loss"))
+    with timed("update_weights", metrics):
+        metrics.update(sync_rollout_weights(res, res.policy_version + 1))
+    metrics.update(
+        compute_data_metrics(
+            data.batch,
+            max_prompt_length=res.config.data.max_prompt_length,
+            max_response_length=res.config.data.max_response_length,
+            use_critic=res.critic is not None,
+        )
+    )
+    metrics["perf/total_num_tokens"] = float(count_tokens(data.batch))
+    return with_fields(data, metrics)
+
+
+@register_operation("train_critic")
+def train_critic(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    """Clipped value-loss updates of the critic over mini-batches and epochs."""
+    res = resources_of(ctx)
+    data = single_input(ctx, inputs)
+    if res.critic is None:
+        raise StepDataError(f"node {ctx.node.id!r} trains a critic but the run has none; add a critic section")
+    require_fields(data, _CRITIC_NEEDS, ctx.node.id)
+    metrics: dict[str, float] = {}
+    with timed("update_critic", metrics):
+        results = res.critic.update(build_mini_batches(res, data, res.critic.engine))
+    metrics.update(update_metrics(results, "critic", "vf_loss"))
+    return with_fields(data, metrics)

@@ -1,0 +1,112 @@
+"""Node operations against test-double resources: reward placement, overlong shaping, GRPO advantages by hand,
+dynamic sampling's group selection, and the errors for missing inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rl_core.graph import get_pipeline
+from rl_engines.rollout import GenerateOutput
+from rl_runtime.config import RunConfig, config_from_dict
+from rl_runtime.nodes import (
+    RUN_RESOURCES_KEY,
+    NodeResources,
+    PromptItem,
+    ResponseSample,
+    ScoreResult,
+    build_rollout_batch,
+    compute_advantage,
+    compute_reward,
+    first_groups,
+    informative_groups,
+)
+from rl_runtime.planning import DataParallelInfo
+from rl_runtime.workers import NodeContext, StepData, StepDataError
+
+
+class LengthTask:
+    """Test double of a task: a response scores its own length."""
+
+    def encode(self, row: dict[str, Any], where: str) -> PromptItem:
+        return PromptItem(tuple(row["ids"]))
+
+    def score(self, samples: Sequence[ResponseSample]) -> ScoreResult:
+        return ScoreResult(tuple(float(len(s.response_ids)) for s in samples), {"reward/calls": 1.0})
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return ""
+
+
+def _config(tmp_path: Path, **algorithm: Any) -> RunConfig:
+    (tmp_path / "train.jsonl").write_text('{"ids": [1]}\n' * 4)
+    return config_from_dict(
+        RunConfig,
+        {
+            "data": {"train_files": [str(tmp_path / "train.jsonl")], "max_response_length": 4},
+            "batch": {"prompts_per_step": 2, "samples_per_prompt": 2},
+            "actor": {"model": {"hf_config": {"model_type": "qwen2"}}},
+            "algorithm": {"kl": {"mode": "none"}, **algorithm},
+        },
+    )
+
+
+def _context(config: RunConfig, operation: str) -> NodeContext:
+    node = next(n for n in get_pipeline("grpo").nodes.values() if n.operation == operation)
+    resources = NodeResources(config, None, LengthTask(), None, None, None, None)  # engines unused by these ops
+    return NodeContext(node, 0, DataParallelInfo(0, 1), 0, {RUN_RESOURCES_KEY: resources})
+
+
+def _rollouts(lengths: list[int], groups: list[int]) -> StepData:
+    prompts = [PromptItem((1, 2)) for _ in lengths]
+    outputs = [GenerateOutput(str(i), (3,) * n, (0.0,) * n, "stop", "0", 2) for i, n in enumerate(lengths)]
+    return build_rollout_batch(prompts, outputs, list(range(len(lengths))), groups, policy_version=0)
+
+
+def test_reward_sits_on_the_last_response_token(tmp_path: Path) -> None:
+    ctx = _context(_config(tmp_path), "compute_reward")
+    out = compute_reward(ctx, {"rollout": _rollouts([1, 3], [0, 0])})
+    assert out.batch["token_level_scores"].tolist() == [[0, 0, 1.0, 0, 0], [0, 0, 0, 0, 3.0]]
+    assert out.metrics["reward/calls"] == 1.0 and "timing_s/reward" in out.metrics
+
+
+def test_overlong_shaping_adds_dapo_ramp(tmp_path: Path) -> None:
+    # max_response_length 4, buffer 2: length 3 is 1 token into the ramp -> -0.5; length 4 -> -1.
+    ctx = _context(_config(tmp_path, overlong={"buffer_length": 2}), "compute_reward")
+    out = compute_reward(ctx, {"rollout": _rollouts([1, 3, 4], [0, 0, 0])})
+    assert out.batch["token_level_scores"].sum(dim=-1).tolist() == [1.0, 2.5, 3.0]
+
+
+def test_grpo_advantages_match_the_hand_computation(tmp_path: Path) -> None:
+    ctx = _context(_config(tmp_path), "compute_advantage")
+    scored = compute_reward(_context(_config(tmp_path), "compute_reward"), {"r": _rollouts([1, 3, 2, 2], [0, 0, 1, 1])})
+    out = compute_advantage(ctx, {"reward": scored})
+    # group 0 scores 1 and 3: mean 2, unbiased std sqrt(2) -> -1/sqrt(2), +1/sqrt(2); group 1 ties -> 0.
+    first_tokens = out.batch["advantages"][:, 2].tolist()
+    expected = [-(2**-0.5), 2**-0.5, 0.0, 0.0]
+    assert first_tokens == pytest.approx(expected, abs=1e-5)
+    assert (out.batch["advantages"][out.batch["response_mask"] == 0] == 0).all()
+
+
+def test_advantage_without_scores_names_the_missing_field(tmp_path: Path) -> None:
+    ctx = _context(_config(tmp_path), "compute_advantage")
+    with pytest.raises(StepDataError, match="token_level_scores"):
+        compute_advantage(ctx, {"rollout": _rollouts([1], [0])})
+
+
+def test_an_operation_with_two_upstream_batches_is_refused(tmp_path: Path) -> None:
+    ctx = _context(_config(tmp_path), "compute_reward")
+    with pytest.raises(StepDataError, match="exactly one upstream node"):
+        compute_reward(ctx, {"a": _rollouts([1], [0]), "b": _rollouts([1], [0])})
+
+
+def test_informative_groups_keep_varying_groups_and_first_groups_truncates(tmp_path: Path) -> None:
+    scored = compute_reward(
+        _context(_config(tmp_path), "compute_reward"), {"r": _rollouts([1, 2, 2, 2, 1, 3], [5, 5, 6, 6, 7, 7])}
+    )
+    kept = informative_groups(scored, epsilon=0.0)
+    assert kept.batch["group_id"].tolist() == [5, 5, 7, 7]
+    assert first_groups(kept, 1).batch["group_id"].tolist() == [5, 5]
