@@ -42,6 +42,8 @@ def full_data() -> dict[str, Any]:
             "loss_agg_mode": "seq-mean-token-mean",
             "entropy_coef": 0.01,
             "kl": {"mode": "in_reward", "estimator": "k1", "coef": 0.05, "target": 0.1, "horizon": 500},
+            "dynamic_sampling": {"epsilon": 0.01, "max_draws": 4},
+            "overlong": {"buffer_length": 64, "penalty_factor": 0.5},
         },
         "actor": {
             "model": {
@@ -104,5 +106,6 @@ def full_data() -> dict[str, Any]:
             "project_name": "project",
             "experiment_name": "experiment",
             "seed": 11,
+            "step_timeout_s": 120.0,
         },
     }

@@ -97,9 +97,7 @@ def test_dump_config_refuses_a_non_config() -> None:
 def test_the_packaged_grpo_tiny_config_loads_and_plans(tmp_path: Path) -> None:
     path = default_config_path("grpo_tiny")
     first_line = path.read_text(encoding="utf-8").splitlines()[0]
-    assert (
-        first_line == "# rl-recipes run grpo --config packages/rl-runtime/src/rl_runtime/config/defaults/grpo_tiny.yaml"
-    )
+    assert first_line == '# rl_runtime.config.load_config(RunConfig, default_config_path("grpo_tiny"))'
     config = load_config(RunConfig, path, [])
     assert config.pipeline == "grpo" and config.algorithm.adv_estimator == "grpo" and config.critic is None
     assert config.actor.model.hf_config is not None and config.actor.model.hf_config["model_type"] == "qwen2"

@@ -1,0 +1,28 @@
+"""The public names of rl_runtime.nodes are pinned, and importing it registers every built-in operation."""
+
+from __future__ import annotations
+
+import rl_runtime.nodes as nodes
+from rl_core.graph import BUILTIN_OPERATIONS
+from rl_runtime.workers import NODE_OPERATIONS
+
+UNBOUND = {"embodied_sampling"}
+"""Needs an environment runtime (embodied SRPO), which the built-in trainer does not provide yet."""
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(nodes.__all__) == sorted(
+        [
+            "PAD_ID", "RUN_RESOURCES_KEY", "NodeResources", "PromptItem", "ResponseSample", "ScoreResult", "Task",
+            "TaskFactory", "build_rollout_batch", "compute_advantage", "compute_old_log_prob", "compute_ref_log_prob",
+            "compute_reward", "compute_value", "concat_samples", "draw_rollouts", "dynamic_sampling", "encode_rows",
+            "first_groups", "generate", "informative_groups", "micro_batches", "mini_batch_rows", "resources_of",
+            "response_budget", "sample_prompts", "sample_seed", "sample_uid", "score_batch", "select_samples",
+            "sequence_scores", "single_input", "sync_rollout_weights", "task_scores", "train_actor", "train_critic",
+            "update_metrics", "with_fields",
+        ]
+    )  # fmt: skip
+
+
+def test_every_builtin_pipeline_operation_is_registered() -> None:
+    assert set(BUILTIN_OPERATIONS) - UNBOUND <= set(NODE_OPERATIONS)
