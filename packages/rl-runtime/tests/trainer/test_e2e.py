@@ -40,7 +40,7 @@ def _actor_weights(checkpoint: Path, scratch: Path) -> dict[str, torch.Tensor]:
     return {name: value for name, value in state["model"].items() if isinstance(value, torch.Tensor)}
 
 
-def test_two_grpo_steps_train_and_write_metrics(tmp_path: Path) -> None:
+def test_two_grpo_steps_train_and_write_metrics(tmp_path: Path, ray_runtime: None) -> None:
     config = tiny_config(tmp_path, total_steps=2, checkpoint_every=1, keep_last=1, validate_every=2)
     result = Trainer(config, TokenTask).fit()
 
@@ -60,7 +60,7 @@ def test_two_grpo_steps_train_and_write_metrics(tmp_path: Path) -> None:
     assert [step for step, _ in kept] == [2]  # keep_last=1 removed step 1
 
 
-def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: Path) -> None:
+def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: Path, ray_runtime: None) -> None:
     straight = Trainer(tiny_config(tmp_path / "straight", total_steps=4, checkpoint_every=1), TokenTask).fit()
 
     resumed_dir = tmp_path / "resumed"

@@ -22,7 +22,8 @@ from rl_runtime.trainer._checkpoints import (
 from rl_runtime.trainer._data import ConcatSource, open_files, steps_per_epoch
 from rl_runtime.trainer._engines import build_actor, build_critic, build_reference, build_rollout, uses_reference
 from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
-from rl_runtime.trainer._loop import DRIVER_BYTES_METRIC, Trainer, TrainResult, load_pipeline
+from rl_runtime.trainer._loop import Trainer, TrainResult, load_pipeline
+from rl_runtime.trainer._session import DRIVER_BYTES_METRIC, TrainingSession
 from rl_runtime.trainer._validation import PASS_SCORE, evaluate_shard, reduce_validation
 from rl_runtime.trainer._worker_state import RunHooks, RunResourcesFactory
 
@@ -38,6 +39,7 @@ __all__ = [
     "TrainResult",
     "Trainer",
     "TrainerError",
+    "TrainingSession",
     "build_actor",
     "build_critic",
     "build_reference",

@@ -1,0 +1,178 @@
+"""`TrainingSession`: a Trainer's workers, started and restored, driven one step (or validation, or save) at a time.
+
+with Trainer(config, task_factory).session() as run:
+    while run.next_step < trainer.total_steps:
+        metrics = run.step()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import ray
+
+from rl_runtime.metrics import compute_throughput_metrics
+from rl_runtime.planning import (
+    ActorRendezvous,
+    SchedulerConfig,
+    SlotGroupConfig,
+    SlotGroups,
+    TaskScheduler,
+    create_slot_groups,
+)
+from rl_runtime.trainer import _checkpoints as checkpoints
+from rl_runtime.trainer._engines import device_name
+from rl_runtime.trainer._errors import TrainerError
+from rl_runtime.trainer._validation import reduce_validation
+from rl_runtime.trainer._worker_state import RunResourcesFactory
+from rl_runtime.workers import Driver, start_workers
+
+if TYPE_CHECKING:
+    from rl_runtime.trainer._loop import Trainer
+
+logger = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_S = 60.0
+"""Workers get this long to shut their engines down before they are killed."""
+DRIVER_BYTES_METRIC = "perf/driver_received_bytes"
+"""What the driver received this step (pickled metric dicts): evidence that no sample passed through it."""
+
+
+class TrainingSession:
+    """The running workers of one Trainer. Entering starts Ray (unless running), reserves the slots, starts the
+    workers and restores the resume checkpoint; leaving closes and kills them."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.config = trainer.config
+        self.start_step = 0
+        self.next_step = 0
+        self._owns_ray = False
+        self._slots: SlotGroups | None = None
+        self._workers: list[Any] = []
+        self._driver: Driver | None = None
+
+    def __enter__(self) -> TrainingSession:
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            ray.init(num_cpus=max(self.trainer.slots, os.cpu_count() or 1), include_dashboard=False)
+        try:
+            self._start()
+            self.start_step = self.next_step = self._restore()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        settings = self.config.placement
+        slots = self.trainer.slots
+        slots_per_node = settings.slots_per_node or slots
+        num_nodes = slots // slots_per_node
+        use_gpu = device_name(self.config) == "cuda"
+        self._slots = create_slot_groups(num_nodes, slots_per_node, SlotGroupConfig(use_gpu=use_gpu))
+        scheduler = TaskScheduler(
+            SchedulerConfig(
+                num_nodes=num_nodes,
+                slots_per_node=slots_per_node,
+                strategy=settings.strategy.value,
+                colocate=True,
+                node_cohesion=settings.node_cohesion,
+                node_load=settings.node_load,
+            )
+        )
+        placement = scheduler.schedule(self.trainer.graph)
+        logger.info("placement:\n%s", placement.describe())
+        logger.info("batch plan:\n%s", self.trainer.plan.describe())
+        factory = RunResourcesFactory(
+            self.config,
+            self.trainer.task_factory,
+            self.trainer.total_steps,
+            placement.world_size,
+            ActorRendezvous.start() if placement.world_size > 1 else None,
+        )
+        options = {"num_cpus": 1, "num_gpus": 1 if use_gpu else 0}
+        self._workers = start_workers(placement, resources_factory=factory, slots=self._slots, actor_options=options)
+        self._driver = Driver(self._workers, self.config.trainer.step_timeout_s)
+
+    def step(self) -> dict[str, float]:
+        """Run training step `next_step` on every worker; its metrics, with throughput and timing added."""
+        assert self._driver is not None, "use the session as a context manager"
+        start = time.perf_counter()
+        result = self._driver.run_step(self.next_step)
+        seconds = time.perf_counter() - start
+        metrics = dict(result.metrics)
+        metrics["timing_s/step"] = seconds
+        tokens = int(metrics.get("perf/total_num_tokens", 0))
+        slots = self.trainer.slots
+        metrics.update(compute_throughput_metrics(total_num_tokens=tokens, step_seconds=seconds, n_gpus=slots))
+        metrics["training/epoch"] = float(self.next_step // self.trainer.steps_per_epoch)
+        metrics[DRIVER_BYTES_METRIC] = float(result.received_bytes)
+        self.next_step += 1
+        return metrics
+
+    def validate(self) -> dict[str, float]:
+        """Validation metrics of the current policy over the held-out files (empty without them)."""
+        start = time.perf_counter()
+        per_rank = ray.get([worker.evaluate.remote(self.next_step) for worker in self._workers])
+        k = self.config.rollout.val_samples_per_prompt
+        metrics = reduce_validation([rank for rank in per_rank if rank], k)
+        if metrics:
+            metrics["timing_s/testing"] = time.perf_counter() - start
+        return metrics
+
+    def save(self) -> Path:
+        """Commit a checkpoint of the steps done so far; prune to `trainer.keep_last`."""
+        done = self.next_step
+        root = checkpoints.checkpoint_root(self.trainer.run_dir)
+        partial = checkpoints.begin_checkpoint(root, done)
+        ray.get([worker.save_checkpoint.remote(str(partial)) for worker in self._workers])
+        state = {
+            "step": done,
+            "total_steps": self.trainer.total_steps,
+            "slots": self.trainer.slots,
+            "pipeline": self.config.pipeline,
+        }
+        folder = checkpoints.commit_checkpoint(partial, state)
+        removed = checkpoints.prune_checkpoints(root, self.config.trainer.keep_last)
+        logger.info("saved checkpoint %s%s", folder, f" (removed {len(removed)} older)" if removed else "")
+        return folder
+
+    def _restore(self) -> int:
+        folder = self.trainer.resume_from
+        if folder is None:
+            return 0
+        state = checkpoints.read_state(folder)
+        if state.get("slots") != self.trainer.slots:
+            raise TrainerError(
+                f"checkpoint {folder} was written with placement.slots={state.get('slots')}, this run has "
+                f"{self.trainer.slots}; resume with the same slots or set trainer.resume=never"
+            )
+        ray.get([worker.load_checkpoint.remote(str(folder)) for worker in self._workers])
+        logger.info("resumed from %s after %d steps", folder, state["step"])
+        return int(state["step"])
+
+    def close(self) -> None:
+        """Close and kill the workers, release the slots, and stop Ray if this session started it."""
+        if self._workers:
+            try:
+                ray.get([worker.close.remote() for worker in self._workers], timeout=CLOSE_TIMEOUT_S)
+            except Exception as error:  # a dead or hung worker must not stop the others from being killed
+                logger.warning("closing the workers failed (%s); killing them", error)
+            for worker in self._workers:
+                ray.kill(worker)
+            self._workers = []
+        if self._slots is not None:
+            self._slots.remove()
+            self._slots = None
+        if self._owns_ray:
+            ray.shutdown()
+            self._owns_ray = False
