@@ -59,6 +59,31 @@ def test_groups_go_to_one_rank() -> None:
             assert [j for j in range(8) if groups[j] == groups[i]] == [j for j in r if groups[j] == groups[i]]
 
 
+def test_soft_groups_by_hand() -> None:
+    # Whole groups {6, 3} and {5, 2} load 9 / 7; exchanging 6 for 5 evens it to 8 / 8.
+    counts, groups = [6, 3, 5, 2], [0, 0, 1, 1]
+    assert balance_across_ranks(counts, 2, group_ids=groups) == [[0, 1], [2, 3]]
+    assert balance_across_ranks(counts, 2, group_ids=groups, soft_groups=True) == [[0, 3], [1, 2]]
+    # Groups that already balance stay whole.
+    assert balance_across_ranks([4, 4, 5, 3], 2, group_ids=groups, soft_groups=True) == [[0, 1], [2, 3]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    group_loads=st.lists(st.lists(st.integers(1, 500), min_size=3, max_size=3), min_size=4, max_size=8),
+    dp=st.integers(2, 4),
+)
+def test_soft_groups_never_worse_than_whole_groups(group_loads: list[list[int]], dp: int) -> None:
+    group_loads = group_loads[: len(group_loads) - len(group_loads) % dp]
+    counts = [c for group in group_loads for c in group]
+    groups = [g for g, group in enumerate(group_loads) for _ in group]
+    whole = balance_across_ranks(counts, dp, group_ids=groups)
+    soft = balance_across_ranks(counts, dp, group_ids=groups, soft_groups=True)
+    assert_is_partition(soft, len(counts))
+    assert {len(r) for r in soft} == {len(counts) // dp}
+    assert max(sum(counts[i] for i in r) for r in soft) <= max(sum(counts[i] for i in r) for r in whole)
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [
@@ -66,6 +91,7 @@ def test_groups_go_to_one_rank() -> None:
         (([1, 2], 0), {}, r"dp_size must be an int >= 1, got 0"),
         (([1, 0], 2), {}, r"token_counts\[1\] must be > 0"),
         (([1, 2, 3], 4), {"equal_size": False}, r"cannot split n=3 items into k=4"),
+        (([1, 2], 2), {"group_ids": [0, 1], "soft_groups": 1}, r"soft_groups must be a bool, got 1"),
     ],
 )
 def test_rejections(args: tuple, kwargs: dict, message: str) -> None:

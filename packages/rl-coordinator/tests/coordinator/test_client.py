@@ -9,8 +9,15 @@ import ray
 import torch
 from tensordict import TensorDict
 
-from rl_coordinator import CoordinatorInputError, SampleInfo
-from rl_coordinator.coordinator import CoordinatorClient, RefSelection, fetch_payloads, start_coordinator
+from rl_coordinator import CoordinatorInputError, CoordinatorTimeout, SampleInfo
+from rl_coordinator.coordinator import (
+    CoordinatorClient,
+    ReadRequest,
+    RefSelection,
+    StepSpec,
+    fetch_payloads,
+    start_coordinator,
+)
 
 
 def infos_for(edge: str, *uids: str) -> list[SampleInfo]:
@@ -21,11 +28,11 @@ def test_tensordict_and_list_payloads_round_trip(coordinator: Any) -> None:
     client = CoordinatorClient(coordinator)
     td = TensorDict({"ids": torch.arange(6).reshape(3, 2), "mask": torch.ones(3, 2, dtype=torch.bool)}, [3])
     client.put_batch("td", infos_for("td", "a", "b", "c"), td)
-    infos, samples = client.get_batch("td", 0, 0, 1, batch_size=3, balance=False)
+    infos, samples = client.get_batch(ReadRequest("td", 0, 0, StepSpec(1, 3, balance=False)))
     assert [i.uid for i in infos] == ["a", "b", "c"]
     assert torch.equal(torch.stack(samples)["ids"], td["ids"])
     client.put_batch("list", infos_for("list", "x", "y"), [{"text": "x"}, {"text": "y"}])
-    infos, samples = client.get_batch("list", 0, 0, 1, batch_size=2, balance=False)
+    infos, samples = client.get_batch(ReadRequest("list", 0, 0, StepSpec(1, 2, balance=False)))
     assert samples == [{"text": "x"}, {"text": "y"}]
 
 
@@ -56,14 +63,21 @@ def test_put_batch_rejects_bad_payloads(coordinator: Any, payload: Any, message:
         CoordinatorClient(coordinator).put_batch("rejected", infos_for("rejected", "a", "b"), payload)
 
 
-def test_get_refs_rejects_bad_requests_before_calling_the_actor(coordinator: Any) -> None:
+def test_requests_without_a_timeout_wait_the_clients_default(coordinator: Any) -> None:
+    client = CoordinatorClient(coordinator, timeout_s=0.2)
+    client.put_batch("default-wait", infos_for("default-wait", "a"), [1])
+    with pytest.raises(CoordinatorTimeout, match=r"timed out after 0.2s waiting for edge 'default-wait' step 0"):
+        client.get_refs(ReadRequest("default-wait", 0, 0, StepSpec(1, 2)))
+
+
+def test_client_rejections_before_calling_the_actor(coordinator: Any) -> None:
     client = CoordinatorClient(coordinator)
-    with pytest.raises(CoordinatorInputError, match=r"batch_size=5 cannot be split across dp_size=2 ranks"):
-        client.get_refs("e", 0, 0, 2, batch_size=5)
-    with pytest.raises(CoordinatorInputError, match=r"dp_rank=3 is outside dp_size=2"):
-        client.get_batch("e", 0, 3, 2, batch_size=4)
+    with pytest.raises(CoordinatorInputError, match=r"request must be a ReadRequest, got tuple; build one with"):
+        client.get_refs(("e", 0, 0, 2))  # type: ignore[arg-type]
+    with pytest.raises(CoordinatorInputError, match=r"request must be a ReadRequest, got str"):
+        client.get_batch("e")  # type: ignore[arg-type]
     with pytest.raises(CoordinatorInputError, match=r"timeout_s must be a finite number of seconds > 0, got 0"):
-        CoordinatorClient(coordinator, timeout_s=0).get_refs("e", 0, 0, 2, batch_size=4)
+        CoordinatorClient(coordinator, timeout_s=0)
 
 
 def test_start_coordinator_by_name_and_its_rejection(ray_runtime: None) -> None:

@@ -8,6 +8,7 @@ from rl_coordinator import SampleInfo
 from rl_coordinator.coordinator import (
     METRIC_BYTES_THROUGH,
     METRIC_CACHED_STEPS,
+    METRIC_DROPPED_SAMPLES,
     METRIC_FILTERED_SAMPLES,
     METRIC_GET_WAIT_S,
     METRIC_PENDING_SAMPLES,
@@ -26,6 +27,7 @@ def test_as_dict_by_hand() -> None:
         served_bytes=300,
         served_sized_samples=4,
         filtered_samples=2,
+        dropped_samples=3,
         get_calls=4,
         get_wait_s=2.0,
     )
@@ -33,6 +35,7 @@ def test_as_dict_by_hand() -> None:
         METRIC_PUT_SAMPLES: 8.0,
         METRIC_SERVED_SAMPLES: 4.0,
         METRIC_FILTERED_SAMPLES: 2.0,
+        METRIC_DROPPED_SAMPLES: 3.0,
         METRIC_GET_WAIT_S: 0.5,  # 2 s over 4 gets
         METRIC_BYTES_THROUGH: 125.0,  # 400 / 8 in + 300 / 4 out
         METRIC_PENDING_SAMPLES: 2.0,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from rl_coordinator import CoordinatorInputError
-from rl_coordinator.coordinator import StepSpec
-from rl_coordinator.coordinator._requests import check_edge, check_get
+from rl_coordinator import CoordinatorInputError, SampleInfo
+from rl_coordinator.coordinator import DEFAULT_TIMEOUT_S, PutRequest, ReadRequest, StepSpec
+from rl_coordinator.coordinator._requests import check_edge, check_timeout
+
+INFO = SampleInfo("u0", 0, 1, 1)
 
 
 def test_valid_spec_and_per_rank() -> None:
@@ -43,21 +45,53 @@ def test_groups_that_do_not_divide_ranks_are_fine_without_balancing() -> None:
     assert StepSpec(2, 6, balance=False, group_aware=True, group_size=2).batch_size == 6
 
 
+def test_read_request_by_hand() -> None:
+    request = ReadRequest("rollout->train", 3, 1, StepSpec(2, 4))
+    assert request.key == ("rollout->train", 3)
+    assert request.wait_s() == DEFAULT_TIMEOUT_S and request.wait_s(7.0) == 7.0
+    assert ReadRequest("e", 0, 0, StepSpec(1, 1), timeout_s=2).wait_s(7.0) == 2
+
+
 @pytest.mark.parametrize(
-    ("edge", "step", "rank", "sample_filter", "timeout", "message"),
+    ("kwargs", "message"),
     [
-        ("", 0, 0, None, 1.0, r"edge_key must be a non-empty string"),
-        ("e", True, 0, None, 1.0, r"step must be an int >= 0, got True"),
-        ("e", 0, -1, None, 1.0, r"dp_rank=-1 is outside dp_size=2; pass a rank in \[0, 1\]"),
-        ("e", 0, 2, None, 1.0, r"dp_rank=2 is outside dp_size=2"),
-        ("e", 0, 0, 3, 1.0, r"sample_filter must be a callable SampleInfo -> bool or None, got 3"),
-        ("e", 0, 0, None, float("inf"), r"timeout_s must be a finite number of seconds > 0, got inf"),
-        ("e", 0, 0, None, -1, r"timeout_s must be a finite number of seconds > 0, got -1"),
+        ({"edge_key": ""}, r"edge_key must be a non-empty string"),
+        ({"step": True}, r"step must be an int >= 0, got True"),
+        ({"step": -1}, r"step must be an int >= 0, got -1"),
+        ({"dp_rank": -1}, r"dp_rank=-1 is outside dp_size=2; pass a rank in \[0, 1\]"),
+        ({"dp_rank": 2}, r"dp_rank=2 is outside dp_size=2"),
+        ({"spec": (2, 4)}, r"spec must be a StepSpec, got tuple; build one with StepSpec\(dp_size, batch_size\)"),
+        ({"sample_filter": 3}, r"sample_filter must be a callable SampleInfo -> bool or None, got 3"),
+        ({"timeout_s": float("inf")}, r"timeout_s must be a finite number of seconds > 0, got inf"),
+        ({"timeout_s": -1}, r"timeout_s must be a finite number of seconds > 0, got -1"),
+        ({"timeout_s": True}, r"timeout_s must be a finite number of seconds > 0, got True"),
+        ({"wait_for_edge": 0}, r"wait_for_edge must be a bool, got 0"),
     ],
 )
-def test_bad_get(edge: str, step: object, rank: object, sample_filter: object, timeout: object, message: str) -> None:
+def test_bad_read_request(kwargs: dict[str, object], message: str) -> None:
+    fields: dict[str, object] = {"edge_key": "e", "step": 0, "dp_rank": 0, "spec": StepSpec(2, 4)} | kwargs
     with pytest.raises(CoordinatorInputError, match=message):
-        check_get(edge, step, rank, StepSpec(2, 4), sample_filter, timeout)
+        ReadRequest(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("infos", "refs", "positions", "message"),
+    [
+        ([], [], None, r"infos must be a non-empty list of SampleInfo, got list"),
+        ([INFO], "r", None, r"refs must be a list with one ref per sample \(1\), got str"),
+        ([INFO], ["r"], None, r"refs\[0\] must be a ray.ObjectRef, got str; ray.put the payload and pass its ref"),
+        ([INFO], ["r"], [0, 1], r"positions must be None or a list of 1 ints >= 0, got 2"),
+    ],
+)
+def test_bad_put_request(infos: object, refs: object, positions: object, message: str) -> None:
+    with pytest.raises(CoordinatorInputError, match=message):
+        PutRequest("e", infos, refs, positions)  # type: ignore[arg-type]
+
+
+def test_check_timeout() -> None:
+    assert check_timeout(0.5) == 0.5
+    with pytest.raises(CoordinatorInputError, match=r"timeout_s must be a finite number of seconds > 0, got '1'"):
+        check_timeout("1")
 
 
 def test_check_edge_returns_the_key() -> None:

@@ -10,6 +10,7 @@ from rl_coordinator import CoordinatorInputError, SampleInfo
 from rl_coordinator.coordinator import StepSpec
 from rl_coordinator.coordinator._selection import (
     PendingSample,
+    batch_units,
     candidate_groups,
     count_selectable,
     select,
@@ -95,18 +96,28 @@ def test_keep_batches_puts_each_producer_batch_on_one_rank() -> None:
     assert [sum(infos[i].total_tokens for i in part) for part in parts] == [24, 24]
 
 
-@pytest.mark.parametrize(
-    "keys",
-    [
-        ["a", "a", "a", "b", "c", "c", "d", "d"],  # unequal batch sizes
-        ["a", "a", "a", "a", "b", "b", "b", "b"],  # 2 batches cannot feed 4 ranks
-    ],
-)
-def test_keep_batches_falls_back_to_samples_when_batches_do_not_divide(keys: list[str]) -> None:
-    infos = [SampleInfo(f"u{i}", i, 1, 1 + i) for i in range(8)]
+def test_batch_units_by_hand() -> None:
+    # Batches of 4 and 2, 2 samples per rank: runs of gcd(4, 2, 2) = 2.
+    keys = ["a", "b", "a", "a", "b", "a"]
+    assert batch_units(keys, 2) == [("a", 0), ("b", 0), ("a", 0), ("a", 1), ("b", 0), ("a", 1)]
+    assert batch_units(["a", "a", "a", "b"], 2) is None  # a batch of 3: runs of one sample
+
+
+def test_keep_batches_cuts_batches_larger_than_a_share_into_runs() -> None:
+    # 2 batches of 4 over 4 ranks of 2: each rank gets one run of 2 from one batch when that balances.
+    tokens = [5, 5, 3, 7, 6, 4, 2, 8]
+    infos = [SampleInfo(f"u{i}", i, 1, t - 1) for i, t in enumerate(tokens)]
+    keys = ["a"] * 4 + ["b"] * 4
     parts = split_across_ranks(infos, StepSpec(4, 8, keep_batches=True), keys)
-    assert sorted(i for part in parts for i in part) == list(range(8))
-    assert [len(part) for part in parts] == [2, 2, 2, 2]
+    assert sorted(parts) == [[0, 1], [2, 3], [4, 5], [6, 7]]  # every run loads 10
+    assert all(len({keys[i] for i in part}) == 1 for part in parts)
+
+
+def test_keep_batches_falls_back_to_samples_when_runs_would_be_single_samples() -> None:
+    infos = [SampleInfo(f"u{i}", i, 1, 1 + i) for i in range(8)]
+    keys = ["a", "a", "a", "b", "c", "c", "d", "d"]  # a batch of 3
+    parts = split_across_ranks(infos, StepSpec(4, 8, keep_batches=True), keys)
+    assert parts == split_across_ranks(infos, StepSpec(4, 8, keep_batches=False), keys)
 
 
 def test_group_aware_takes_precedence_over_keep_batches() -> None:

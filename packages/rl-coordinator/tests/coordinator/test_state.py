@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 
 from rl_coordinator import CoordinatorInputError, CoordinatorTimeout, SampleInfo
 from rl_coordinator.coordinator import (
+    METRIC_DROPPED_SAMPLES,
     METRIC_FILTERED_SAMPLES,
     METRIC_GET_WAIT_S,
     METRIC_PUT_SAMPLES,
     METRIC_SERVED_SAMPLES,
     CoordinatorState,
+    ReadRequest,
     RefSelection,
     StepSpec,
 )
@@ -34,7 +36,7 @@ def put(state: CoordinatorState, edge: str, *infos: SampleInfo) -> int:
 
 
 async def get(state: CoordinatorState, edge: str, step: int, rank: int, spec: StepSpec, **kw: Any) -> RefSelection:
-    return await state.get(edge, step, rank, spec, kw.get("sample_filter"), kw.get("timeout_s", 5.0), True)
+    return await state.get(ReadRequest(edge, step, rank, spec, kw.get("sample_filter"), kw.get("timeout_s", 5.0)))
 
 
 def uids(selection: RefSelection) -> list[str]:
@@ -68,13 +70,30 @@ def test_keep_batches_hands_each_rank_whole_producer_batches() -> None:
         state = CoordinatorState()
         for b in range(4):
             put(state, "e", *(info(f"b{b}-{s}", tokens=2 + 3 * b + s) for s in range(2)))
-        spec = StepSpec(dp_size=2, batch_size=8, keep_batches=True)
+        spec = StepSpec(dp_size=2, batch_size=8)  # keep_batches is the default
         return [await get(state, "e", 0, rank, spec) for rank in range(2)]
 
     shares = run(main())
     assert [len(set(share.refs)) for share in shares] == [2, 2]
     # Batch loads 5, 11, 17, 23: the balanced pairing is {5, 23} and {11, 17}, 28 each.
     assert [sum(i.total_tokens for i in share.infos) for share in shares] == [28, 28]
+
+
+def test_keep_batches_exchanges_single_samples_when_whole_batches_do_not_balance() -> None:
+    async def main(keep_batches: bool) -> list[RefSelection]:
+        state = CoordinatorState()
+        for b, tokens in enumerate(([6, 3], [5, 2], [1, 1], [1, 1])):
+            put(state, "e", *(info(f"b{b}-{s}", tokens=t) for s, t in enumerate(tokens)))
+        spec = StepSpec(dp_size=2, batch_size=8, keep_batches=keep_batches)
+        return [await get(state, "e", 0, rank, spec) for rank in range(2)]
+
+    # Whole batches load 9, 7, 2, 2: at best 11 / 9. Exchanging the 6 and the 5 evens it to 10 / 10, splitting
+    # two batches; the two small batches stay whole, so each rank reads 3 payloads.
+    shares = run(main(True))
+    assert [sum(i.total_tokens for i in share.infos) for share in shares] == [10, 10]
+    assert [len(set(share.refs)) for share in shares] == [3, 3]
+    by_sample = run(main(False))  # sample by sample: the same balance, with no regard for batches
+    assert sorted(sum(i.total_tokens for i in share.infos) for share in by_sample) == [10, 10]
 
 
 def test_contiguous_split_keeps_arrival_order() -> None:
@@ -161,9 +180,9 @@ def test_unknown_edge_fails_at_once_or_after_the_wait() -> None:
         put(state, "rollout", info("a"))
         spec = StepSpec(dp_size=1, batch_size=1)
         with pytest.raises(CoordinatorInputError, match=r"'rollot' was never put \(wait_for_edge=False\).*'rollout'"):
-            await state.get("rollot", 0, 0, spec, None, 1.0, False)
+            await state.get(ReadRequest("rollot", 0, 0, spec, wait_for_edge=False))
         with pytest.raises(CoordinatorInputError, match=r"'train' was never put \(after waiting 0.05s\)"):
-            await state.get("train", 0, 0, spec, None, SHORT_S, True)
+            await state.get(ReadRequest("train", 0, 0, spec, timeout_s=SHORT_S))
         assert uids(await get(state, "rollout", 0, 0, spec)) == ["a"]
 
     run(main())
@@ -188,8 +207,70 @@ def test_bad_requests_are_rejected_and_the_state_keeps_serving() -> None:
         with pytest.raises(CoordinatorInputError, match=r"every rank of a step must send the same request"):
             await get(state, "e", 0, 1, StepSpec(dp_size=2, batch_size=4, balance=False))
         assert uids(await get(state, "e", 0, 1, spec)) == ["b"]
+        with pytest.raises(CoordinatorInputError, match=r"get takes a ReadRequest, got tuple; build one with"):
+            await state.get(("e", 1, 0, spec))  # type: ignore[arg-type]
 
     run(main())
+
+
+def test_drop_frees_a_half_read_step_and_a_late_get_fails() -> None:
+    async def main() -> None:
+        state = CoordinatorState()
+        spec = StepSpec(dp_size=2, batch_size=2, balance=False)
+        put(state, "e", info("a"), info("b"), info("c"), info("d"))
+        assert uids(await get(state, "e", 0, 0, spec)) == ["a"]
+        assert state.drop("e", 0) is True
+        assert state.cached_steps() == [] and state.metrics_dict()[METRIC_DROPPED_SAMPLES] == 1  # "b", unread
+        with pytest.raises(CoordinatorInputError, match=r"step 0 of edge 'e' was already dropped and freed"):
+            await get(state, "e", 0, 1, spec)
+        assert state.drop("e", 0) is False and state.drop("e", 5) is False  # nothing cached: nothing to drop
+        assert uids(await get(state, "e", 1, 1, spec)) == ["d"]  # later steps are untouched
+
+    run(main())
+
+
+def test_drop_wakes_waiting_ranks_with_an_error_and_serves_later_steps() -> None:
+    async def main() -> None:
+        state = CoordinatorState()
+        spec = StepSpec(dp_size=1, batch_size=2)
+        put(state, "e", info("a"))
+        waiting = asyncio.ensure_future(get(state, "e", 0, 0, spec))
+        later = asyncio.ensure_future(get(state, "e", 1, 0, spec))
+        await asyncio.sleep(0)
+        assert state.cached_steps() == [("e", 0), ("e", 1)]
+        assert state.drop("e", 0) is True
+        with pytest.raises(CoordinatorInputError, match=r"step 0 of edge 'e' was dropped while 1 rank\(s\) waited"):
+            await waiting
+        put(state, "e", info("b"))  # step 1 takes what step 0 would have taken
+        assert sorted(uids(await later)) == ["a", "b"]
+        assert state.metrics_dict()[METRIC_DROPPED_SAMPLES] == 0
+
+    run(main())
+
+
+def test_drop_before_frees_every_earlier_cached_step_of_the_edge_only() -> None:
+    async def main() -> None:
+        state = CoordinatorState()
+        spec = StepSpec(dp_size=2, batch_size=2, balance=False)
+        put(state, "e", *(info(f"e{i}") for i in range(6)))
+        put(state, "f", info("f0"), info("f1"))
+        for step in range(3):
+            await get(state, "e", step, 0, spec)
+        await get(state, "f", 0, 0, spec)
+        assert state.drop_before("e", 2) == [0, 1]
+        assert state.cached_steps() == [("e", 2), ("f", 0)]
+        assert state.metrics_dict()[METRIC_DROPPED_SAMPLES] == 2
+        assert state.drop_before("e", 0) == []
+
+    run(main())
+
+
+def test_drop_rejections() -> None:
+    state = CoordinatorState()
+    with pytest.raises(CoordinatorInputError, match=r"edge_key must be a non-empty string, got ''"):
+        state.drop("", 0)
+    with pytest.raises(CoordinatorInputError, match=r"step must be an int >= 0, got -1"):
+        state.drop_before("e", -1)
 
 
 def test_put_rejections() -> None:

@@ -8,6 +8,7 @@ import torch
 
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator.balancing._partition import Number, Partition, check_positive_int, check_workloads, max_over_mean
+from rl_coordinator.balancing._refine import refine_by_swaps
 from rl_core import registrar
 
 CoreFn = Callable[[list[Number], int, bool], tuple[list[list[int]], list[Number]]]
@@ -58,8 +59,15 @@ def run_partition(
     *,
     equal_size: bool,
     group_ids: Sequence[Hashable] | torch.Tensor | None,
+    soft_groups: bool = False,
 ) -> Partition:
-    """Check the arguments, run `core` on items (or on whole groups when `group_ids` is given), expand."""
+    """Check the arguments, run `core` on items (or on whole groups when `group_ids` is given), expand.
+
+    With `soft_groups`, the whole-group partition is then refined by exchanging single items between parts
+    (`refine_by_swaps`), which may split a few groups to lower the heaviest load.
+    """
+    if type(soft_groups) is not bool:
+        raise CoordinatorInputError(f"soft_groups must be a bool, got {soft_groups!r}")
     w = check_workloads(workloads)
     k = check_positive_int(num_parts, "num_parts")
     n = len(w)
@@ -85,5 +93,7 @@ def run_partition(
         _check_equal_groups(members, k, n)
     group_loads = [sum(w[i] for i in m) for m in members]
     group_parts, loads = core(group_loads, k, equal_size)
-    parts = [sorted(i for g in part for i in members[g]) for part in group_parts]
-    return Partition(parts=parts, loads=loads, max_over_mean=max_over_mean(loads))
+    parts = [[i for g in part for i in members[g]] for part in group_parts]
+    if soft_groups:
+        parts, loads = refine_by_swaps(w, parts, loads, allow_moves=not equal_size)
+    return Partition(parts=[sorted(part) for part in parts], loads=loads, max_over_mean=max_over_mean(loads))

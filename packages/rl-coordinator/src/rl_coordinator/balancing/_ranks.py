@@ -21,6 +21,7 @@ def partition(
     method: str = "karmarkar_karp",
     equal_size: bool = False,
     group_ids: Sequence[Hashable] | torch.Tensor | None = None,
+    soft_groups: bool = False,
 ) -> Partition:
     """Split items into `num_parts` parts of near-equal summed workload with a registered method.
 
@@ -30,9 +31,14 @@ def partition(
         method: a name in PARTITION_METHODS (`"karmarkar_karp"`, `"lpt"`).
         equal_size: every part gets n/k items.
         group_ids: `(n,)` hashable ids; items sharing an id stay in the same part.
+        soft_groups: with group_ids, a preference rather than a rule: whole groups are placed first, then
+            single items are exchanged between parts while that lowers the heaviest load (splitting a few
+            groups).
     """
     core = lookup(PARTITION_METHODS, method, "partition method")
-    return run_partition(core, workloads, num_parts, equal_size=equal_size, group_ids=group_ids)
+    return run_partition(
+        core, workloads, num_parts, equal_size=equal_size, group_ids=group_ids, soft_groups=soft_groups
+    )
 
 
 def balance_across_ranks(
@@ -43,6 +49,7 @@ def balance_across_ranks(
     workload: str | WorkloadFn = "tokens",
     equal_size: bool = True,
     group_ids: Sequence[Hashable] | torch.Tensor | None = None,
+    soft_groups: bool = False,
 ) -> list[list[int]]:
     """Assign a global batch's samples to `dp_size` data-parallel ranks with near-equal workload per rank.
 
@@ -56,6 +63,8 @@ def balance_across_ranks(
         workload: what to balance: a name in WORKLOADS (`"tokens"`, `"attention"`) or a callable.
         equal_size: every rank gets n / dp_size samples (the usual requirement of a fixed per-rank batch).
         group_ids: `(n,)` ids; samples of a group (GRPO siblings) go to the same rank.
+        soft_groups: keep groups together where it costs no balance: whole groups first, then single-sample
+            exchanges between ranks while they lower the heaviest load (see `partition`).
     """
     counts = check_token_counts(token_counts)
     dp_size = check_positive_int(dp_size, "dp_size")
@@ -66,4 +75,6 @@ def balance_across_ranks(
             "a multiple of dp_size or pass equal_size=False"
         )
     costs = compute_workloads(counts, workload)
-    return partition(costs, dp_size, method=method, equal_size=equal_size, group_ids=group_ids).parts
+    return partition(
+        costs, dp_size, method=method, equal_size=equal_size, group_ids=group_ids, soft_groups=soft_groups
+    ).parts

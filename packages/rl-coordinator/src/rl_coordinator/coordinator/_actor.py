@@ -7,15 +7,7 @@ from typing import Any
 import ray
 
 from rl_coordinator._errors import CoordinatorInputError
-from rl_coordinator._sample_info import SampleInfo
-from rl_coordinator.coordinator._requests import (
-    DEFAULT_METHOD,
-    DEFAULT_TIMEOUT_S,
-    DEFAULT_WORKLOAD,
-    RefSelection,
-    SampleFilter,
-    StepSpec,
-)
+from rl_coordinator.coordinator._requests import PutRequest, ReadRequest, RefSelection
 from rl_coordinator.coordinator._state import CoordinatorState
 
 DEFAULT_MAX_CONCURRENCY = 1024
@@ -37,7 +29,11 @@ class DataCoordinator:
     caller and leaves the actor serving everyone else.
 
     Ray ownership applies to the payloads: an object belongs to the process that put it, so a producer must
-    outlive the reads of its samples. A step whose ranks never all read it stays cached.
+    outlive the reads of its samples. A step whose ranks never all read it stays cached until `drop` or
+    `drop_before` frees it.
+
+    Every call takes one argument object (PutRequest, ReadRequest): Ray serializes each argument of a call
+    on its own, at a fixed cost each, so a dozen keyword arguments cost more than the work they ask for.
 
     Start it with `start_coordinator()` (or `DataCoordinator.remote()`); use it through `CoordinatorClient`.
     """
@@ -45,65 +41,30 @@ class DataCoordinator:
     def __init__(self) -> None:
         self._state = CoordinatorState()
 
-    async def put(
-        self, edge_key: str, infos: list[SampleInfo], refs: list[ray.ObjectRef], positions: list[int] | None = None
-    ) -> int:
-        """Queue samples on an edge; returns how many samples are pending there.
+    async def put(self, request: PutRequest) -> int:
+        """Queue a producer's samples on their edge (see PutRequest); returns how many are pending there."""
+        if not isinstance(request, PutRequest):
+            raise CoordinatorInputError(
+                f"put takes a PutRequest, got {type(request).__name__}; build one with "
+                "PutRequest(edge_key, infos, refs, positions) or use CoordinatorClient.put_batch"
+            )
+        return self._state.put(request.edge_key, request.infos, request.refs, request.positions)
 
-        Args:
-            edge_key: the pipeline edge, e.g. "rollout->actor_update".
-            infos: one SampleInfo per sample; uids unique among the edge's pending samples.
-            refs: one ObjectRef per sample, inside this list (so Ray passes the refs, not the values); samples
-                put in one `ray.put` share the same ref.
-            positions: each sample's index inside its ref's payload, or None when each ref is one sample.
+    async def get(self, request: ReadRequest) -> RefSelection:
+        """The requesting rank's share of its step, by reference (see ReadRequest).
+
+        The first rank of a step partitions it; the others read that partition; the step is freed once every
+        rank has read it. Waits up to the request's timeout (DEFAULT_TIMEOUT_S when None) for the samples.
         """
-        bad = (
-            next((i for i, ref in enumerate(refs) if not isinstance(ref, ray.ObjectRef)), None)
-            if isinstance(refs, list)
-            else None
-        )
-        if bad is not None:
-            raise CoordinatorInputError(f"refs[{bad}] must be a ray.ObjectRef, got {type(refs[bad]).__name__}")
-        return self._state.put(edge_key, infos, refs, positions)
+        return await self._state.get(request)
 
-    async def get(
-        self,
-        edge_key: str,
-        step: int,
-        dp_rank: int,
-        dp_size: int,
-        *,
-        batch_size: int,
-        balance: bool = True,
-        sample_filter: SampleFilter | None = None,
-        group_aware: bool = False,
-        group_size: int | None = None,
-        method: str = DEFAULT_METHOD,
-        workload: str = DEFAULT_WORKLOAD,
-        keep_batches: bool = False,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        wait_for_edge: bool = True,
-    ) -> RefSelection:
-        """Rank `dp_rank`'s share of step `step` on an edge, by reference.
+    async def drop(self, edge_key: str, step: int) -> bool:
+        """Free a step whose ranks will not all read it; returns whether it was cached (CoordinatorState.drop)."""
+        return self._state.drop(edge_key, step)
 
-        Args:
-            edge_key: the edge to read.
-            step: the consumer's step, an int >= 0; each (edge, step) is served once.
-            dp_rank: this rank, in [0, dp_size).
-            dp_size: consumer ranks; each receives batch_size / dp_size samples.
-            batch_size: samples in the whole step, across ranks.
-            balance: split by balanced workload (`method`, `workload`) instead of contiguously.
-            sample_filter: picklable predicate over SampleInfo; rejected samples (groups) are dropped.
-            group_aware: take whole groups only and keep a group on one rank when balancing.
-            group_size: with group_aware, the size of a complete group (None: a group is what is pending).
-            method: partition method name (balancing.PARTITION_METHODS).
-            workload: workload name (balancing.WORKLOADS).
-            keep_batches: balance whole producer batches when they divide evenly (see StepSpec).
-            timeout_s: how long to wait for the samples before raising CoordinatorTimeout.
-            wait_for_edge: wait for an edge never put yet (False: raise CoordinatorInputError at once).
-        """
-        spec = StepSpec(dp_size, batch_size, balance, group_aware, group_size, method, workload, keep_batches)
-        return await self._state.get(edge_key, step, dp_rank, spec, sample_filter, timeout_s, wait_for_edge)
+    async def drop_before(self, edge_key: str, step: int) -> list[int]:
+        """Drop every cached step of an edge below `step`; returns the dropped steps."""
+        return self._state.drop_before(edge_key, step)
 
     async def metrics(self) -> dict[str, float]:
         """The coordinator metrics by name (`coordinator/put_samples`, `coordinator/get_wait_s`, ...)."""

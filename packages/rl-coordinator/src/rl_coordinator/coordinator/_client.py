@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -10,14 +11,12 @@ import ray
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo
 from rl_coordinator.coordinator._requests import (
-    DEFAULT_METHOD,
     DEFAULT_TIMEOUT_S,
-    DEFAULT_WORKLOAD,
+    PutRequest,
+    ReadRequest,
     RefSelection,
-    SampleFilter,
-    StepSpec,
-    check_get,
     check_put,
+    check_timeout,
 )
 
 
@@ -63,7 +62,7 @@ class CoordinatorClient:
 
     def __init__(self, coordinator: Any, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.coordinator = coordinator
-        self.timeout_s = timeout_s
+        self.timeout_s = check_timeout(timeout_s)
 
     def put_batch(
         self, edge_key: str, infos: list[SampleInfo], payload: Any, *, wait: bool = True
@@ -84,93 +83,40 @@ class CoordinatorClient:
         n = _batch_length(payload)
         if isinstance(infos, list) and n != len(infos):
             raise CoordinatorInputError(f"payload has {n} samples but infos has {len(infos)}; pass one info per sample")
-        check_put(edge_key, infos, [None] * n, None)
+        check_put(edge_key, infos, [None] * n, None)  # before the ray.put, so a bad batch stores nothing
         ref = ray.put(payload)
-        ack = self.coordinator.put.remote(edge_key, infos, [ref] * n, list(range(n)))
+        ack = self.coordinator.put.remote(PutRequest(edge_key, infos, [ref] * n, list(range(n))))
         return ray.get(ack) if wait else ack
 
-    def get_refs(
-        self,
-        edge_key: str,
-        step: int,
-        dp_rank: int,
-        dp_size: int,
-        *,
-        batch_size: int,
-        balance: bool = True,
-        sample_filter: SampleFilter | None = None,
-        group_aware: bool = False,
-        group_size: int | None = None,
-        method: str = DEFAULT_METHOD,
-        workload: str = DEFAULT_WORKLOAD,
-        keep_batches: bool = False,
-        timeout_s: float | None = None,
-        wait_for_edge: bool = True,
-    ) -> RefSelection:
-        """This rank's share of a step by reference; the arguments are DataCoordinator.get's.
+    def get_refs(self, request: ReadRequest) -> RefSelection:
+        """The requesting rank's share of its step by reference (see ReadRequest); one call to the actor.
 
-        A malformed request raises CoordinatorInputError here, before any call to the actor.
+        A request without a timeout waits the client's `timeout_s`.
         """
-        timeout = self.timeout_s if timeout_s is None else timeout_s
-        spec = StepSpec(dp_size, batch_size, balance, group_aware, group_size, method, workload, keep_batches)
-        check_get(edge_key, step, dp_rank, spec, sample_filter, timeout)
-        call = self.coordinator.get.remote(
-            edge_key,
-            step,
-            dp_rank,
-            dp_size,
-            batch_size=batch_size,
-            balance=balance,
-            sample_filter=sample_filter,
-            group_aware=group_aware,
-            group_size=group_size,
-            method=method,
-            workload=workload,
-            keep_batches=keep_batches,
-            timeout_s=timeout,
-            wait_for_edge=wait_for_edge,
-        )
-        return ray.get(call)
+        if not isinstance(request, ReadRequest):
+            raise CoordinatorInputError(
+                f"request must be a ReadRequest, got {type(request).__name__}; build one with "
+                "ReadRequest(edge_key, step, dp_rank, StepSpec(dp_size, batch_size))"
+            )
+        if request.timeout_s is None:
+            request = replace(request, timeout_s=self.timeout_s)
+        return ray.get(self.coordinator.get.remote(request))
 
-    def get_batch(
-        self,
-        edge_key: str,
-        step: int,
-        dp_rank: int,
-        dp_size: int,
-        *,
-        batch_size: int,
-        balance: bool = True,
-        sample_filter: SampleFilter | None = None,
-        group_aware: bool = False,
-        group_size: int | None = None,
-        method: str = DEFAULT_METHOD,
-        workload: str = DEFAULT_WORKLOAD,
-        keep_batches: bool = False,
-        timeout_s: float | None = None,
-        wait_for_edge: bool = True,
-    ) -> tuple[list[SampleInfo], list[Any]]:
-        """This rank's share of a step with its payloads: (infos, samples), samples in info order.
+    def get_batch(self, request: ReadRequest) -> tuple[list[SampleInfo], list[Any]]:
+        """The requesting rank's share of its step with its payloads: (infos, samples), samples in info order.
 
-        Same arguments as `get_refs`; the payloads come straight from the producers' objects.
+        The payloads come straight from the producers' objects (`fetch_payloads`).
         """
-        selection = self.get_refs(
-            edge_key,
-            step,
-            dp_rank,
-            dp_size,
-            batch_size=batch_size,
-            balance=balance,
-            sample_filter=sample_filter,
-            group_aware=group_aware,
-            group_size=group_size,
-            method=method,
-            workload=workload,
-            keep_batches=keep_batches,
-            timeout_s=timeout_s,
-            wait_for_edge=wait_for_edge,
-        )
+        selection = self.get_refs(request)
         return selection.infos, fetch_payloads(selection)
+
+    def drop(self, edge_key: str, step: int) -> bool:
+        """Free a step whose ranks will not all read it; returns whether it was cached (DataCoordinator.drop)."""
+        return ray.get(self.coordinator.drop.remote(edge_key, step))
+
+    def drop_before(self, edge_key: str, step: int) -> list[int]:
+        """Drop every cached step of an edge below `step`; returns the dropped steps."""
+        return ray.get(self.coordinator.drop_before.remote(edge_key, step))
 
     def metrics(self) -> dict[str, float]:
         """The coordinator's metrics by name."""

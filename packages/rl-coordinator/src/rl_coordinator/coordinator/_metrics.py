@@ -21,6 +21,8 @@ METRIC_SERVED_SAMPLES = "coordinator/served_samples"
 """Samples handed to ranks."""
 METRIC_FILTERED_SAMPLES = "coordinator/filtered_samples"
 """Samples dropped by a sample_filter."""
+METRIC_DROPPED_SAMPLES = "coordinator/dropped_samples"
+"""Samples a step took that some rank never read because the step was dropped (`drop`, `drop_before`)."""
 METRIC_PENDING_SAMPLES = "coordinator/pending_samples"
 """Samples put and not yet taken by a step, all edges."""
 METRIC_CACHED_STEPS = "coordinator/cached_steps"
@@ -48,6 +50,7 @@ class CoordinatorMetrics:
     served_bytes: int = 0
     served_sized_samples: int = 0
     filtered_samples: int = 0
+    dropped_samples: int = 0
     get_calls: int = 0
     get_wait_s: float = 0.0
 
@@ -76,6 +79,7 @@ class CoordinatorMetrics:
             METRIC_PUT_SAMPLES: float(self.put_samples),
             METRIC_SERVED_SAMPLES: float(self.served_samples),
             METRIC_FILTERED_SAMPLES: float(self.filtered_samples),
+            METRIC_DROPPED_SAMPLES: float(self.dropped_samples),
             METRIC_GET_WAIT_S: self.get_wait_s / self.get_calls if self.get_calls else 0.0,
             METRIC_BYTES_THROUGH: bytes_in + bytes_out,
             METRIC_PENDING_SAMPLES: float(pending_samples),

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import ray
+
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo
 from rl_coordinator.balancing import PARTITION_METHODS, WORKLOADS
@@ -51,9 +53,12 @@ class StepSpec:
             takes every pending sample of a group (producers then put a group in one call).
         method: partition method name (balancing.PARTITION_METHODS).
         workload: workload name (balancing.WORKLOADS).
-        keep_batches: with balance (and not group_aware), balance whole producer batches (samples sharing a
-            payload ref) when the step's batches are equal-sized and their count is a multiple of dp_size, so a
-            rank fetches fewer payloads and uses all of each; coarser balance. Otherwise samples one by one.
+        keep_batches: with balance (and not group_aware), keep each producer batch (samples sharing a payload
+            ref) on as few ranks as balance allows: batches are cut into equal runs of gcd(batch sizes,
+            samples per rank) samples, those are balanced whole, then single samples are exchanged between
+            ranks while that lowers the heaviest load. A rank fetches every batch it holds a sample of, so it
+            then fetches few payloads, for about the balance of sample-by-sample. False (or runs of one
+            sample) balances samples one by one.
     """
 
     dp_size: int
@@ -63,7 +68,7 @@ class StepSpec:
     group_size: int | None = None
     method: str = DEFAULT_METHOD
     workload: str = DEFAULT_WORKLOAD
-    keep_batches: bool = False
+    keep_batches: bool = True
 
     def __post_init__(self) -> None:
         _check_int("dp_size", self.dp_size, 1)
@@ -122,22 +127,74 @@ def check_edge(edge_key: object) -> str:
     return edge_key
 
 
-def check_get(
-    edge_key: object, step: object, dp_rank: object, spec: StepSpec, sample_filter: object, timeout_s: object
-) -> None:
-    """Reject a get whose edge, step, rank, filter or timeout is invalid (the spec checks itself)."""
-    check_edge(edge_key)
-    _check_int("step", step, 0)
-    if type(dp_rank) is not int or not 0 <= dp_rank < spec.dp_size:
-        raise CoordinatorInputError(
-            f"dp_rank={dp_rank!r} is outside dp_size={spec.dp_size}; pass a rank in [0, {spec.dp_size - 1}]"
-        )
-    if sample_filter is not None and not callable(sample_filter):
-        raise CoordinatorInputError(
-            f"sample_filter must be a callable SampleInfo -> bool or None, got {sample_filter!r}"
-        )
+def check_step(step: object) -> int:
+    """`step` if it is an int >= 0, else CoordinatorInputError."""
+    return _check_int("step", step, 0)
+
+
+def check_timeout(timeout_s: object) -> float:
+    """`timeout_s` if it is a finite number of seconds > 0, else CoordinatorInputError."""
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
         raise CoordinatorInputError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+    return timeout_s
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    """One consumer rank's read of one step of an edge: what DataCoordinator.get and the client's gets take.
+
+    Checked when built, so a malformed read fails in the caller before any call to the actor. The ranks of a
+    step send the same `spec` and differ in `dp_rank`; a consumer loop changes `step` only.
+
+    Attributes:
+        edge_key: the edge to read, e.g. "rollout->actor_update".
+        step: the consumer's step, an int >= 0; each (edge, step) is served once.
+        dp_rank: this rank, in [0, spec.dp_size).
+        spec: how the step's samples are selected and split (StepSpec); the same on every rank of the step.
+        sample_filter: picklable predicate over SampleInfo; samples (groups) it rejects are dropped. The
+            filter of the rank that opens the step applies.
+        timeout_s: seconds to wait for the step's samples before CoordinatorTimeout; None takes the client's
+            default (DEFAULT_TIMEOUT_S when sent to the actor directly).
+        wait_for_edge: wait for an edge never put yet; False raises CoordinatorInputError at once.
+    """
+
+    edge_key: str
+    step: int
+    dp_rank: int
+    spec: StepSpec
+    sample_filter: SampleFilter | None = None
+    timeout_s: float | None = None
+    wait_for_edge: bool = True
+
+    def __post_init__(self) -> None:
+        check_edge(self.edge_key)
+        check_step(self.step)
+        if not isinstance(self.spec, StepSpec):
+            raise CoordinatorInputError(
+                f"spec must be a StepSpec, got {type(self.spec).__name__}; build one with StepSpec(dp_size, batch_size)"
+            )
+        dp_size = self.spec.dp_size
+        if type(self.dp_rank) is not int or not 0 <= self.dp_rank < dp_size:
+            raise CoordinatorInputError(
+                f"dp_rank={self.dp_rank!r} is outside dp_size={dp_size}; pass a rank in [0, {dp_size - 1}]"
+            )
+        if self.sample_filter is not None and not callable(self.sample_filter):
+            raise CoordinatorInputError(
+                f"sample_filter must be a callable SampleInfo -> bool or None, got {self.sample_filter!r}"
+            )
+        if self.timeout_s is not None:
+            check_timeout(self.timeout_s)
+        if type(self.wait_for_edge) is not bool:
+            raise CoordinatorInputError(f"wait_for_edge must be a bool, got {self.wait_for_edge!r}")
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """The (edge, step) cache key the read belongs to."""
+        return self.edge_key, self.step
+
+    def wait_s(self, default: float = DEFAULT_TIMEOUT_S) -> float:
+        """The timeout to apply: `timeout_s`, or `default` when it is None."""
+        return default if self.timeout_s is None else self.timeout_s
 
 
 def check_put(edge_key: object, infos: object, refs: object, positions: object) -> int:
@@ -166,3 +223,33 @@ def check_put(edge_key: object, infos: object, refs: object, positions: object) 
         if bad is not None:
             raise CoordinatorInputError(f"positions[{bad}] must be an int >= 0, got {positions[bad]!r}")
     return n
+
+
+@dataclass(frozen=True)
+class PutRequest:
+    """A producer's samples for an edge, by reference: what DataCoordinator.put takes.
+
+    Checked when built, so a malformed put fails in the producer. `CoordinatorClient.put_batch` builds one per
+    producer batch (one ref shared by the batch's samples, positions 0..n-1).
+
+    Attributes:
+        edge_key: the edge the samples go out on.
+        infos: one SampleInfo per sample; uids unique among the edge's pending samples.
+        refs: one ray.ObjectRef per sample, inside this list (so Ray passes the refs, not the values); samples
+            put in one `ray.put` share the same ref (sent once).
+        positions: each sample's index inside its ref's payload, or None when each ref is one sample.
+    """
+
+    edge_key: str
+    infos: list[SampleInfo]
+    refs: list[Any]
+    positions: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        check_put(self.edge_key, self.infos, self.refs, self.positions)
+        bad = next((i for i, ref in enumerate(self.refs) if not isinstance(ref, ray.ObjectRef)), None)
+        if bad is not None:
+            raise CoordinatorInputError(
+                f"refs[{bad}] must be a ray.ObjectRef, got {type(self.refs[bad]).__name__}; ray.put the payload and "
+                "pass its ref"
+            )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -99,10 +100,21 @@ def count_selectable(queue: Sequence[PendingSample], spec: StepSpec, sample_filt
     return sum(len(unit) for unit in candidate_groups(queue, spec) if _passes(unit, queue, sample_filter))
 
 
-def _whole_batches(payload_keys: Sequence[Hashable], dp_size: int) -> bool:
-    """Whether the samples form equal-sized payload batches whose count divides dp_size evenly."""
-    sizes = Counter(payload_keys)
-    return len(set(sizes.values())) == 1 and len(sizes) % dp_size == 0
+def batch_units(payload_keys: Sequence[Hashable], per_rank: int) -> list[tuple[Hashable, int]] | None:
+    """A unit id per sample: its batch (payload key) cut into runs of u = gcd(every batch size, per_rank) samples.
+
+    Every unit has u samples and u divides per_rank, so the units split evenly across the ranks whatever the
+    batch sizes. None when u is 1 (units would be single samples).
+    """
+    u = math.gcd(per_rank, *Counter(payload_keys).values())
+    if u == 1:
+        return None
+    seen: Counter[Hashable] = Counter()
+    units = []
+    for key in payload_keys:
+        units.append((key, seen[key] // u))
+        seen[key] += 1
+    return units
 
 
 def split_across_ranks(
@@ -111,18 +123,21 @@ def split_across_ranks(
     """One list of indices into `infos` per rank: balanced by workload, or contiguous in step order.
 
     With balance and group_aware, each group stays on one rank. With balance and keep_batches (and not
-    group_aware), samples sharing a payload key (their producer batch's ref, `payload_keys`) stay on one rank
-    when the step's batches are equal-sized and their count is a multiple of dp_size; otherwise samples are
-    balanced one by one.
+    group_aware), the step's batches (samples sharing a payload key, their producer batch's ref) are cut into
+    equal units (`batch_units`) that are balanced whole, then single samples are exchanged between ranks while
+    that lowers the heaviest load (`soft_groups`): about the balance of sample-by-sample, with each rank
+    reading few batches. Otherwise samples are balanced one by one.
     """
     if not spec.balance:
         per_rank = spec.per_rank
         return [list(range(rank * per_rank, (rank + 1) * per_rank)) for rank in range(spec.dp_size)]
     group_ids: Sequence[Hashable] | None = None
+    soft = False
     if spec.group_aware:
         group_ids = [info.group_id for info in infos]
-    elif spec.keep_batches and payload_keys is not None and _whole_batches(payload_keys, spec.dp_size):
-        group_ids = payload_keys
+    elif spec.keep_batches and payload_keys is not None:
+        group_ids = batch_units(payload_keys, spec.per_rank)
+        soft = group_ids is not None
     return balance_across_ranks(
         [info.total_tokens for info in infos],
         spec.dp_size,
@@ -130,4 +145,5 @@ def split_across_ranks(
         workload=spec.workload,
         equal_size=True,
         group_ids=group_ids,
+        soft_groups=soft,
     )

@@ -16,7 +16,15 @@ from typing import Any
 from rl_coordinator._errors import CoordinatorInputError, CoordinatorTimeout
 from rl_coordinator._sample_info import SampleInfo
 from rl_coordinator.coordinator._metrics import CoordinatorMetrics
-from rl_coordinator.coordinator._requests import RefSelection, SampleFilter, StepSpec, check_get, check_put
+from rl_coordinator.coordinator._requests import (
+    ReadRequest,
+    RefSelection,
+    SampleFilter,
+    StepSpec,
+    check_edge,
+    check_put,
+    check_step,
+)
 from rl_coordinator.coordinator._selection import (
     PendingSample,
     count_selectable,
@@ -37,7 +45,7 @@ next samples; bounded so a long run does not grow the set forever."""
 class _Edge:
     queue: list[PendingSample] = field(default_factory=list)
     uids: set[str] = field(default_factory=set)
-    completed: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    completed: OrderedDict[int, str] = field(default_factory=OrderedDict)  # freed step -> how it was freed
 
 
 @dataclass(eq=False)
@@ -87,27 +95,22 @@ class CoordinatorState:
         self._serve(edge_key)
         return len(edge.queue)
 
-    async def get(
-        self,
-        edge_key: str,
-        step: int,
-        dp_rank: int,
-        spec: StepSpec,
-        sample_filter: SampleFilter | None,
-        timeout_s: float,
-        wait_for_edge: bool,
-    ) -> RefSelection:
-        """Rank `dp_rank`'s share of step `step` on an edge, waiting up to `timeout_s` for its samples."""
-        check_get(edge_key, step, dp_rank, spec, sample_filter, timeout_s)
+    async def get(self, request: ReadRequest) -> RefSelection:
+        """The requesting rank's share of its step, waiting up to the request's timeout for the samples."""
+        if not isinstance(request, ReadRequest):
+            raise CoordinatorInputError(
+                f"get takes a ReadRequest, got {type(request).__name__}; build one with "
+                "ReadRequest(edge_key, step, dp_rank, StepSpec(dp_size, batch_size))"
+            )
+        edge_key, step, dp_rank, spec = request.edge_key, request.step, request.dp_rank, request.spec
         edge = self._edges.get(edge_key)
-        if edge is None and not wait_for_edge:
+        if edge is None and not request.wait_for_edge:
             raise CoordinatorInputError(self._unknown_edge(edge_key, "wait_for_edge=False"))
         if edge is not None and step in edge.completed:
             raise CoordinatorInputError(
-                f"step {step} of edge {edge_key!r} was already read by all {spec.dp_size} ranks and freed; "
-                "ask for the next step"
+                f"step {step} of edge {edge_key!r} was already {edge.completed[step]} and freed; ask for the next step"
             )
-        key = (edge_key, step)
+        key = request.key
         entry = self._steps.get(key)
         if entry is not None and entry.spec != spec:
             raise CoordinatorInputError(
@@ -117,15 +120,48 @@ class CoordinatorState:
         if entry is not None and dp_rank in entry.claimed:
             raise CoordinatorInputError(f"rank {dp_rank} already asked for step {step} of edge {edge_key!r}")
         if entry is None:
-            entry = self._steps[key] = _StepEntry(spec, sample_filter)
+            entry = self._steps[key] = _StepEntry(spec, request.sample_filter)
             self._serve(edge_key)
         entry.claimed.add(dp_rank)
         waited = 0.0
         if not entry.ready.is_set():
-            waited = await self._wait(key, entry, dp_rank, timeout_s)
+            waited = await self._wait(key, entry, dp_rank, request.wait_s())
         if entry.error is not None:
             raise CoordinatorInputError(entry.error)
         return self._read(key, entry, dp_rank, waited)
+
+    def drop(self, edge_key: str, step: int) -> bool:
+        """Free step `step` of an edge, read or not; returns whether the step was cached.
+
+        Ranks still waiting for it fail with CoordinatorInputError; samples it took that some rank has not
+        read are discarded (counted in `coordinator/dropped_samples`) and their refs released; a later get of
+        the step fails. A step nobody has asked for is not cached, so there is nothing to drop.
+        """
+        check_edge(edge_key)
+        check_step(step)
+        entry = self._steps.pop((edge_key, step), None)
+        if entry is None:
+            return False
+        if entry.parts is None:
+            message = f"step {step} of edge {edge_key!r} was dropped while {entry.waiting} rank(s) waited for it"
+            entry.error = message
+            entry.ready.set()
+        else:
+            unread = sum(len(part) for rank, part in enumerate(entry.parts) if rank not in entry.read)
+            self.metrics.dropped_samples += unread
+            logger.info("edge %r step %d dropped with %d sample(s) unread", edge_key, step, unread)
+        self._complete((edge_key, step), "dropped")
+        self._serve(edge_key)  # later steps may take the samples a dropped waiting step would have taken
+        return True
+
+    def drop_before(self, edge_key: str, step: int) -> list[int]:
+        """Drop every cached step of an edge below `step` (see `drop`); returns the dropped steps in order."""
+        check_edge(edge_key)
+        check_step(step)
+        earlier = sorted(s for name, s in self._steps if name == edge_key and s < step)
+        for old in earlier:
+            self.drop(edge_key, old)
+        return earlier
 
     async def _wait(self, key: tuple[str, int], entry: _StepEntry, dp_rank: int, timeout_s: float) -> float:
         entry.waiting += 1
@@ -155,13 +191,20 @@ class CoordinatorState:
         entry.read.add(dp_rank)
         if len(entry.read) == entry.spec.dp_size:
             del self._steps[key]
-            completed = self._edges[key[0]].completed
-            completed[key[1]] = None
-            if len(completed) > _COMPLETED_STEPS_KEPT:
-                completed.popitem(last=False)
+            self._complete(key, f"read by all {entry.spec.dp_size} ranks")
         selection = RefSelection([s.info for s in mine], [s.ref for s in mine], [s.position for s in mine])
         self.metrics.count_get(len(mine), waited, selection)
         return selection
+
+    def _complete(self, key: tuple[str, int], how: str) -> None:
+        """Remember a freed step (and how it was freed) so a late get of it is an error rather than new samples."""
+        edge = self._edges.get(key[0])
+        if edge is None:  # ranks waited on an edge never put; there are no samples a late get could take
+            return
+        completed = edge.completed
+        completed[key[1]] = how
+        if len(completed) > _COMPLETED_STEPS_KEPT:
+            completed.popitem(last=False)
 
     def _serve(self, edge_key: str) -> None:
         """Give pending samples to the open steps of an edge, lowest step first, as far as they go."""

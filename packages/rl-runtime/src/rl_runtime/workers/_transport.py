@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rl_coordinator import SampleInfo
+from rl_coordinator.coordinator import ReadRequest, StepSpec
 from rl_runtime.workers._errors import RoutingError, StepDataError
 from rl_runtime.workers._routing import EdgeRoute
 from rl_runtime.workers._step_data import SampleBatch, StepData, stack_samples
@@ -67,7 +68,6 @@ def get_edge(client: Any, route: EdgeRoute, step: int, dp_rank: int) -> StepData
     """This consumer rank's share of coordinator edge `route` at `step`, stacked back into one StepData."""
     if route.batch_size is None:
         raise RoutingError(f"edge {route.key!r} has no batch size; build routes with plan_routes")
-    _, samples = client.get_batch(
-        route.key, step, dp_rank, route.consumer_dp_size, batch_size=route.batch_size, balance=False
-    )
+    spec = StepSpec(route.consumer_dp_size, route.batch_size, balance=False)
+    _, samples = client.get_batch(ReadRequest(route.key, step, dp_rank, spec))
     return stack_samples(samples)
