@@ -1,0 +1,202 @@
+"""GRPO samples/s and generated tokens/s of our `grpo` recipe against TRL's GRPOTrainer, on the same model and data.
+
+Both sides train the embedded default after its SFT warm start (`rl-recipes sft`: the ~130K-parameter Llama, its
+character tokenizer and the generated arithmetic rows, so rewards are not all zero), fp32 on the CPU, with the same
+prompts (rl_recipes' prompt text and token ids; TRL's tokenization is checked against them), reward
+(rl_recipes' `gsm8k_exact_match` against the `#### N` ground truth), group size (8 prompts x 8 completions per
+step), completion length, temperature 1.0, learning rate (`--lr`, default 1e-6 so that the policy, and with it the
+completion lengths, stays put; constant, AdamW, no weight decay, grad clip 1.0), one
+optimizer step per generation batch, and no reference model or KL (beta=0):
+  trl   TRL 1.16 `GRPOTrainer` in its own venv (`--venv`, created with torch pinned to 2.13.0 CPU):
+        use_cpu=True, bf16=False, per_device_train_batch_size=64, num_generations=8, steps_per_generation=1,
+        beta=0, gradient_checkpointing=False (ours does not recompute activations either). `--trl-threads 0 1`
+        runs it twice, with torch's default intra-op threads (one per core) and with one thread: on a loaded
+        2-core machine two OpenMP threads can be several times slower than one, so the faster TRL setting of
+        the run is the baseline of the ratio.
+  ours  the packaged `grpo` recipe (warm_start=null, data on the SFT rows, no validation or checkpoints) driven
+        step by step through `Trainer(...).session()` on the full multi-controller runtime: Ray, one DAG worker
+        per slot, FSDP2 actor and HF rollout engine per worker. `--slots 2 1` measures 2 slots (the embedded
+        default as users run it) and 1 slot.
+
+Each side is a subprocess that stays alive for the whole run and runs windows of `--steps` training steps when
+told (TRL blocks in a TrainerCallback between windows), so the sides alternate trl, ours, ours, trl, ... in one
+run: one warm-up window each, then `--windows` measured rounds. A window's samples/s is the completions generated
+in it over its wall time, and its tokens/s the completion tokens generated (through the eos token, on both sides;
+counted by TRL's reward function, and from our step metrics); the figures are medians over the windows.
+
+Last line: RESULT grpo_vs_trl samples_per_s=<ours, first --slots> ratio=<ours / fastest trl> goal=2.0 met|missed
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from _trl_protocol import WorkerProcess
+from _trl_setup import TRAIN_FILE, ensure_sft, ensure_trl_venv, write_prompt_rows
+
+GOAL_RATIO = 2.0
+BENCH = Path(__file__).resolve().parent
+PROMPTS_FILE = "trl_prompts.jsonl"
+STARTUP_TIMEOUT_S = 900.0
+"""Loading TRL, or starting Ray and its workers, on a busy 2-core machine."""
+WINDOW_TIMEOUT_S = 900.0
+TRL = "trl"
+STATIONARY_LR = 1e-6
+"""Small enough that the policy stays at the SFT start for the whole run (every step still runs the full backward
+and AdamW update): at the embedded default's 1e-3 each side's policy drifts its own way within a few steps (one
+run's completions shrank from 14 to 7 tokens), so the sides would no longer generate the same work."""
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=4, help="training steps per window")
+    parser.add_argument("--windows", type=int, default=5, help="measured windows per side (after one warm-up)")
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
+    parser.add_argument("--samples", type=int, default=8, help="completions per prompt")
+    parser.add_argument("--max-new-tokens", type=int, default=24, help="completion length (the embedded default's)")
+    parser.add_argument("--lr", type=float, default=STATIONARY_LR, help="learning rate (both sides)")
+    parser.add_argument("--slots", type=int, nargs="+", default=[2, 1], help="our placement.slots settings to run")
+    parser.add_argument(
+        "--trl-threads",
+        type=int,
+        nargs="+",
+        default=[0, 1],
+        help="TRL's torch threads settings to run (0: torch's default, one per core); the fastest is the baseline",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trl-version", default="1.16.*")
+    parser.add_argument("--venv", type=Path, default=BENCH / ".venvs" / "trl", help="TRL's venv (made if missing)")
+    parser.add_argument(
+        "--work-dir", type=Path, default=BENCH / "results" / "grpo_vs_trl", help="SFT model, prompts, worker logs"
+    )
+    args = parser.parse_args()
+    if args.windows < 1 or args.steps < 1:
+        parser.error("--windows and --steps must be >= 1")
+    return args
+
+
+def _shared(args: argparse.Namespace) -> list[str]:
+    return [
+        f"--prompts={args.prompts}",
+        f"--samples={args.samples}",
+        f"--max-new-tokens={args.max_new_tokens}",
+        f"--lr={args.lr}",
+        f"--max-steps={(args.windows + 1) * args.steps}",
+        f"--seed={args.seed}",
+    ]
+
+
+def _trl_name(threads: int) -> str:
+    return TRL if threads == 0 else f"{TRL}-{threads}thread"
+
+
+def _start_workers(args: argparse.Namespace, trl_python: Path, model: Path, train_file: Path) -> dict[str, Any]:
+    prompts_file = args.work_dir / PROMPTS_FILE
+    rows = write_prompt_rows(model, train_file, prompts_file)
+    print(f"prompts: {rows} training rows from {train_file}")
+    workers = {}
+    for threads in args.trl_threads:
+        name = _trl_name(threads)
+        command = [str(trl_python), str(BENCH / "_trl_worker.py"), f"--model={model}", f"--prompts-file={prompts_file}"]
+        workers[name] = WorkerProcess(
+            name, [*command, f"--threads={threads}", *_shared(args)], args.work_dir / f"{name}.log"
+        )
+    for slots in args.slots:
+        name = f"ours-{slots}slot"
+        command = [
+            sys.executable,
+            str(BENCH / "_trl_ours_worker.py"),
+            f"--model={model}",
+            f"--train-file={train_file}",
+            f"--output-dir={args.work_dir / name}",
+            f"--slots={slots}",
+        ]
+        workers[name] = WorkerProcess(name, [*command, *_shared(args)], args.work_dir / f"{name}.log")
+    return workers
+
+
+def _rates(report: dict[str, Any]) -> tuple[float, float]:
+    return report["completions"] / report["seconds"], report["tokens"] / report["seconds"]
+
+
+def _print_side(name: str, ready: dict[str, Any], reports: list[dict[str, Any]], expected: int) -> dict[str, float]:
+    samples = [_rates(report)[0] for report in reports]
+    tokens = [_rates(report)[1] for report in reports]
+    step_seconds = [s for report in reports for s in report["step_seconds"]]
+    reward = statistics.fmean(report["reward_mean"] for report in reports)
+    completions = sum(report["completions"] for report in reports)
+    generated = sum(report["tokens"] for report in reports)
+    steps = sum(report["steps"] for report in reports)
+    summary = {
+        "samples_per_s": statistics.median(samples),
+        "tokens_per_s": statistics.median(tokens),
+        "step_s": statistics.median(step_seconds),
+    }
+    same = "" if completions == expected * steps else f"  (EXPECTED {expected} PER STEP)"
+    print(
+        f"  {name:<12} {summary['samples_per_s']:8.1f} samples/s  {summary['tokens_per_s']:9.1f} tokens/s  "
+        f"{summary['step_s']:.3f} s/step median  ({completions / steps:.0f} completions/step{same}, "
+        f"{generated / completions:.1f} tokens/completion, reward {reward:.3f})"
+    )
+    print(f"  {'':<12} windows samples/s: {', '.join(f'{rate:.0f}' for rate in samples)};  {ready}")
+    if "timing" in reports[0]:
+        keys = reports[0]["timing"]
+        medians = {key: statistics.median(report["timing"].get(key, 0.0) for report in reports) for key in keys}
+        parts = ", ".join(f"{key.removeprefix('timing_s/')} {value:.3f}" for key, value in medians.items())
+        print(f"  {'':<12} seconds per step (median of window means): {parts}")
+    return summary
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = _parse()
+    args.work_dir = args.work_dir.resolve()
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    trl_python = ensure_trl_venv(args.venv.resolve(), args.trl_version)
+    model = ensure_sft(args.work_dir / "sft")
+    train_file = model.parent / "data" / TRAIN_FILE
+    workers = _start_workers(args, trl_python, model, train_file)
+    try:
+        ready = {name: worker.ready(STARTUP_TIMEOUT_S) for name, worker in workers.items()}
+        for name, worker in workers.items():
+            warm = worker.run(args.steps, WINDOW_TIMEOUT_S)
+            print(f"warm-up {name}: {warm['steps']} steps in {warm['seconds']:.2f} s")
+        reports: dict[str, list[dict[str, Any]]] = {name: [] for name in workers}
+        for window in range(args.windows):
+            for name, worker in workers.items():
+                reports[name].append(worker.run(args.steps, WINDOW_TIMEOUT_S))
+            line = ", ".join(f"{name} {_rates(reports[name][-1])[0]:.0f}" for name in workers)
+            print(f"window {window + 1}/{args.windows} samples/s: {line}")
+    finally:
+        for worker in workers.values():
+            worker.close()
+    expected = args.prompts * args.samples
+    print(
+        f"\n{args.prompts} prompts x {args.samples} completions per step, <= {args.max_new_tokens} new tokens, "
+        f"lr {args.lr}, fp32 CPU; {args.windows} windows of {args.steps} steps each, alternating; medians"
+    )
+    summaries = {name: _print_side(name, ready[name], reports[name], expected) for name in workers}
+    trl_names = [_trl_name(threads) for threads in args.trl_threads]
+    baseline = max(trl_names, key=lambda name: summaries[name]["samples_per_s"])
+    for name in workers:
+        if name not in trl_names:
+            for trl in trl_names:
+                ours, theirs = summaries[name], summaries[trl]
+                print(
+                    f"  {name}/{trl}: samples/s {ours['samples_per_s'] / theirs['samples_per_s']:.3f}, "
+                    f"tokens/s {ours['tokens_per_s'] / theirs['tokens_per_s']:.3f}"
+                )
+    primary = summaries[f"ours-{args.slots[0]}slot"]["samples_per_s"]
+    ratio = primary / summaries[baseline]["samples_per_s"]
+    verdict = "met" if ratio >= GOAL_RATIO else "missed"
+    print(f"ratio against the fastest TRL setting ({baseline}), ours at placement.slots={args.slots[0]}")
+    print(f"RESULT grpo_vs_trl samples_per_s={primary:.1f} ratio={ratio:.3f} goal={GOAL_RATIO} {verdict}")
+
+
+if __name__ == "__main__":
+    main()
