@@ -10,6 +10,8 @@ from rl_runtime.nodes._resources import resources_of
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
 _NEEDS = ("input_ids", "attention_mask", "response_mask")
+ROLLOUT_PROBS_DIFF_MEAN = "training/rollout_probs_diff_mean"
+ROLLOUT_PROBS_DIFF_MAX = "training/rollout_probs_diff_max"
 
 
 @register_operation("compute_old_log_prob")
@@ -24,6 +26,12 @@ def compute_old_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> St
         output = res.actor.compute_log_probs(data.batch, rows, with_entropy=True)
         mask = data.batch["response_mask"].bool()
         metrics["actor/entropy"] = (output.entropy[mask].mean().item()) if mask.any() else 0.0
+        if "rollout_log_probs" in data.batch and mask.any():
+            # The rollout engine and the trainer must agree on each token's probability; a gap means stale
+            # weights, a temperature mismatch or numerics worth a look (verl's training/rollout_probs_diff).
+            gap = (output.log_probs.exp() - data.batch["rollout_log_probs"].exp()).abs()[mask]
+            metrics[ROLLOUT_PROBS_DIFF_MEAN] = gap.mean().item()
+            metrics[ROLLOUT_PROBS_DIFF_MAX] = gap.max().item()
     return with_fields(data, metrics, old_log_probs=output.log_probs)
 
 
