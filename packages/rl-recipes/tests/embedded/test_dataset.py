@@ -59,3 +59,17 @@ def test_written_files_load_as_gsm8k(tmp_path: Path) -> None:
     train, heldout = load_math_dataset(paths["train"]), load_math_dataset(paths["heldout"])
     assert (len(train), len(heldout)) == (20, 8)
     assert train[0].ground_truth == train[0].answer.rsplit("#### ", 1)[1]
+
+
+def test_default_dataset_is_fixed(tmp_path: Path) -> None:
+    from rl_recipes.embedded import DEFAULT_HELDOUT_SIZE, DEFAULT_SPEC, DEFAULT_TRAIN_SIZE, write_default_dataset
+
+    first = write_default_dataset(tmp_path / "a")
+    second = write_default_dataset(tmp_path / "b")
+    train, heldout = load_math_dataset(first["train"]), load_math_dataset(first["heldout"])
+    assert (len(train), len(heldout)) == (DEFAULT_TRAIN_SIZE, DEFAULT_HELDOUT_SIZE)
+    assert not {s.question for s in train} & {s.question for s in heldout}
+    operands = [int(x) for s in train + heldout for x in s.question.removeprefix("What is ").rstrip("?").split()[::2]]
+    assert max(operands) == DEFAULT_SPEC.max_operand == 49 and min(operands) == 0
+    for split in ("train", "heldout"):  # the same rows on every call: SFT and RL share the held-out split
+        assert first[split].read_text() == second[split].read_text()

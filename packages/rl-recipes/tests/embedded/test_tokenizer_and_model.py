@@ -73,3 +73,16 @@ def test_tiny_model_generates() -> None:
     assert out.shape == (2, batch["input_ids"].shape[1] + 4)
     texts = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     assert all(isinstance(text, str) for text in texts)
+
+
+def test_auto_tokenizer_of_a_saved_model_folder_is_the_embedded_one(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    # transformers swaps in its own byte-level tokenizer for some model types (qwen2); the embedded one must survive.
+    tokenizer = build_embedded_tokenizer()
+    build_embedded_model(seed=0, tokenizer=tokenizer).save_pretrained(str(tmp_path))
+    tokenizer.save_pretrained(str(tmp_path))
+    loaded = AutoTokenizer.from_pretrained(str(tmp_path))
+    for text in _dataset_strings()[:40]:
+        assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"], text
+    assert (loaded.eos_token_id, loaded.pad_token_id, loaded.padding_side) == (2, 0, "left")

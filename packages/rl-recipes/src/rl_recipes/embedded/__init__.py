@@ -1,6 +1,10 @@
 """The embedded default's data pieces: a synthetic arithmetic dataset, a local tokenizer and a tiny model."""
 
 from rl_recipes.embedded._dataset import (
+    DEFAULT_DATASET_SEED,
+    DEFAULT_HELDOUT_SIZE,
+    DEFAULT_SPEC,
+    DEFAULT_TRAIN_SIZE,
     HELDOUT_FILE,
     OPERATIONS,
     TRAIN_FILE,
@@ -8,6 +12,7 @@ from rl_recipes.embedded._dataset import (
     format_row,
     generate_arithmetic_splits,
     write_arithmetic_dataset,
+    write_default_dataset,
 )
 from rl_recipes.embedded._model import build_embedded_model, embedded_model_config
 from rl_recipes.embedded._tokenizer import (
@@ -18,6 +23,10 @@ from rl_recipes.embedded._tokenizer import (
 )
 
 __all__ = [
+    "DEFAULT_DATASET_SEED",
+    "DEFAULT_HELDOUT_SIZE",
+    "DEFAULT_SPEC",
+    "DEFAULT_TRAIN_SIZE",
     "HELDOUT_FILE",
     "OPERATIONS",
     "SPECIAL_TOKENS",
@@ -31,4 +40,5 @@ __all__ = [
     "load_embedded_tokenizer",
     "save_embedded_tokenizer",
     "write_arithmetic_dataset",
+    "write_default_dataset",
 ]

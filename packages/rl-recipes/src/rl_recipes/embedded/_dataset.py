@@ -11,6 +11,10 @@ OPERATIONS = ("+", "-", "*")
 """Supported operations; the question shows the symbol itself."""
 TRAIN_FILE = "train.jsonl"
 HELDOUT_FILE = "heldout.jsonl"
+DEFAULT_TRAIN_SIZE = 3500
+DEFAULT_HELDOUT_SIZE = 200
+DEFAULT_DATASET_SEED = 0
+"""Fixed, not the run's seed: the SFT warm start and the RL run must see the same held-out split."""
 _ENUMERATE_FRACTION = 0.5  # above this share of all problems, enumerate and sample instead of rejection sampling
 
 Problem = tuple[int, str, int]
@@ -42,6 +46,13 @@ class ArithmeticSpec:
         n = self.max_operand - self.min_operand + 1
         per_op = {op: n * n if op != "-" or self.allow_negative else n * (n + 1) // 2 for op in self.operations}
         return sum(per_op.values())
+
+
+DEFAULT_SPEC = ArithmeticSpec(operations=("+", "-"), min_operand=0, max_operand=49)
+"""The embedded default's problems (3775 of them). Operands up to 49, not 99: the tiny model's held-out exact
+match then climbs steeply after a few hundred SFT steps (seed 0: 0.13 at 500 steps of 32 rows, 0.5 at 800,
+1.0 from 2150), while with operands up to 99 it was still below 0.1 after 1400 steps, even with 14000
+training rows or a 4x wider model."""
 
 
 def format_row(problem: Problem) -> dict[str, str]:
@@ -94,3 +105,11 @@ def write_arithmetic_dataset(
     for name, rows in (("train", train), ("heldout", heldout)):
         paths[name].write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return paths
+
+
+def write_default_dataset(folder: str | Path) -> dict[str, Path]:
+    """Write the embedded default's dataset (`DEFAULT_TRAIN_SIZE` / `DEFAULT_HELDOUT_SIZE` rows of `DEFAULT_SPEC`,
+    seed `DEFAULT_DATASET_SEED`) into `folder`; return its paths by split name."""
+    return write_arithmetic_dataset(
+        folder, DEFAULT_TRAIN_SIZE, DEFAULT_HELDOUT_SIZE, DEFAULT_DATASET_SEED, DEFAULT_SPEC
+    )

@@ -1,4 +1,9 @@
-"""The embedded default's tiny causal LM: a Qwen2 config sized for a CPU, built in code."""
+"""The embedded default's tiny causal LM: a Llama config sized for a CPU, built in code.
+
+Llama, not Qwen2: transformers 5 loads the tokenizer of a `qwen2` folder as its own byte-level BPE
+`Qwen2Tokenizer` whatever `tokenizer_config.json` says, which silently re-tokenizes the embedded
+character-level vocabulary; for a `llama` folder `AutoTokenizer` honours the saved tokenizer.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import torch
 from rl_recipes.embedded._tokenizer import build_embedded_tokenizer
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 HIDDEN_SIZE = 64
 INTERMEDIATE_SIZE = 256
@@ -20,12 +25,12 @@ MAX_POSITIONS = 128
 """Long enough for the template plus a 3-digit problem and its answer, with room to spare."""
 
 
-def embedded_model_config(tokenizer: PreTrainedTokenizerFast | None = None) -> Qwen2Config:
-    """The tiny Qwen2 config; its vocabulary and special ids come from `tokenizer` (default: the embedded one)."""
-    from transformers import Qwen2Config
+def embedded_model_config(tokenizer: PreTrainedTokenizerFast | None = None) -> LlamaConfig:
+    """The tiny Llama config; its vocabulary and special ids come from `tokenizer` (default: the embedded one)."""
+    from transformers import LlamaConfig
 
     tokenizer = tokenizer if tokenizer is not None else build_embedded_tokenizer()
-    return Qwen2Config(
+    return LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=HIDDEN_SIZE,
         intermediate_size=INTERMEDIATE_SIZE,
@@ -40,14 +45,14 @@ def embedded_model_config(tokenizer: PreTrainedTokenizerFast | None = None) -> Q
     )
 
 
-def build_embedded_model(seed: int, tokenizer: PreTrainedTokenizerFast | None = None) -> Qwen2ForCausalLM:
-    """A freshly initialised tiny Qwen2 causal LM; the same seed gives the same weights. Global RNG is untouched."""
-    from transformers import Qwen2ForCausalLM
+def build_embedded_model(seed: int, tokenizer: PreTrainedTokenizerFast | None = None) -> LlamaForCausalLM:
+    """A freshly initialised tiny Llama causal LM; the same seed gives the same weights. Global RNG is untouched."""
+    from transformers import LlamaForCausalLM
 
     config = embedded_model_config(tokenizer)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
+        model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = config.pad_token_id
     model.generation_config.eos_token_id = config.eos_token_id
     model.generation_config.bos_token_id = config.bos_token_id

@@ -21,3 +21,26 @@ def build_prompt(question: str, tokenizer: Any = None, *, template: str = PLAIN_
         messages = [{"role": "user", "content": question + CHAT_INSTRUCTION}]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return template.format(question=question)
+
+
+RESPONSE_PREFIX = " "
+"""Put before the answer text in a plain-template response, so `...Answer:` continues as `Answer: 23 + 58 = 81`."""
+
+
+def response_text(answer: str, tokenizer: Any = None) -> str:
+    """Return the response text the model is trained to produce for a GSM8K `answer` (without the eos token).
+
+    After a plain-template prompt the response is `RESPONSE_PREFIX + answer` (`" 23 + 58 = 81 #### 81"`);
+    after a chat prompt (the tokenizer has a chat template) the assistant turn starts fresh, so it is the
+    answer alone. SFT and the RL side both use this, so the warm start and the rollouts agree on the format.
+    """
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        return answer
+    return RESPONSE_PREFIX + answer
+
+
+def encode_prompt(prompt: str, tokenizer: Any) -> list[int]:
+    """Token ids of a prompt from `build_prompt`: special tokens (a bos) are added to a plain prompt only,
+    since a chat-rendered prompt already holds its own."""
+    add_special_tokens = not getattr(tokenizer, "chat_template", None)
+    return list(tokenizer(prompt, add_special_tokens=add_special_tokens)["input_ids"])

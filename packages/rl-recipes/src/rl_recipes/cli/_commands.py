@@ -1,0 +1,91 @@
+"""What each `rl-recipes` subcommand does, given its parsed arguments; returns the process exit code."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from rl_core.advantages import ADVANTAGE_ESTIMATORS
+from rl_core.graph import PIPELINES
+from rl_core.losses import POLICY_LOSSES
+from rl_recipes.evaluation import evaluate_math
+from rl_recipes.recipes import RECIPES, config_path, get_recipe, load_recipe_config, run_recipe
+from rl_recipes.rewards import REWARD_FUNCTIONS
+from rl_recipes.sft import SFTConfig, run_sft
+from rl_recipes.tasks import load_math_dataset, load_tokenizer
+from rl_runtime.config import load_config
+
+logger = logging.getLogger(__name__)
+
+SFT_CONFIG_FILE = "sft.yaml"
+
+
+def train(args: argparse.Namespace) -> int:
+    """Run a recipe; print the held-out reward before and after and where the run folder is."""
+    recipe = get_recipe(args.recipe)
+    config = load_recipe_config(recipe.name, args.config, args.overrides)
+    result = run_recipe(recipe, config)
+    before, after = result.heldout_before, result.heldout_after
+    lines = [f"recipe {recipe.name}: {result.train.end_step} steps, run folder {result.run_dir}"]
+    if before is not None and after is not None:
+        lines.append(f"held-out reward: {before:.3f} before -> {after:.3f} after ({after - before:+.3f})")
+    if result.curve is not None:
+        lines.append(f"reward curve: {result.curve}")
+    print("\n".join(lines))  # noqa: T201 - the command's report to its user
+    return 0
+
+
+def sft(args: argparse.Namespace) -> int:
+    """Run the supervised warm start and print its held-out exact match."""
+    config = load_config(SFTConfig, args.config or config_path(SFT_CONFIG_FILE), args.overrides)
+    result = run_sft(config)
+    accuracy = "n/a" if result.heldout_exact_match is None else f"{result.heldout_exact_match:.3f}"
+    print(f"SFT: {result.steps} steps, held-out exact match {accuracy}, model {result.model_dir}")  # noqa: T201
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    """Score a model folder on a GSM8K-format file (greedy exact match, or pass@k with sampling)."""
+    samples = load_math_dataset(args.data)
+    tokenizer = load_tokenizer(args.model)
+    result = evaluate_math(
+        args.model,
+        samples,
+        tokenizer,
+        max_new_tokens=args.max_new_tokens,
+        samples_per_prompt=args.k,
+        temperature=args.temperature,
+        seed=args.seed,
+    )
+    print(  # noqa: T201
+        f"{args.model} on {args.data}: mean reward {result.mean_reward:.3f}, pass@{result.k} {result.pass_at_k:.3f} "
+        f"over {result.num_prompts} prompts"
+    )
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    """Write a Hugging Face folder from a training checkpoint."""
+    from rl_recipes.cli._export import export_checkpoint
+
+    folder = export_checkpoint(Path(args.checkpoint), Path(args.out))
+    print(f"exported {args.checkpoint} to {folder}")  # noqa: T201
+    return 0
+
+
+def list_components(args: argparse.Namespace) -> int:
+    """Print the registered recipes, pipelines, advantage estimators, policy losses and reward functions."""
+    sections = {
+        "recipes": {name: recipe.summary for name, recipe in RECIPES.items()},
+        "pipelines": dict.fromkeys(PIPELINES, ""),
+        "advantage estimators": dict.fromkeys(ADVANTAGE_ESTIMATORS, ""),
+        "policy losses": dict.fromkeys(POLICY_LOSSES, ""),
+        "reward functions": dict.fromkeys(REWARD_FUNCTIONS, ""),
+    }
+    lines = []
+    for title, entries in sections.items():
+        lines.append(f"{title}:")
+        lines.extend(f"  {name:<22}{summary}".rstrip() for name, summary in sorted(entries.items()))
+    print("\n".join(lines))  # noqa: T201
+    return 0

@@ -1,0 +1,33 @@
+"""`rl-recipes export`: a training checkpoint's actor as a Hugging Face folder (no separate merger tool)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rl_recipes._errors import RecipeError
+from rl_recipes.recipes import RecipeConfig
+from rl_recipes.recipes._run import CONFIG_FILE
+from rl_recipes.sft import export_model_folder
+from rl_recipes.tasks import load_tokenizer
+from rl_runtime.config import load_config
+from rl_runtime.trainer import build_actor, read_state
+
+ACTOR_DIR = "actor"
+_RUN_DIR_DEPTH = 2
+"""A checkpoint lives at <run>/checkpoints/step_N, so the run folder (with config.yaml) is two levels up."""
+
+
+def export_checkpoint(checkpoint: Path, out: Path) -> Path:
+    """Load the actor of `checkpoint` (any world size) in this process and write `out` with its tokenizer."""
+    state = read_state(checkpoint)
+    config_file = checkpoint.parents[_RUN_DIR_DEPTH - 1] / CONFIG_FILE
+    if not config_file.is_file():
+        raise RecipeError(
+            f"{config_file} not found: export reads the run's config next to its checkpoints folder; pass a "
+            "checkpoint written by `rl-recipes train`"
+        )
+    config = load_config(RecipeConfig, config_file)
+    actor = build_actor(config, total_steps=int(state.get("total_steps", state["step"])))
+    actor.engine.load_checkpoint(checkpoint / ACTOR_DIR)
+    tokenizer = load_tokenizer(config.tokenizer_path)
+    return export_model_folder(actor.engine, tokenizer, out)

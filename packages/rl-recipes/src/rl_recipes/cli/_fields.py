@@ -1,0 +1,76 @@
+"""The fields of a config class as a user reads them in `--help`: dotted path, default and the field's doc."""
+
+from __future__ import annotations
+
+import ast
+import enum
+import inspect
+import itertools
+import textwrap
+import types
+import typing
+from collections.abc import Iterator
+from functools import cache
+from typing import Any, Union, get_args, get_origin
+
+import attrs
+
+_INDENT = "  "
+_DOC_COLUMN = 44
+
+
+@cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring (the string literal under its annotation) from the source of `cls` and its bases."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not attrs.has(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, following in itertools.pairwise(body):
+            is_doc = isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and is_doc:
+                docs[node.target.id] = " ".join(str(following.value.value).split())
+    return docs
+
+
+def _nested_class(tp: Any) -> type | None:
+    if get_origin(tp) in (Union, types.UnionType):
+        classes = [arg for arg in get_args(tp) if arg is not type(None)]
+        tp = classes[0] if len(classes) == 1 else None
+    return tp if isinstance(tp, type) and attrs.has(tp) else None
+
+
+def _default(field: attrs.Attribute[Any]) -> str:
+    default = field.default
+    if default is attrs.NOTHING:
+        return "(required)"
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        default = default.factory() if not default.takes_self else "(derived)"
+    if attrs.has(type(default)):
+        return "{...}"
+    if isinstance(default, enum.Enum):
+        return repr(default.value)
+    if isinstance(default, tuple):
+        return repr([str(item) if hasattr(item, "__fspath__") else item for item in default])
+    return "null" if default is None else repr(str(default) if hasattr(default, "__fspath__") else default)
+
+
+def describe_fields(cls: type, prefix: str = "") -> Iterator[str]:
+    """One line per leaf field of `cls` (recursing into nested config sections): `path = default  doc`."""
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    for field in attrs.fields(cls):
+        path = f"{prefix}{field.name}"
+        nested = _nested_class(hints.get(field.name))
+        doc = docs.get(field.name, "")
+        if nested is not None:
+            yield f"{path}:  {doc}" if doc else f"{path}:"
+            yield from (f"{_INDENT}{line}" for line in describe_fields(nested, f"{path}."))
+            continue
+        head = f"{path} = {_default(field)}"
+        yield f"{head:<{_DOC_COLUMN}} {doc}".rstrip()

@@ -1,0 +1,198 @@
+"""Held-out evaluation of a math task: batched generation through a rollout engine, scored by a rule reward."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rl_engines.rollout import GenerateRequest, HFEngine, HFEngineConfig, InferenceEngine, SamplingParams
+from rl_recipes.evaluation._pass_at_k import pass_at_k
+from rl_recipes.rewards import RewardFunction, RewardRunner, RewardSample, gsm8k_exact_match
+from rl_recipes.tasks import MathSample, build_prompt, encode_prompt, load_tokenizer
+
+logger = logging.getLogger(__name__)
+
+CORRECT_SCORE = 1.0
+"""A response counts as correct for pass@k when its reward reaches this (exact match scores 0 or 1)."""
+DEFAULT_REWARD_TIMEOUT_S = 5.0
+DEFAULT_MAX_BATCH_SIZE = 256
+"""Requests per forward batch of an engine built from a model folder."""
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    """One prompt's responses and their rewards."""
+
+    index: int
+    """The sample's row index in its dataset."""
+    question: str
+    ground_truth: str
+    responses: tuple[str, ...]
+    """Decoded responses, special tokens removed."""
+    scores: tuple[float, ...]
+
+    @property
+    def num_correct(self) -> int:
+        """Responses whose reward reaches `CORRECT_SCORE`."""
+        return sum(score >= CORRECT_SCORE for score in self.scores)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Scores of an evaluation over `num_prompts` prompts with `samples_per_prompt` responses each."""
+
+    mean_reward: float
+    """Reward averaged over every response (held-out exact match for `gsm8k_exact_match`)."""
+    pass_at_k: float
+    """The unbiased pass@k averaged over prompts."""
+    k: int
+    num_prompts: int
+    samples_per_prompt: int
+    num_reward_failures: int
+    """Responses whose reward function raised, timed out or returned a non-number (scored 0)."""
+    prompts: tuple[PromptResult, ...]
+    seconds: float
+    """Wall time of generation plus scoring."""
+
+
+def _check_arguments(samples: Sequence[MathSample], samples_per_prompt: int, k: int, temperature: float) -> None:
+    if not samples:
+        raise ValueError("samples is empty; pass at least one MathSample to evaluate")
+    if isinstance(samples_per_prompt, bool) or not isinstance(samples_per_prompt, int) or samples_per_prompt < 1:
+        raise ValueError(f"samples_per_prompt must be an int >= 1, got {samples_per_prompt!r}")
+    if not 1 <= k <= samples_per_prompt:
+        raise ValueError(f"k must lie in [1, samples_per_prompt={samples_per_prompt}], got k={k}")
+    if temperature == 0 and samples_per_prompt > 1:
+        logger.warning("samples_per_prompt=%d with greedy decoding repeats one response per prompt", samples_per_prompt)
+
+
+def _open_engine(model: str | Path, seed: int) -> HFEngine:
+    folder = Path(model)
+    if not (folder / "config.json").is_file():
+        raise ValueError(
+            f"model {str(folder)!r} is not a Hugging Face model folder (no config.json); pass a folder or an engine"
+        )
+    return HFEngine.from_config(
+        HFEngineConfig(model_path=str(folder), seed=seed, max_batch_size=DEFAULT_MAX_BATCH_SIZE)
+    )
+
+
+def _load_tokenizer(model: object, tokenizer: Any) -> Any:
+    if tokenizer is not None:
+        return tokenizer
+    if not isinstance(model, (str, Path)):
+        raise ValueError("tokenizer is None; pass the tokenizer that goes with the engine")
+    return load_tokenizer(model)
+
+
+def evaluate_math(
+    model: InferenceEngine | str | Path,
+    samples: Sequence[MathSample],
+    tokenizer: Any = None,
+    *,
+    max_new_tokens: int,
+    samples_per_prompt: int = 1,
+    temperature: float = 0.0,
+    seed: int = 0,
+    k: int | None = None,
+    reward_fn: RewardFunction = gsm8k_exact_match,
+    reward_timeout_s: float = DEFAULT_REWARD_TIMEOUT_S,
+) -> EvalResult:
+    """Generate `samples_per_prompt` responses per sample in one batched call and score them with `reward_fn`.
+
+    Args:
+        model: a Hugging Face model folder (served by an `HFEngine` built here and shut down after) or
+            an engine with `generate` (left running).
+        samples: the prompts' rows; each prompt is `build_prompt(question, tokenizer)`.
+        tokenizer: encodes prompts and decodes responses; None loads the model folder's.
+        max_new_tokens: generation budget per response.
+        samples_per_prompt: responses per prompt (n of pass@k).
+        temperature: 0 decodes greedily; otherwise request `i` samples with its own seed `seed + i`.
+        seed: base seed of the sampled requests (and of a folder engine's shared generator).
+        k: pass@k's k, 1 <= k <= samples_per_prompt; None means samples_per_prompt.
+        reward_fn: `fn(response_text, ground_truth, **extra) -> float`, run per response by `RewardRunner`.
+        reward_timeout_s: per-response reward time limit.
+    """
+    k = samples_per_prompt if k is None else k
+    _check_arguments(samples, samples_per_prompt, k, temperature)
+    tokenizer = _load_tokenizer(model, tokenizer)
+    started = time.perf_counter()
+    engine = _open_engine(model, seed) if isinstance(model, (str, Path)) else model
+    try:
+        texts = _generate(engine, samples, tokenizer, max_new_tokens, samples_per_prompt, temperature, seed)
+    finally:
+        if engine is not model:
+            engine.shutdown()
+    reward_samples = [
+        RewardSample(
+            uid=f"{sample.index}-{j}", response_text=texts[i * samples_per_prompt + j], ground_truth=sample.ground_truth
+        )
+        for i, sample in enumerate(samples)
+        for j in range(samples_per_prompt)
+    ]
+    rewards = RewardRunner(reward_fn, reward_timeout_s).run(reward_samples)
+    prompts = tuple(
+        PromptResult(
+            index=sample.index,
+            question=sample.question,
+            ground_truth=sample.ground_truth,
+            responses=tuple(texts[i * samples_per_prompt : (i + 1) * samples_per_prompt]),
+            scores=tuple(rewards.scores[i * samples_per_prompt : (i + 1) * samples_per_prompt]),
+        )
+        for i, sample in enumerate(samples)
+    )
+    passes = [pass_at_k(samples_per_prompt, p.num_correct, k) for p in prompts]
+    result = EvalResult(
+        mean_reward=sum(rewards.scores) / len(rewards.scores),
+        pass_at_k=sum(passes) / len(passes),
+        k=k,
+        num_prompts=len(prompts),
+        samples_per_prompt=samples_per_prompt,
+        num_reward_failures=rewards.num_failed,
+        prompts=prompts,
+        seconds=time.perf_counter() - started,
+    )
+    logger.info(
+        "evaluated %d prompts x %d: mean reward %.4f, pass@%d %.4f (%.1f s)",
+        result.num_prompts,
+        samples_per_prompt,
+        result.mean_reward,
+        k,
+        result.pass_at_k,
+        result.seconds,
+    )
+    return result
+
+
+def _generate(
+    engine: Any,
+    samples: Sequence[MathSample],
+    tokenizer: Any,
+    max_new_tokens: int,
+    samples_per_prompt: int,
+    temperature: float,
+    seed: int,
+) -> list[str]:
+    """Decoded responses, `samples_per_prompt` consecutive ones per sample, in sample order."""
+    eos = getattr(tokenizer, "eos_token_id", None)
+    stop = (eos,) if eos is not None else ()
+    requests = []
+    for i, sample in enumerate(samples):
+        prompt_ids = tuple(encode_prompt(build_prompt(sample.question, tokenizer), tokenizer))
+        for j in range(samples_per_prompt):
+            number = i * samples_per_prompt + j
+            sampling = SamplingParams(
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                seed=None if temperature == 0 else seed + number,
+                stop_token_ids=stop,
+            )
+            requests.append(
+                GenerateRequest(rid=f"eval-{number}", input_ids=prompt_ids, sampling=sampling, return_logprobs=False)
+            )
+    outputs = engine.generate(requests)
+    return [tokenizer.decode(list(output.output_ids), skip_special_tokens=True) for output in outputs]

@@ -1,0 +1,75 @@
+"""Running a recipe: the warm start when its model is missing, the RL run, then a summary and a reward curve."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from rl_recipes.recipes._config import RecipeConfig
+from rl_recipes.recipes._plot import plot_reward_curve
+from rl_recipes.recipes._registry import Recipe
+from rl_recipes.sft import run_sft
+from rl_recipes.tasks import MathTaskFactory
+from rl_runtime.config import dump_config_yaml
+from rl_runtime.trainer import Trainer, TrainResult
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_FILE = "summary.json"
+CONFIG_FILE = "config.yaml"
+CURVE_FILE = "reward_curve.png"
+HELDOUT_METRIC = "val/reward/mean@{k}"
+
+
+@dataclass(frozen=True)
+class RecipeResult:
+    """A finished recipe run: the training result, the held-out reward before and after, and the files written."""
+
+    recipe: str
+    train: TrainResult
+    heldout_before: float | None
+    """Held-out mean reward of the starting policy (the warm-started model), from the pre-training validation."""
+    heldout_after: float | None
+    run_dir: Path
+    curve: Path | None
+
+
+def prepare_warm_start(config: RecipeConfig) -> None:
+    """Run the supervised warm start unless its model folder already exists (a resumed or repeated run)."""
+    target = config.warm_start_model
+    if target is None:
+        return
+    if target.is_dir():
+        logger.info("warm start: reusing %s", target)
+        return
+    logger.info("warm start: supervised fine-tuning into %s", target)
+    result = run_sft(config.warm_start)
+    logger.info("warm start done: held-out exact match %s", result.heldout_exact_match)
+
+
+def run_recipe(recipe: Recipe, config: RecipeConfig) -> RecipeResult:
+    """Check `config` against `recipe`, warm-start if configured, train, and write the run folder's summary."""
+    recipe.check(config)
+    prepare_warm_start(config)
+    run_dir = Path(config.trainer.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / CONFIG_FILE).write_text(dump_config_yaml(config))
+    factory = MathTaskFactory(config.task, str(config.tokenizer_path))
+    result = Trainer(config, factory).fit()
+    key = HELDOUT_METRIC.format(k=config.rollout.val_samples_per_prompt)
+    before = next((metrics[key] for step, metrics in result.validations if step == 0 and key in metrics), None)
+    after = next((metrics[key] for _, metrics in reversed(result.validations) if key in metrics), None)
+    curve = plot_reward_curve(result, run_dir / CURVE_FILE, heldout_key=key)
+    summary = {
+        "recipe": recipe.name,
+        "steps": result.end_step,
+        "heldout_reward_before": before,
+        "heldout_reward_after": after,
+        "heldout_lift": None if before is None or after is None else after - before,
+        "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
+        "metrics_file": str(run_dir / "metrics.jsonl"),
+    }
+    (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+    return RecipeResult(recipe.name, result, before, after, run_dir, curve)

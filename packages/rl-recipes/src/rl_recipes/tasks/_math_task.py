@@ -1,0 +1,105 @@
+"""The math task as the runtime sees it: GSM8K-format rows become prompt token ids, responses get rule rewards."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from rl_recipes.rewards import RewardRunner, RewardSample, format_reward, load_reward_function
+from rl_recipes.tasks._loading import ANSWER_FIELD, QUESTION_FIELD, DatasetError, extract_ground_truth
+from rl_recipes.tasks._prompt import PLAIN_TEMPLATE, build_prompt, encode_prompt
+from rl_recipes.tasks._tokenizer import load_tokenizer
+from rl_runtime.nodes import PromptItem, ResponseSample, ScoreResult
+
+GROUND_TRUTH_KEY = "ground_truth"
+_DEFAULT_REWARD_TIMEOUT_S = 5.0
+
+
+def _positive(_: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"task.{attribute.name} must be a number > 0, got {value!r}")
+
+
+def _non_negative(_: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"task.{attribute.name} must be a number >= 0, got {value!r}")
+
+
+@attrs.frozen
+class MathTaskConfig:
+    """The math task: where questions and answers are, the prompt template and the reward."""
+
+    reward: str = "gsm8k_exact_match"
+    """A registered reward name, `pkg.mod:fn`, or `path/to/file.py:fn` with `fn(response, ground_truth) -> float`."""
+    format_weight: float = attrs.field(default=0.0, validator=_non_negative)
+    """Weight of the `#### N` format reward added to the main reward; 0 disables it."""
+    question_field: str = QUESTION_FIELD
+    """Row field holding the question."""
+    answer_field: str = ANSWER_FIELD
+    """Row field holding the answer text, ending `#### N`."""
+    template: str = PLAIN_TEMPLATE
+    """Prompt template with `{question}`, used when the tokenizer has no chat template."""
+    reward_timeout_s: float = attrs.field(default=_DEFAULT_REWARD_TIMEOUT_S, validator=_positive)
+    """A reward call that takes longer scores 0 and is counted as a timeout failure."""
+
+
+class MathTask:
+    """`rl_runtime.nodes.Task` for GSM8K-format math: the prompt from the question, the rule reward on the answer."""
+
+    def __init__(self, config: MathTaskConfig, tokenizer_path: str) -> None:
+        self.config = config
+        self.tokenizer = load_tokenizer(tokenizer_path)
+        self.runner = RewardRunner(load_reward_function(config.reward), config.reward_timeout_s)
+
+    def prompt_ids(self, question: str) -> tuple[int, ...]:
+        """Token ids of the prompt of `question`."""
+        prompt = build_prompt(question, self.tokenizer, template=self.config.template)
+        return tuple(encode_prompt(prompt, self.tokenizer))
+
+    def encode(self, row: Mapping[str, Any], where: str) -> PromptItem:
+        """The prompt of `row` and its ground truth; DatasetError names `where` and the bad field."""
+        values = {}
+        for name in (self.config.question_field, self.config.answer_field):
+            value = row.get(name)
+            if not isinstance(value, str):
+                found = "missing" if value is None else f"a {type(value).__name__}"
+                raise DatasetError(f"{where}: field {name!r} is {found}, expected text (fields: {', '.join(row)})")
+            values[name] = value
+        try:
+            truth = extract_ground_truth(values[self.config.answer_field])
+        except ValueError as error:
+            raise DatasetError(f"{where}: field {self.config.answer_field!r}: {error}") from None
+        return PromptItem(self.prompt_ids(values[self.config.question_field]), {GROUND_TRUTH_KEY: truth})
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """The text of `token_ids` without special tokens."""
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    def score(self, samples: Sequence[ResponseSample]) -> ScoreResult:
+        """The reward of each response; failures score 0 and are counted per kind."""
+        texts = [self.decode(sample.response_ids) for sample in samples]
+        requests = [
+            RewardSample(sample.uid, text, str(sample.extras[GROUND_TRUTH_KEY]))
+            for sample, text in zip(samples, texts, strict=True)
+        ]
+        results = self.runner.run(requests)
+        scores = list(results.scores)
+        metrics = {f"reward/{kind}_failure_count": float(count) for kind, count in results.failures.items()}
+        if self.config.format_weight > 0:
+            formats = [format_reward(text, "") for text in texts]
+            scores = [score + self.config.format_weight * fmt for score, fmt in zip(scores, formats, strict=True)]
+            metrics["reward/format_rate"] = sum(formats) / len(formats)
+        return ScoreResult(tuple(scores), metrics)
+
+
+@attrs.frozen
+class MathTaskFactory:
+    """Builds a MathTask in each worker (picklable: the config and the tokenizer folder)."""
+
+    config: MathTaskConfig
+    tokenizer_path: str
+
+    def __call__(self) -> MathTask:
+        return MathTask(self.config, self.tokenizer_path)

@@ -1,0 +1,35 @@
+"""The command line: list, --help with every config field, and bad input as an exit status 2 with the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from rl_recipes.cli import main
+
+
+def test_list_names_recipes_pipelines_estimators_losses_and_rewards(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for expected in ("recipes:", "dapo", "pipelines:", "advantage estimators:", "rloo", "policy losses:", "gspo"):
+        assert expected in out
+    assert "gsm8k_exact_match" in out
+
+
+def test_train_help_lists_config_fields_with_defaults_and_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "actor.optim.lr = 1e-06" in out and "Peak learning rate." in out
+    assert "task.reward = 'gsm8k_exact_match'" in out
+    assert "warm_start:" in out
+
+
+def test_a_bad_override_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "grpo", "batch.prompts_per_step=zero"]) == 2
+    assert "batch.prompts_per_step" in capsys.readouterr().err
+
+
+def test_eval_of_a_missing_dataset_exits_2(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    assert main(["eval", "--model", str(tmp_path), "--data", str(tmp_path / "nope.jsonl")]) == 2
+    assert "nope.jsonl" in capsys.readouterr().err

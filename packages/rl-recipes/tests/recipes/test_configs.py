@@ -1,0 +1,70 @@
+"""Every packaged recipe config loads, runs the algorithm its name promises, and opens with its command."""
+
+from __future__ import annotations
+
+import pytest
+
+from rl_recipes.recipes import RECIPES, config_path, get_recipe, load_recipe_config
+from rl_runtime.config import ConfigError
+
+EXPECTED = {
+    "grpo": ("grpo", "grpo"),
+    "dr_grpo": ("grpo", "grpo"),
+    "rloo": ("grpo", "rloo"),
+    "reinforce_plus_plus": ("grpo", "reinforce_plus_plus"),
+    "ppo": ("ppo", "gae"),
+    "dapo": ("dapo", "grpo"),
+}
+
+
+def test_the_six_rl_recipes_are_registered() -> None:
+    assert sorted(RECIPES) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_packaged_config_loads_and_passes_its_recipe_checks(name: str) -> None:
+    recipe = get_recipe(name)
+    config = load_recipe_config(name)
+    recipe.check(config)
+    assert (config.pipeline, config.algorithm.adv_estimator) == EXPECTED[name]
+    first_line = config_path(recipe.config_file).read_text().splitlines()[0]
+    assert first_line == f"# rl-recipes train {name}"
+    assert config.warm_start is not None and config.actor.model.path == str(config.warm_start_model)
+
+
+def test_dr_grpo_refuses_std_normalised_advantages() -> None:
+    config = load_recipe_config("dr_grpo", overrides=["algorithm.adv_params.norm_by_std=true"])
+    with pytest.raises(ConfigError, match=r"algorithm\.adv_params\.norm_by_std.*no std normalisation"):
+        get_recipe("dr_grpo").check(config)
+
+
+def test_ppo_refuses_a_config_without_gae() -> None:
+    overrides = ["algorithm.adv_estimator=reinforce_plus_plus", "algorithm.adv_params={gamma: 1.0}"]
+    config = load_recipe_config("ppo", overrides=overrides)
+    with pytest.raises(ConfigError, match=r"algorithm\.adv_estimator.*'gae'"):
+        get_recipe("ppo").check(config)
+
+
+def test_unknown_recipe_names_the_nearest() -> None:
+    with pytest.raises(KeyError, match="grpo"):
+        get_recipe("grpoo")
+
+
+def test_a_typo_in_an_override_names_the_nearest_field() -> None:
+    with pytest.raises(ConfigError, match=r"did you mean 'rollout\.temperature'"):
+        load_recipe_config("grpo", overrides=["rollout.temprature=0.5"])
+
+
+def test_a_model_without_a_tokenizer_is_refused() -> None:
+    overrides = ["actor.model.path=null", "actor.model.hf_config={model_type: llama}"]
+    with pytest.raises(ConfigError, match="tokenizer"):
+        load_recipe_config("grpo", overrides=overrides)
+
+
+def test_the_packaged_sft_config_loads_with_its_early_stop() -> None:
+    from rl_recipes.sft import SFTConfig
+    from rl_runtime.config import load_config
+
+    config = load_config(SFTConfig, config_path("sft.yaml"))
+    assert config.model == "embedded" and config.stop_at_exact_match == 0.2
+    assert config_path("sft.yaml").read_text().splitlines()[0] == "# rl-recipes sft"

@@ -1,0 +1,93 @@
+"""Two steps of every recipe on the embedded default through the real runtime (2 Ray CPU slots), the run
+folder's contents, and `export` of the last checkpoint to a folder transformers loads."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rl_recipes.cli import main
+from rl_recipes.recipes import CURVE_FILE, SUMMARY_FILE, get_recipe, load_recipe_config, run_recipe
+from rl_recipes.tasks import load_tokenizer
+from rl_runtime.metrics import read_metrics_jsonl
+
+pytestmark = pytest.mark.slow
+RECIPES = ["grpo", "dr_grpo", "rloo", "reinforce_plus_plus", "ppo", "dapo"]
+NUM_CPUS = 2
+VARYING_REWARD = "def reward(response_text, ground_truth, **extra):\n    return float(len(response_text) % 3 == 0)\n"
+"""A plug-in reward that varies between samples even for an untrained model, so DAPO's filter keeps groups."""
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=NUM_CPUS, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("smoke")
+    (folder / "reward.py").write_text(VARYING_REWARD)
+    return folder
+
+
+def _overrides(workspace: Path, recipe: str) -> list[str]:
+    sft = workspace / "sft"
+    return [
+        f"warm_start.output_dir={sft}",
+        "warm_start.steps=5",
+        f"data.train_files=[{sft}/data/train.jsonl]",
+        f"data.val_files=[{sft}/data/heldout.jsonl]",
+        f"actor.model.path={sft}/model",
+        *([f"critic.model.path={sft}/model"] if recipe == "ppo" else []),
+        f"task.reward={workspace}/reward.py:reward",
+        "batch.prompts_per_step=4",
+        "batch.samples_per_prompt=4",
+        "rollout.max_new_tokens=8",
+        "trainer.total_steps=2",
+        "trainer.validate_every=2",
+        "trainer.checkpoint_every=2",
+        "trainer.log_sinks=[jsonl]",
+        f"trainer.output_dir={workspace}/{recipe}",
+    ]
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_two_steps_write_the_run_folder(recipe: str, workspace: Path, ray_cluster: None) -> None:
+    config = load_recipe_config(recipe, overrides=_overrides(workspace, recipe))
+    result = run_recipe(get_recipe(recipe), config)
+
+    run_dir = workspace / recipe
+    assert result.train.end_step == 2 and len(result.train.history) == 2
+    assert sorted(read_metrics_jsonl(run_dir / "metrics.jsonl")) == [0, 1, 2]  # 0: validation before training
+    summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+    assert summary["recipe"] == recipe and summary["steps"] == 2
+    assert summary["heldout_reward_before"] is not None and summary["heldout_reward_after"] is not None
+    assert (run_dir / CURVE_FILE).stat().st_size > 0
+    assert (run_dir / "config.yaml").is_file()
+    assert (run_dir / "checkpoints" / "step_00000002" / "trainer_state.json").is_file()
+    if recipe == "ppo":
+        assert "critic/vf_loss" in result.train.history[-1]
+    if recipe == "dapo":
+        assert result.train.history[-1]["dynamic_sampling/num_draws"] >= 1
+
+
+def test_export_writes_a_folder_transformers_loads(workspace: Path, ray_cluster: None) -> None:
+    from transformers import AutoModelForCausalLM
+
+    checkpoint = workspace / "grpo" / "checkpoints" / "step_00000002"
+    if not checkpoint.is_dir():
+        pytest.skip("needs the grpo smoke run of this module")
+    out = workspace / "exported"
+    assert main(["export", str(checkpoint), "--out", str(out)]) == 0
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = load_tokenizer(out)
+    assert model.config.vocab_size == len(tokenizer)
