@@ -12,9 +12,11 @@ from rl_engines.training import (
     ForwardSpec,
     FSDPEngine,
     MicroBatchError,
+    ModelConfig,
     OptimizerConfig,
     PrecisionConfig,
     ScheduleConfig,
+    TrainEngineConfig,
 )
 
 FULL_BATCH = 8
@@ -62,7 +64,7 @@ def fsdp_scenario(rank: int, out: Path) -> None:
     nan_normalizer = engine.global_normalizer(poisoned["response_mask"])
     saved["nan_step"] = engine.train_step(poisoned, MICRO_BATCHES, nan_normalizer, ppo_loss_fn, ForwardSpec())
     before = {name: tensor for bucket in buckets for name, tensor in bucket}
-    after = _weights(engine)
+    after = exported_weights(engine)
     saved["unchanged_after_nan"] = before.keys() == after.keys() and all(
         torch.equal(after[n], t) for n, t in before.items()
     )
@@ -83,7 +85,8 @@ def _steps(engine: FSDPEngine, rank: int, seeds: range) -> list[float]:
     return losses
 
 
-def _weights(engine: FSDPEngine) -> dict[str, torch.Tensor]:
+def exported_weights(engine: FSDPEngine) -> dict[str, torch.Tensor]:
+    """Every exported (full) tensor by Hugging Face name, copied."""
     return {name: tensor.clone() for bucket in engine.export_weights(BUCKET_BYTES) for name, tensor in bucket}
 
 
@@ -97,7 +100,7 @@ def resume_scenario(rank: int, out: Path, hf_config: object) -> None:
     torch.manual_seed(100 + rank)
     straight = FSDPEngine.from_config(config)
     straight_losses = _steps(straight, rank, range(1, 4))
-    straight_weights = _weights(straight)
+    straight_weights = exported_weights(straight)
     del straight
 
     torch.manual_seed(100 + rank)
@@ -116,7 +119,68 @@ def resume_scenario(rank: int, out: Path, hf_config: object) -> None:
             "resumed_losses": resumed_losses,
             "loaded_step": step,
             "lr": second.lr,
-            "identical": all(torch.equal(straight_weights[k], v) for k, v in _weights(second).items()),
+            "identical": all(torch.equal(straight_weights[k], v) for k, v in exported_weights(second).items()),
         },
         out / f"resume_rank{rank}.pt",
+    )
+
+
+WORLD1_MICRO_BATCHES = [[0, 1], [2, 3], [4, 5], [6, 7]]
+"""The full batch in one process: the same rows and micro-batch size as both ranks' `MICRO_BATCHES` together."""
+
+
+def reshard_config() -> TrainEngineConfig:
+    """A dropout-free model with clipping and a cosine schedule, for checkpoints that change world size; sharded,
+    it is built from rank 0's weights (so checkpoints of such engines are covered too)."""
+    return engine_config(
+        model=ModelConfig(hf_config=qwen_config(), init_seed=3, broadcast_from_rank0=True),
+        # Steps of ~1e-3 keep the rounding differences of another world size (amplified by Adam where gradients
+        # are near 0) well inside the 1e-6 tolerance, while a lost optimizer or schedule state moves weights ~1e-3.
+        optimizer=OptimizerConfig(lr=1e-3, max_grad_norm=0.5),
+        schedule=ScheduleConfig(kind="cosine", warmup_steps=1, total_steps=4),
+    )
+
+
+def steps_at(engine: FSDPEngine, seeds: range) -> list[float]:
+    """Train steps on the full batch of each seed, split over the engine's ranks (or whole in one process)."""
+    losses = []
+    for seed in seeds:
+        full = rollout_batch(FULL_BATCH, seed=seed)
+        if engine.world_size == 1:
+            batch, plan = full, WORLD1_MICRO_BATCHES
+        else:
+            batch, plan = local_rows(full, engine.rank), MICRO_BATCHES
+        normalizer = engine.global_normalizer(batch["response_mask"])
+        losses.append(engine.train_step(batch, plan, normalizer, ppo_loss_fn, ForwardSpec()).loss)
+        engine.step_lr_scheduler()
+    return losses
+
+
+def reshard_scenario(rank: int, out: Path) -> None:
+    """At world size 2: one step, save, two more steps; then load the world-size-1 checkpoint `out/ckpt1`
+    and take the same two steps from it."""
+    torch.manual_seed(200 + rank)
+    engine = FSDPEngine.from_config(reshard_config())
+    steps_at(engine, range(1, 2))
+    saved_rng = torch.get_rng_state()
+    engine.save_checkpoint(out / "ckpt2")
+    continued = steps_at(engine, range(2, 4))
+    continued_weights = exported_weights(engine)
+    del engine
+    torch.manual_seed(999)
+    grown = FSDPEngine.from_config(reshard_config())
+    step = grown.load_checkpoint(out / "ckpt1")
+    rng_after_load = torch.get_rng_state()
+    torch.save(
+        {
+            "saved_rng": saved_rng,
+            "continued": continued,
+            "continued_weights": continued_weights,
+            "grown_step": step,
+            "grown_rng": rng_after_load,
+            "grown_lr": grown.lr,
+            "grown": steps_at(grown, range(2, 4)),
+            "grown_weights": exported_weights(grown),
+        },
+        out / f"reshard_rank{rank}.pt",
     )

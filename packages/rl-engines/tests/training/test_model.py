@@ -88,11 +88,12 @@ def test_model_config_needs_exactly_one_source() -> None:
         ModelConfig(hf_config=qwen_config(), attn_implementation="")
 
 
-def test_config_model_does_not_touch_the_callers_random_state() -> None:
+@pytest.mark.parametrize("value_head", [False, True])
+def test_config_model_does_not_touch_the_callers_random_state(value_head: bool) -> None:
     torch.manual_seed(7)
     expected = torch.rand(3)
     torch.manual_seed(7)
-    FSDPEngine.from_config(engine_config())
+    FSDPEngine.from_config(engine_config(model=ModelConfig(hf_config=qwen_config(), value_head=value_head)))
     assert torch.equal(torch.rand(3), expected)
 
 

@@ -2,8 +2,15 @@
 the step count and every rank's RNG state, published atomically.
 
 Layout of a checkpoint folder: DCP's shard files and `.metadata`, plus `engine.json` (world size, model
-fingerprint, step, schedule state). A checkpoint only loads into an engine with the same world size (the
-RNG streams are per rank) and the same model; anything else is refused naming the differing setting.
+fingerprint and parameter shapes, step, schedule state). A checkpoint loads into an engine of the same model
+(the same parameter names and full shapes; anything else is refused naming the first difference) at any
+world size: DCP reshards model and optimizer state to the loading layout.
+
+RNG states are per rank and cannot be resharded. Rank `r` of an engine loading a checkpoint written by
+`saved_world_size` ranks restores the state saved by rank `r % saved_world_size`: at the same world size
+every rank gets its own stream back (an exact resume); a smaller world drops the streams of the missing
+ranks; a larger one gives several ranks the same stream (their dropout masks repeat across ranks). A
+warning is logged whenever the sizes differ.
 """
 
 from __future__ import annotations
@@ -55,6 +62,31 @@ def model_fingerprint(network: torch.nn.Module, hf_config: Any) -> dict[str, Any
     return fingerprint
 
 
+def parameter_shapes(network: torch.nn.Module) -> dict[str, list[int]]:
+    """Every parameter's name and full (unsharded) shape, the same at any world size."""
+    return {name: list(p.shape) for name, p in network.named_parameters()}
+
+
+def _check_parameter_shapes(saved: dict[str, list[int]], engine: dict[str, list[int]]) -> None:
+    """Raise `CheckpointMismatchError` naming the first parameter that is missing, extra or of another shape."""
+    fix = "load it into an engine built with the same ModelConfig (value_head included)"
+    for name, shape in saved.items():
+        if name not in engine:
+            raise CheckpointMismatchError(
+                f"checkpoint has parameter {name!r} of shape {tuple(shape)} that this engine's model lacks; {fix}"
+            )
+        if engine[name] != shape:
+            raise CheckpointMismatchError(
+                f"checkpoint parameter {name!r} has shape {tuple(shape)} but this engine's has "
+                f"{tuple(engine[name])}; {fix}"
+            )
+    extra = [name for name in engine if name not in saved]
+    if extra:
+        raise CheckpointMismatchError(
+            f"this engine's model has parameter {extra[0]!r} that the checkpoint lacks ({len(extra)} in all); {fix}"
+        )
+
+
 @contextlib.contextmanager
 def _single_process_quiet() -> Iterator[None]:
     """Silence DCP's warning that it runs without a process group: one unsharded process is a supported layout."""
@@ -80,10 +112,15 @@ def _set_rng_state(state: dict[str, torch.Tensor], layout: ProcessLayout) -> Non
         torch.cuda.set_rng_state(state["cuda"], layout.device)
 
 
+def rng_source_rank(rank: int, saved_world_size: int) -> int:
+    """The saved rank whose RNG state rank `rank` restores (see the module docstring)."""
+    return rank % saved_world_size
+
+
 def _app_state(
-    network: torch.nn.Module, optimizer: torch.optim.Optimizer | None, layout: ProcessLayout
+    network: torch.nn.Module, optimizer: torch.optim.Optimizer | None, layout: ProcessLayout, rng_rank: int
 ) -> dict[str, Any]:
-    state: dict[str, Any] = {"model": get_model_state_dict(network), _rng_key(layout.rank): _rng_state(layout)}
+    state: dict[str, Any] = {"model": get_model_state_dict(network), _rng_key(rng_rank): _rng_state(layout)}
     if optimizer is not None:
         state["optimizer"] = get_optimizer_state_dict(network, optimizer)
     return state
@@ -105,13 +142,16 @@ def save_checkpoint(
     barrier(layout)
     with _single_process_quiet():
         dcp.save(
-            _app_state(network, optimizer, layout), checkpoint_id=str(staging_path(final)), no_dist=not layout.sharded
+            _app_state(network, optimizer, layout, layout.rank),
+            checkpoint_id=str(staging_path(final)),
+            no_dist=not layout.sharded,
         )
     if staging is not None:
         meta = {
             "format_version": FORMAT_VERSION,
             "world_size": layout.world_size,
             "model": model_fingerprint(network, hf_config),
+            "parameter_shapes": parameter_shapes(network),
             "global_step": global_step,
             "optimizer": optimizer is not None,
             "scheduler": None if scheduler is None else scheduler.state_dict(),
@@ -136,23 +176,24 @@ def _read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def check_compatible(
-    meta: dict[str, Any], network: torch.nn.Module, hf_config: Any, has_optimizer: bool, layout: ProcessLayout
-) -> None:
-    """Raise `CheckpointMismatchError` naming the first setting where the checkpoint and the engine differ."""
-    if meta["world_size"] != layout.world_size:
-        raise CheckpointMismatchError(
-            f"checkpoint was written with world_size={meta['world_size']} but this engine runs world_size="
-            f"{layout.world_size}; resume with the same number of data-parallel ranks (per-rank RNG streams "
-            "cannot be remapped), or export_hf and start a new run from the exported model"
-        )
+def check_compatible(meta: dict[str, Any], network: torch.nn.Module, hf_config: Any, has_optimizer: bool) -> None:
+    """Raise `CheckpointMismatchError` naming the first setting where the checkpoint and the engine differ
+    (the world size may differ: the state is resharded)."""
     engine_model = model_fingerprint(network, hf_config)
     for field, saved in meta["model"].items():
-        if engine_model.get(field) != saved:
+        if field != "parameters" and engine_model.get(field) != saved:
             raise CheckpointMismatchError(
                 f"checkpoint model has {field}={saved!r} but this engine's model has {field}="
                 f"{engine_model.get(field)!r}; load it into an engine built with the same ModelConfig"
             )
+    if "parameter_shapes" in meta:
+        _check_parameter_shapes(meta["parameter_shapes"], parameter_shapes(network))
+    elif meta["model"]["parameters"] != engine_model["parameters"]:  # written before the shapes were stored
+        raise CheckpointMismatchError(
+            f"checkpoint model's parameter names and shapes (digest {meta['model']['parameters']}) differ from "
+            f"this engine's (digest {engine_model['parameters']}); load it into an engine built with the same "
+            "ModelConfig"
+        )
     if meta["optimizer"] != has_optimizer:
         raise CheckpointMismatchError(
             f"checkpoint {'has' if meta['optimizer'] else 'has no'} optimizer state but the engine "
@@ -171,8 +212,22 @@ def load_checkpoint(
     """Restore model, optimizer, schedule and this rank's RNG from `path`; return the saved step count."""
     folder = Path(path)
     meta = _read_meta(folder)
-    check_compatible(meta, network, hf_config, optimizer is not None, layout)
-    state = _app_state(network, optimizer, layout)
+    check_compatible(meta, network, hf_config, optimizer is not None)
+    saved_world_size = int(meta["world_size"])
+    rng_rank = rng_source_rank(layout.rank, saved_world_size)
+    if saved_world_size != layout.world_size:
+        logger.warning(
+            "checkpoint %s was written by %d ranks and loads into %d: model and optimizer are resharded; rank %d "
+            "restores the RNG state of saved rank %d, so random streams (dropout) do not continue as they would "
+            "have at world size %d",
+            folder,
+            saved_world_size,
+            layout.world_size,
+            layout.rank,
+            rng_rank,
+            saved_world_size,
+        )
+    state = _app_state(network, optimizer, layout, rng_rank)
     with _single_process_quiet():
         dcp.load(state, checkpoint_id=str(folder), no_dist=not layout.sharded)
     set_model_state_dict(network, state["model"])
@@ -180,6 +235,6 @@ def load_checkpoint(
         set_optimizer_state_dict(network, optimizer, state["optimizer"])
     if scheduler is not None and meta["scheduler"] is not None:
         scheduler.load_state_dict(meta["scheduler"])
-    _set_rng_state(state[_rng_key(layout.rank)], layout)
+    _set_rng_state(state[_rng_key(rng_rank)], layout)
     logger.info("loaded checkpoint of step %d from %s", meta["global_step"], folder)
     return int(meta["global_step"])

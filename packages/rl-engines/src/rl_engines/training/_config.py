@@ -46,6 +46,11 @@ class ModelConfig:
         gradient_checkpointing: recompute each decoder layer's activations in backward (activation checkpointing).
         value_head: add a `(hidden, 1)` value head (the critic) and drop the LM head's training.
         init_seed: seed of the random initialisation from `hf_config` (identical on every rank).
+        broadcast_from_rank0: in a sharded run, only rank 0 reads (or initialises) the full weights; the other
+            ranks build the model on the meta device and receive their shards from rank 0, so they never hold
+            the full model (rank 0 holds it beside its shards). It costs one transfer of the model, so it is
+            opt-in: turn it on when host memory, not start-up time, is short (many ranks per node, large
+            models). False builds the full model on every rank.
     """
 
     path: str | None = None
@@ -55,6 +60,7 @@ class ModelConfig:
     gradient_checkpointing: bool = False
     value_head: bool = False
     init_seed: int = 0
+    broadcast_from_rank0: bool = False
 
     def __post_init__(self) -> None:
         if (self.path is None) == (self.hf_config is None):

@@ -26,8 +26,8 @@ from rl_engines.training._fsdp import (
     resolve_layout,
     shard,
 )
+from rl_engines.training._meta_init import build_network, build_sharded_from_rank0
 from rl_engines.training._micro_batches import check_micro_batches, select_rows
-from rl_engines.training._model import build_causal_lm
 from rl_engines.training._optim import build_optimizer, build_scheduler
 from rl_engines.training._step import train_step
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, StepResult
@@ -58,15 +58,18 @@ class FSDPEngine:
 
     @classmethod
     def from_config(cls, config: TrainEngineConfig) -> FSDPEngine:
-        """Build the model on every rank, shard it (when a process group is initialised) and the optimizer."""
+        """Build the model, shard it (when a process group is initialised) and the optimizer. Sharded (a
+        collective), every rank builds the full model, or only rank 0 with `ModelConfig.broadcast_from_rank0`."""
         layout = resolve_layout(config)
-        backbone = build_causal_lm(config.model, config.precision.param)
-        network = PolicyNetwork(backbone, value_head=config.model.value_head, init_seed=config.model.init_seed)
-        if layout.sharded:
-            shard(network, backbone, config, layout)
+        if layout.sharded and config.model.broadcast_from_rank0:
+            network = build_sharded_from_rank0(config, layout)
         else:
-            network.to(layout.device)
-        return cls(config, network, layout, backbone.config)
+            network = build_network(config.model, config.precision.param)
+            if layout.sharded:
+                shard(network, network.backbone, config, layout)
+            else:
+                network.to(layout.device)
+        return cls(config, network, layout, network.backbone.config)
 
     @property
     def world_size(self) -> int:

@@ -33,8 +33,9 @@ class PolicyNetwork(torch.nn.Module):
             hidden = backbone.config.get_text_config().hidden_size
             std = getattr(backbone.config, "initializer_range", DEFAULT_INITIALIZER_RANGE)
             weight = next(backbone.parameters())
-            self.value_head = torch.nn.Linear(hidden, 1, dtype=weight.dtype)
+            # Linear's own initialisation draws random numbers too: keep all of it off the caller's stream.
             with torch.random.fork_rng(devices=[]):
+                self.value_head = torch.nn.Linear(hidden, 1, dtype=weight.dtype)
                 torch.manual_seed(init_seed + VALUE_HEAD_SEED_OFFSET)
                 torch.nn.init.normal_(self.value_head.weight, std=std)
             torch.nn.init.zeros_(self.value_head.bias)

@@ -88,8 +88,9 @@ def _enable_activation_checkpointing(model: PreTrainedModel) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def build_causal_lm(config: ModelConfig, dtype: torch.dtype) -> PreTrainedModel:
-    """The causal LM on the CPU in `dtype`, with the same weights on every rank.
+def build_causal_lm(config: ModelConfig, dtype: torch.dtype, *, meta: bool = False) -> PreTrainedModel:
+    """The causal LM on the CPU in `dtype`, with the same weights on every rank; with `meta`, its skeleton
+    on the meta device (no storage, nothing read), after the same checks of the folder and tokenizer.
 
     From a folder the weights are read; from a config they are initialised under `config.init_seed`
     without touching the caller's random state.
@@ -97,7 +98,10 @@ def build_causal_lm(config: ModelConfig, dtype: torch.dtype) -> PreTrainedModel:
     hf_config = load_hf_config(config)
     check_vocabulary(config, hf_config)
     kwargs = {"dtype": dtype, "attn_implementation": config.attn_implementation}
-    if config.path is not None:
+    if meta:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(hf_config, **kwargs)
+    elif config.path is not None:
         model = AutoModelForCausalLM.from_pretrained(config.path, local_files_only=True, **kwargs)
     else:
         with torch.random.fork_rng(devices=[]):
@@ -105,5 +109,10 @@ def build_causal_lm(config: ModelConfig, dtype: torch.dtype) -> PreTrainedModel:
             model = AutoModelForCausalLM.from_config(hf_config, **kwargs)
     if config.gradient_checkpointing:
         _enable_activation_checkpointing(model)
-    logger.info("built %s with %d parameters", type(model).__name__, sum(p.numel() for p in model.parameters()))
+    logger.info(
+        "built %s with %d parameters%s",
+        type(model).__name__,
+        sum(p.numel() for p in model.parameters()),
+        " on the meta device" if meta else "",
+    )
     return model
