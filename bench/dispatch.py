@@ -1,41 +1,54 @@
-"""Controller cost per step: by-reference dispatch (ours) against gather-then-scatter, at 2 to 64 simulated workers.
+"""Controller cost per step: by-reference dispatch (DAG workers + DataCoordinator) against gather-then-scatter.
 
-Workload: N simulated workers, each a Ray actor with num_cpus=0 (so 64 fit on 2 cores), each producing a payload
-of --payload-kib per step (float32, 256 KiB by default) from the payload it received the step before. Between
-steps the data is redistributed: worker i's next input is worker (i + 1) % N's output, as when two stages have
-different data-parallel layouts. One step, seen from the controller (this driver process):
+Workload (bench/_dispatch_grpo.py): N DAG workers (`rl_runtime.workers.start_workers`, num_cpus=0 so 64 fit on two
+cores) run a GRPO-shaped graph that the planner splits in two: N/2 rollout ranks build a batch of --samples
+sequences of 1024 tokens each (38,944 bytes a sample: the tensors verl's actor update reads, see that module) and
+score it; N/2 trainer ranks consume it and report ~40 verl-named metrics. The two halves have different
+data-parallel layouts, so every sample changes worker between them. One step, seen from the controller (this
+driver process):
 
-  ours      each worker fetches its input itself (ray.get of the ref it was handed), computes, ray.puts its output
-            and returns [ref]; the controller receives N one-ref lists and hands each worker the ref it needs
-            next: only ObjectRefs cross the controller.
-  baseline  each worker returns its output by value; the controller ray.gets all N payloads, concatenates them
-            into one batch, splits it into N shards and sends each worker its shard as an argument (verl-style
-            DataProto gather/concat/chunk/scatter).
+  ours      `rl_runtime.workers.Driver.run_step`: one `run_step(step)` call per worker; rollout ranks put their
+            batches in the object store and their sample infos on the DataCoordinator, trainer ranks read their
+            share from it and fetch the batches themselves; the controller receives one metrics dict per rank.
+  baseline  the same workers and the same functions, called through Ray's `__ray_call__`: the controller calls
+            the rollout ranks, `ray.get`s every batch (numpy arrays, which Ray moves zero-copy: the cheapest
+            by-value path), splits the samples into N/2 contiguous shards (copying only what must be joined) and
+            calls each trainer rank with its shard as the argument, then gets their metrics: verl's single
+            controller, gather, concat, chunk, scatter.
 
 Measured per step, wall clock (perf_counter) unless said otherwise:
-  controller s  the seconds the controller is busy in the step: submitting the N calls (the baseline serialises its
-                shards into them), then, once every worker is done, receiving and handling the outputs (ray.get; the
-                baseline also concatenates and splits); the time it sits blocked in ray.wait for the workers is
-                left out. This is the goal's metric: what a single controller pays per step, which caps scaling.
-  step s        the whole step end to end, waiting included. On a 2-core machine the N worker processes share the
-                two cores with the controller, so this is dominated by the workers' own work (the same on both
-                paths); on a cluster the workers run in parallel elsewhere and the controller's share is what grows.
-  ctl cpu s     CPU seconds of the controller process, all threads (Ray's serialisation and RPC threads included).
-  recv/sent B   bytes the controller receives and sends: the sizes of the objects it ray.gets and passes, as Ray
-                serialises them (its own serialisation context).
-Both paths run the same number of steps from the same payloads, and their final payloads are compared, so they do
-the same data movement. At each worker count the two alternate (A, B, A, B, ...) for --repeats repetitions of
---steps steps after one warm-up step each; each repetition's mean per step is one sample, and medians are reported.
+  controller s  seconds the controller is busy in the step: wall time minus the time it sits blocked inside
+                `ray.wait` (wrapped to time it). This is the goal's metric: what a single controller pays per step,
+                which caps how far one controller scales. The workers run at nice --worker-nice (10) so that, as
+                on a cluster where they run on other machines, the controller gets a core when it needs one;
+                with --worker-nice 0 this also counts the time the controller waits for one of the two cores
+                while 64 workers compute, which stretches both paths (see bench/README.md for both figures).
+  step s        the whole step, waiting included; on two shared cores this is dominated by the workers' own work.
+  thread cpu s  CPU seconds of the controller's thread: its own work, free of the wait for a core.
+  proc cpu s    CPU seconds of the controller process, all threads: Ray's RPC threads too, and their background
+                work, which grows with the step's length.
+  coord cpu s   CPU seconds of the DataCoordinator actor per step (ours only): the central work that replaces the
+                controller's, sample metadata only.
+  recv/sent B   bytes the controller receives (what `ray.get` returns) and sends (call arguments), as Ray
+                serialises them.
+Both paths run the same step numbers; the integer checksums the trainer ranks report (uids, token ids, response
+tokens, scores, summed over ranks) must agree, so both moved the same samples. At each worker count the two
+alternate (A, B, A, B, ...) for --repeats repetitions of --steps steps after one warm-up step each; a repetition's
+mean per step is one sample, and medians are reported.
 
-Scaled to fit a 2-core machine in under 2 minutes: 64 actors are started once (about a minute) and the first N
-serve each worker count; payloads are 256 KiB by default, where a real step moves MiBs per worker. A larger
-payload (--payload-kib 1024) multiplies the baseline's bytes but, on 2 shared cores, not its controller ratio
-(3.05x at 64 in one run): the workers' larger work then also slows the controller's own submissions.
+Payload size: --samples 64 per rollout rank makes 2048 sequences a step at 64 workers (256 prompts x 8 samples,
+2.4 MiB per rank, 78 MiB per step through the baseline's controller each way); verl's GSM8K GRPO example moves
+5120 sequences of 1536 tokens a step, so this is the small end of real runs. --samples 32 halves the baseline's
+bytes and roughly its controller time; ours does not depend on it.
+
+Cost: the 64 DAG workers import torch (about 180 MB and 3 CPU-seconds each): they are started once (2 to 5
+minutes on two busy cores, about 12 GB) and serve every worker count, the first N re-running the DAGWorker
+constructor with the N-worker placement and a fresh coordinator through `__ray_call__` instead of new processes.
 
 Last line:
     RESULT dispatch controller_s_ratio_64=<baseline controller s / ours at 64> ratio=<same> goal=5 met|missed
 
-Run: python bench/dispatch.py [--repeats 5] [--steps 3] [--payload-kib 256] [--workers 2,8,32,64]
+Run: python bench/dispatch.py [--repeats 5] [--steps 3] [--samples 64] [--workers 2,8,32,64] [--worker-nice 10]
 """
 
 from __future__ import annotations
@@ -44,38 +57,33 @@ import argparse
 import os
 import statistics
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 GOAL = 5.0
 GOAL_WORKERS = 64
 OBJECT_STORE_BYTES = 1 << 30
-"""1 GiB: a baseline step at 64 workers holds 2 x 64 payloads; the default (30% of RAM) is needlessly large."""
+"""1 GiB: a baseline step at 64 workers holds its gathered batches and its shards (2 x 78 MiB); the default (30% of
+RAM) is needlessly large on a shared machine."""
+STEP_TIMEOUT_S = 300.0
+COORDINATOR_TIMEOUT_S = 300.0
+START_TIMEOUT_S = 900.0
+"""64 workers importing torch on two busy cores can take minutes each to report ready."""
 
 
-def _define_worker() -> Any:
-    import numpy as np
-    import ray
+class BlockedClock:
+    """Wraps `ray.wait` so the seconds the controller spends blocked in it add up in `seconds`."""
 
-    @ray.remote(num_cpus=0)
-    class SimWorker:
-        """One simulated worker: holds a starting payload and turns each input into an output of the same size."""
+    def __init__(self, wait: Callable[..., Any]) -> None:
+        self.wait = wait
+        self.seconds = 0.0
 
-        def __init__(self, index: int, elements: int) -> None:
-            self.payload = np.full(elements, float(index), dtype=np.float32)
-
-        def ready(self) -> bool:
-            return True
-
-        def step_by_ref(self, inbound: list[Any]) -> list[Any]:
-            """Fetch the input itself (none on the first step), compute, ray.put the output; return [ref]."""
-            data = ray.get(inbound[0]) if inbound else self.payload
-            return [ray.put(data + 1.0)]
-
-        def step_by_value(self, data: Any) -> Any:
-            """The baseline: the input arrives as an argument and the output leaves as the return value."""
-            return (self.payload if data is None else data) + 1.0
-
-    return SimWorker
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.wait(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
 
 
 def _serialized_bytes(objects: list[Any]) -> int:
@@ -86,71 +94,131 @@ def _serialized_bytes(objects: list[Any]) -> int:
     return sum(context.serialize(obj).total_bytes for obj in objects)
 
 
-class Dispatch:
-    """The first `n` of the shared workers, with each path's in-flight data between steps."""
+def _lower_priority(actor: Any, niceness: int) -> int:
+    """Run inside a worker: give every thread of its process `niceness` (on Linux a nice value is per thread)."""
+    for thread_id in os.listdir("/proc/self/task"):
+        os.setpriority(os.PRIO_PROCESS, int(thread_id), niceness)
+    return niceness
 
-    def __init__(self, workers: list[Any]) -> None:
-        self.workers = workers
-        self.n = len(workers)
-        self.refs: list[list[Any]] = [[] for _ in workers]  # ours: the one-ref list each worker gets next
-        self.shards: list[Any] = [None] * self.n  # baseline: the payload each worker gets next
 
-    def step_ours(self) -> dict[str, float]:
+def _reassign(actor: Any, assignment: Any, routes: Any, coordinator: Any, operations: Any) -> int:
+    """Run inside a DAG worker: rebuild it, through its own constructor, for another placement and coordinator."""
+    actor.__init__(assignment, routes, None, coordinator, operations, COORDINATOR_TIMEOUT_S)
+    return actor.ready()
+
+
+class Paths:
+    """The first `n` workers set up for an `n`-worker placement, and the two ways of running a step on them."""
+
+    def __init__(self, workers: list[Any], n: int, samples: int, clock: BlockedClock) -> None:
+        import _dispatch_grpo as grpo
         import ray
 
-        cpu, start = time.process_time(), time.perf_counter()
-        sent = self.refs
-        futures = [w.step_by_ref.remote(self.refs[i]) for i, w in enumerate(self.workers)]
-        waited = _wait_for_workers(futures)
-        outputs = ray.get(futures)
-        self.refs = [outputs[(i + 1) % self.n] for i in range(self.n)]
-        return _sample(start, cpu, waited, outputs, sent)
+        from rl_coordinator.coordinator import start_coordinator
+        from rl_runtime.planning import SchedulerConfig, TaskScheduler
+        from rl_runtime.workers import Driver, bind_operations, plan_routes
 
-    def step_baseline(self) -> dict[str, float]:
-        import numpy as np
+        placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=n, strategy="even")).schedule(
+            grpo.grpo_graph(samples)
+        )
+        self.coordinator = start_coordinator()
+        calls = []
+        for assignment in placement.workers:
+            routes = plan_routes(placement, assignment.rank, n // 2 * samples)
+            bound = bind_operations(assignment.graph)
+            operations = {assignment.graph[node_id].operation: fn for node_id, fn in bound.items()}
+            calls.append(
+                workers[assignment.rank].__ray_call__.remote(
+                    _reassign, assignment, routes, self.coordinator, operations
+                )
+            )
+        ray.get(calls, timeout=START_TIMEOUT_S)
+        self.workers = workers[:n]
+        self.driver = Driver(self.workers, STEP_TIMEOUT_S)
+        owner = {node_id: sub.ranks for sub in placement.subgraphs for node_id in sub.graph.nodes}
+        self.producers = [workers[rank] for rank in owner[grpo.ROLLOUT]]
+        self.consumers = [workers[rank] for rank in owner[grpo.TRAIN]]
+        self.samples = samples
+        self.clock = clock
+        self.produce, self.consume = ray.put(grpo.baseline_produce), ray.put(grpo.baseline_consume)
+
+    def close(self) -> None:
         import ray
 
-        cpu, start = time.process_time(), time.perf_counter()
-        sent = self.shards
-        futures = [w.step_by_value.remote(self.shards[i]) for i, w in enumerate(self.workers)]
-        waited = _wait_for_workers(futures)
-        outputs = ray.get(futures)
-        batch = np.concatenate(outputs)
-        shards = np.split(batch, self.n)
-        self.shards = [shards[(i + 1) % self.n] for i in range(self.n)]
-        return _sample(start, cpu, waited, outputs, sent)
+        ray.kill(self.coordinator)
 
-    def check_same_data(self) -> None:
-        """Both paths ran the same steps from the same payloads: every worker's next input must match."""
-        import numpy as np
+    def step_ours(self, step: int) -> tuple[dict[str, float], list[dict[str, float]]]:
+        marks = _marks(self.clock)
+        result = self.driver.run_step(step)
+        per_rank = list(result.per_rank)
+        return _sample(marks, self.clock, per_rank, [step] * len(self.workers)), per_rank
+
+    def step_baseline(self, step: int) -> tuple[dict[str, float], list[dict[str, float]]]:
+        import _dispatch_grpo as grpo
         import ray
 
-        ours = [ray.get(refs[0]) for refs in self.refs]
-        assert all(np.array_equal(a, b) for a, b in zip(ours, self.shards, strict=True)), "paths diverged"
+        from rl_runtime.metrics import reduce_rank_metrics
+
+        marks = _marks(self.clock)
+        calls = [w.__ray_call__.remote(self.produce, step, dp, self.samples) for dp, w in enumerate(self.producers)]
+        ray.wait(calls, num_returns=len(calls))
+        batches = ray.get(calls)
+        shards = grpo.reshard(batches, len(self.consumers))
+        calls = [w.__ray_call__.remote(self.consume, shard) for w, shard in zip(self.consumers, shards, strict=True)]
+        ray.wait(calls, num_returns=len(calls))
+        metrics = ray.get(calls)
+        reduce_rank_metrics(metrics)
+        sample = _sample(marks, self.clock, [*batches, *metrics], [*self._produce_args(step), *shards])
+        return sample, metrics
+
+    def _produce_args(self, step: int) -> list[tuple[int, int, int]]:
+        return [(step, dp, self.samples) for dp in range(len(self.producers))]
 
 
-def _wait_for_workers(futures: list[Any]) -> float:
-    """Block until every worker has finished the step (without fetching anything); returns the seconds blocked."""
-    import ray
-
-    start = time.perf_counter()
-    ray.wait(futures, num_returns=len(futures), fetch_local=False)
-    return time.perf_counter() - start
+def _marks(clock: BlockedClock) -> tuple[float, float, float, float]:
+    """Wall clock, thread CPU, process CPU and seconds blocked in ray.wait, at the start of a step."""
+    return time.perf_counter(), time.thread_time(), time.process_time(), clock.seconds
 
 
-def _sample(start: float, cpu: float, waited: float, outputs: list[Any], sent: list[Any]) -> dict[str, float]:
+def _sample(
+    marks: tuple[float, float, float, float], clock: BlockedClock, received: list[Any], sent: list[Any]
+) -> dict[str, float]:
+    start, thread, cpu, blocked = marks
     wall = time.perf_counter() - start
     return {
         "step": wall,
-        "ctl": wall - waited,
+        "ctl": wall - (clock.seconds - blocked),
+        "thread": time.thread_time() - thread,
         "cpu": time.process_time() - cpu,
-        "recv": _serialized_bytes(outputs),
+        "recv": _serialized_bytes(received),
         "sent": _serialized_bytes(sent),
     }
 
 
-def _mean_of(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.fmean(run[key] for run in runs) for key in runs[0]}
+def _checksums(per_rank: list[Mapping[str, float]]) -> tuple[float, ...]:
+    import _dispatch_grpo as grpo
+
+    return tuple(sum(metrics.get(name, 0.0) for metrics in per_rank) for name in grpo.CHECKSUMS)
+
+
+def _coordinator_cpu(coordinator: Any) -> float:
+    import ray
+
+    return ray.get(coordinator.__ray_call__.remote(lambda actor: time.process_time()))
+
+
+def _repetition(paths: Paths, ours: bool, steps: range, sums: dict[int, tuple[float, ...]]) -> dict[str, float]:
+    """One repetition's mean per step; checks each step's checksums against the other path's for that step."""
+    coord = _coordinator_cpu(paths.coordinator)
+    runs = []
+    for step in steps:
+        sample, per_rank = (paths.step_ours if ours else paths.step_baseline)(step)
+        got = _checksums(per_rank)
+        assert sums.setdefault(step, got) == got, f"step {step}: the two paths moved different samples"
+        runs.append(sample)
+    mean = {key: statistics.fmean(run[key] for run in runs) for key in runs[0]}
+    mean["coord"] = (_coordinator_cpu(paths.coordinator) - coord) / len(steps) if ours else float("nan")
+    return mean
 
 
 def _median(reps: list[dict[str, float]], key: str) -> float:
@@ -161,51 +229,82 @@ def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeats", type=int, default=5, help="repetitions per path and worker count (>= 5)")
     parser.add_argument("--steps", type=int, default=3, help="steps per repetition (their mean is one sample)")
-    parser.add_argument("--payload-kib", type=int, default=256, help="payload per worker per step, KiB")
-    parser.add_argument("--workers", default="2,8,32,64", help="comma-separated worker counts")
-    return parser.parse_args()
+    parser.add_argument("--samples", type=int, default=64, help="sequences per rollout rank per step")
+    parser.add_argument("--workers", default="2,8,32,64", help="comma-separated even worker counts")
+    parser.add_argument("--worker-nice", type=int, default=10, help="nice value of the workers (0: as the controller)")
+    args = parser.parse_args()
+    args.counts = [int(n) for n in args.workers.split(",")]
+    if any(n < 2 or n % 2 for n in args.counts):
+        parser.error(f"--workers: every count must be even and >= 2 (half rollout, half trainer), got {args.workers}")
+    return args
+
+
+def _report(n: int, ours: list[dict[str, float]], base: list[dict[str, float]]) -> float:
+    for name, reps in (("ours", ours), ("baseline", base)):
+        cells = [f"{_median(reps, key):>12.4f}" for key in ("ctl", "step", "thread", "cpu", "coord")]
+        cells += [f"{_median(reps, key):>12,.0f}" for key in ("recv", "sent")]
+        print(f"{n:>7}  {name:<8} " + " ".join(cells).replace("nan", "  -"))
+    ratio = {key: _median(base, key) / _median(ours, key) for key in ("ctl", "step", "thread", "cpu", "recv")}
+    print(
+        f"{'':>7}  baseline/ours: controller {ratio['ctl']:.2f}x, step {ratio['step']:.2f}x, "
+        f"thread cpu {ratio['thread']:.2f}x, proc cpu {ratio['cpu']:.2f}x, bytes received {ratio['recv']:,.0f}x",
+        flush=True,
+    )
+    return ratio["ctl"]
 
 
 def main() -> None:
     args = _parse()
-    counts = [int(n) for n in args.workers.split(",")]
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import _dispatch_grpo as grpo
     import ray
 
+    from rl_coordinator.coordinator import start_coordinator
+    from rl_runtime.planning import SchedulerConfig, TaskScheduler
+    from rl_runtime.workers import start_workers
+
     began = time.perf_counter()
-    elements = args.payload_kib * 1024 // 4
     print(
-        f"config: {args.payload_kib} KiB float32 payload per worker per step, workers {counts} (num_cpus=0 actors), "
-        f"{args.repeats} repetitions x {args.steps} steps per path, alternating, after 1 warm-up step each"
+        f"config: {args.samples} sequences x {grpo.PROMPT_TOKENS + grpo.RESPONSE_TOKENS} tokens per rollout rank per "
+        f"step, workers {args.counts} (half rollout, half trainer; num_cpus=0 DAG workers), {args.repeats} "
+        f"repetitions x {args.steps} steps per path, alternating, after 1 warm-up step each",
+        flush=True,
     )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
-    worker_cls = _define_worker()
-    workers = [worker_cls.remote(i, elements) for i in range(max(counts))]
-    ray.get([w.ready.remote() for w in workers])
-    print(f"started {len(workers)} workers in {time.perf_counter() - began:.0f} s")
+    clock = BlockedClock(ray.wait)
+    ray.wait = clock
+    most = max(args.counts)
+    placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=most, strategy="even")).schedule(
+        grpo.grpo_graph(args.samples)
+    )
+    first = start_coordinator()
+    workers = start_workers(
+        placement,
+        coordinator=first,
+        edge_batch_sizes=most // 2 * args.samples,
+        coordinator_timeout_s=COORDINATOR_TIMEOUT_S,
+        actor_options={"num_cpus": 0},
+        ready_timeout_s=START_TIMEOUT_S,
+    )
+    ray.kill(first)
+    ray.get([worker.__ray_call__.remote(_lower_priority, args.worker_nice) for worker in workers])
+    print(f"started {len(workers)} DAG workers in {time.perf_counter() - began:.0f} s")
 
-    columns = ("controller s", "step s", "ctl cpu s", "recv B", "sent B")
-    print("\nper step, medians:\n" + f"{'workers':>7}  {'path':<8} " + " ".join(f"{c:>12}" for c in columns))
+    header = ("controller s", "step s", "thread cpu s", "proc cpu s", "coord cpu s", "recv B", "sent B")
+    print("\nper step, medians:\n" + f"{'workers':>7}  {'path':<8} " + " ".join(f"{c:>12}" for c in header))
     ratios: dict[int, float] = {}
-    for n in counts:
-        dispatch = Dispatch(workers[:n])
-        dispatch.step_ours(), dispatch.step_baseline()  # warm-up
+    for n in args.counts:
+        paths = Paths(workers, n, args.samples, clock)
+        sums: dict[int, tuple[float, ...]] = {}
+        _repetition(paths, True, range(1), sums), _repetition(paths, False, range(1), sums)  # warm-up
         ours: list[dict[str, float]] = []
         base: list[dict[str, float]] = []
-        for _ in range(args.repeats):
-            ours.append(_mean_of([dispatch.step_ours() for _ in range(args.steps)]))
-            base.append(_mean_of([dispatch.step_baseline() for _ in range(args.steps)]))
-        dispatch.check_same_data()
-        for name, reps in (("ours", ours), ("baseline", base)):
-            cells = [f"{_median(reps, key):>12.4f}" for key in ("ctl", "step", "cpu")]
-            cells += [f"{_median(reps, key):>12,.0f}" for key in ("recv", "sent")]
-            print(f"{n:>7}  {name:<8} " + " ".join(cells))
-        ratio = {key: _median(base, key) / _median(ours, key) for key in ("ctl", "step", "cpu", "recv")}
-        ratios[n] = ratio["ctl"]
-        print(
-            f"{'':>7}  baseline/ours: controller {ratio['ctl']:.2f}x, step {ratio['step']:.2f}x, "
-            f"cpu {ratio['cpu']:.2f}x, bytes received {ratio['recv']:,.0f}x"
-        )
+        for rep in range(args.repeats):
+            steps = range(1 + rep * args.steps, 1 + (rep + 1) * args.steps)
+            ours.append(_repetition(paths, True, steps, sums))
+            base.append(_repetition(paths, False, steps, sums))
+        paths.close()
+        ratios[n] = _report(n, ours, base)
 
     print(f"\nwall time {time.perf_counter() - began:.0f} s")
     ray.shutdown()
