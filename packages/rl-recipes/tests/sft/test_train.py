@@ -155,6 +155,9 @@ def _rank_main(rank: int, world: int, port: int, folder: str, batch_size: int, q
         queue.put((rank, "ok", result.losses, result.heldout_exact_match))
     except SFTError as exc:
         queue.put((rank, "error", str(exc), None))
+    except BaseException as exc:  # anything else must reach the test as a failure, not a silent queue timeout
+        queue.put((rank, "crashed", f"{type(exc).__name__}: {exc}", None))
+        raise
     finally:
         dist.destroy_process_group()
 
