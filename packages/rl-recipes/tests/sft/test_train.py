@@ -4,7 +4,6 @@ under an initialised gloo group, and bad inputs fail before the first step."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 from pathlib import Path
 from typing import Any, ClassVar
@@ -13,6 +12,7 @@ import attrs
 import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from _sft_ranks import rank_main
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from rl_recipes.embedded import DEFAULT_HELDOUT_SIZE, build_embedded_tokenizer, write_arithmetic_dataset
@@ -147,27 +147,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _rank_main(rank: int, world: int, port: int, folder: str, batch_size: int, queue: Any) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        result = run_sft(SFTConfig(output_dir=folder, **{**TINY, "steps": 3, "batch_size": batch_size}))
-        queue.put((rank, "ok", result.losses, result.heldout_exact_match))
-    except SFTError as exc:
-        queue.put((rank, "error", str(exc), None))
-    except BaseException as exc:  # anything else must reach the test as a failure, not a silent queue timeout
-        queue.put((rank, "crashed", f"{type(exc).__name__}: {exc}", None))
-        raise
-    finally:
-        dist.destroy_process_group()
-
-
 def _run_two_ranks(tmp_path: Path, batch_size: int) -> list[tuple[int, str, Any, Any]]:
     context = mp.get_context("spawn")
     queue = context.Queue()
     port = _free_port()
     processes = [
-        context.Process(target=_rank_main, args=(rank, 2, port, str(tmp_path), batch_size, queue)) for rank in range(2)
+        context.Process(target=rank_main, args=(rank, 2, port, str(tmp_path), batch_size, queue, TINY))
+        for rank in range(2)
     ]
     for process in processes:
         process.start()
