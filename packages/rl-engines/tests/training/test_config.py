@@ -44,8 +44,11 @@ def _model(**kwargs) -> ModelConfig:
         (lambda: MicroBatchConfig(max_tokens_per_micro_batch=0), r"max_tokens_per_micro_batch must be an int > 0"),
         (lambda: MicroBatchConfig(logprob_chunk_size=1.5), r"logprob_chunk_size must be an int > 0"),
         (lambda: TrainEngineConfig(model=_model(), device="tpu"), r"device must be 'auto', 'cpu' or 'cuda'"),
+        (lambda: MicroBatchConfig(packing="yes"), r"packing must be True, False or 'auto', got 'yes'"),
         (
-            lambda: TrainEngineConfig(model=_model(attn_implementation="paged_attention")),
+            lambda: TrainEngineConfig(
+                model=_model(attn_implementation="paged_attention"), micro_batch=MicroBatchConfig(packing=True)
+            ),
             r"packing=True needs an attention implementation .* got ModelConfig\.attn_implementation='paged_attention'",
         ),
     ],
@@ -59,7 +62,25 @@ def test_padded_rows_allow_any_attention_implementation() -> None:
     config = TrainEngineConfig(
         model=_model(attn_implementation="paged_attention"), micro_batch=MicroBatchConfig(packing=False)
     )
-    assert not config.micro_batch.packing
+    assert not config.packing
+
+
+@pytest.mark.parametrize(
+    ("attn_implementation", "packing", "expected"),
+    [
+        ("sdpa", "auto", False),
+        ("eager", "auto", False),
+        ("paged_attention", "auto", False),
+        ("flash_attention_2", "auto", True),
+        ("flash_attention_3", "auto", True),
+        ("sdpa", True, True),
+        ("flash_attention_2", False, False),
+    ],
+)
+def test_auto_packing_follows_the_attention_kernel(attn_implementation: str, packing, expected: bool) -> None:
+    model = _model(attn_implementation=attn_implementation)
+    config = TrainEngineConfig(model=model, micro_batch=MicroBatchConfig(packing=packing))
+    assert config.packing is expected
 
 
 def test_precision_dtypes() -> None:

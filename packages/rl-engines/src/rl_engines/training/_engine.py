@@ -121,7 +121,7 @@ class FSDPEngine:
                     self.network,
                     micro,
                     spec,
-                    packing=self.config.micro_batch.packing,
+                    packing=self.config.packing,
                     chunk_size=self.config.micro_batch.logprob_chunk_size,
                 )
                 index = torch.as_tensor(rows, device=out_device)
@@ -164,7 +164,7 @@ class FSDPEngine:
             loss_fn,
             spec,
             layout=self.layout,
-            packing=self.config.micro_batch.packing,
+            packing=self.config.packing,
             chunk_size=self.config.micro_batch.logprob_chunk_size,
             max_grad_norm=None if self.config.optimizer is None else self.config.optimizer.max_grad_norm,
             keep_gradients=keep_gradients,
