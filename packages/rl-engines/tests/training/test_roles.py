@@ -109,6 +109,36 @@ def test_actor_old_log_probs_match_the_engine_forward() -> None:
     torch.testing.assert_close(outputs.entropy, direct.entropy, atol=1e-5, rtol=0)
 
 
+def test_on_policy_update_without_old_log_probs_equals_one_with_them() -> None:
+    with_old = FSDPEngine.from_config(engine_config())
+    without_old = FSDPEngine.from_config(engine_config())
+    batch = rollout_batch(4, seed=3)
+    plan = [[0, 1], [2, 3]]
+    batch["old_log_probs"] = ActorRole(with_old, ActorConfig()).compute_log_probs(batch, plan).log_probs
+    lean = {name: tensor for name, tensor in batch.items() if name != "old_log_probs"}
+    full_result = ActorRole(with_old, ActorConfig()).update(
+        [MiniBatch(batch, plan, with_old.global_normalizer(batch["response_mask"]))]
+    )
+    lean_result = ActorRole(without_old, ActorConfig()).update(
+        [MiniBatch(lean, plan, without_old.global_normalizer(lean["response_mask"]))]
+    )
+    assert lean_result[0].loss == pytest.approx(full_result[0].loss, abs=1e-6)
+    assert lean_result[0].grad_norm == pytest.approx(full_result[0].grad_norm, rel=1e-5)
+    for p, q in zip(with_old.network.parameters(), without_old.network.parameters(), strict=True):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=0)
+
+
+def test_off_policy_update_needs_old_log_probs() -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    minis = _mini_batches(engine, (1, 2))
+    for mini in minis:
+        del mini.batch["old_log_probs"]
+    with pytest.raises(BatchError, match=r"no 'old_log_probs' but the update is off-policy \(2 mini-batches x 1"):
+        ActorRole(engine, ActorConfig()).update(minis)
+    with pytest.raises(BatchError, match=r"off-policy \(1 mini-batches x 2 epochs\)"):
+        ActorRole(engine, ActorConfig(ppo_epochs=2)).update(minis[:1])
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -20,9 +20,11 @@ from rl_runtime.nodes import (
     ScoreResult,
     build_rollout_batch,
     compute_advantage,
+    compute_old_log_prob,
     compute_reward,
     first_groups,
     informative_groups,
+    is_on_policy,
 )
 from rl_runtime.planning import DataParallelInfo
 from rl_runtime.workers import NodeContext, StepData, StepDataError
@@ -41,13 +43,13 @@ class LengthTask:
         return ""
 
 
-def _config(tmp_path: Path, **algorithm: Any) -> RunConfig:
+def _config(tmp_path: Path, batch: dict[str, int] | None = None, **algorithm: Any) -> RunConfig:
     (tmp_path / "train.jsonl").write_text('{"ids": [1]}\n' * 4)
     return config_from_dict(
         RunConfig,
         {
             "data": {"train_files": [str(tmp_path / "train.jsonl")], "max_response_length": 4},
-            "batch": {"prompts_per_step": 2, "samples_per_prompt": 2},
+            "batch": {"prompts_per_step": 2, "samples_per_prompt": 2, **(batch or {})},
             "actor": {"model": {"hf_config": {"model_type": "qwen2"}}},
             "algorithm": {"kl": {"mode": "none"}, **algorithm},
         },
@@ -110,3 +112,18 @@ def test_informative_groups_keep_varying_groups_and_first_groups_truncates(tmp_p
     kept = informative_groups(scored, epsilon=0.0)
     assert kept.batch["group_id"].tolist() == [5, 5, 7, 7]
     assert first_groups(kept, 1).batch["group_id"].tolist() == [5, 5]
+
+
+@pytest.mark.parametrize(
+    ("batch", "expected"),
+    [({}, True), ({"ppo_epochs": 2}, False), ({"mini_batches_per_step": 2}, False)],
+)
+def test_on_policy_means_one_update_per_step(tmp_path: Path, batch: dict[str, int], expected: bool) -> None:
+    assert is_on_policy(_config(tmp_path, batch).batch) is expected
+
+
+def test_on_policy_old_log_probs_are_left_to_the_actor(tmp_path: Path) -> None:
+    # The context has no actor engine: an on-policy step must not run a forward pass.
+    rollouts = _rollouts([1, 3], [0, 0])
+    out = compute_old_log_prob(_context(_config(tmp_path), "compute_old_log_prob"), {"rollout": rollouts})
+    assert "old_log_probs" not in out.batch and out.batch.keys() == rollouts.batch.keys()

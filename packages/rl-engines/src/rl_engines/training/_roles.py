@@ -128,11 +128,14 @@ class ActorRole:
     def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
         """Policy loss + `kl_coef` * KL loss - `entropy_coef` * entropy, each over the step's global counts."""
         config = self.config
-        _require(micro_batch, ("old_log_probs", "advantages", "response_mask"), "actor")
+        _require(micro_batch, ("advantages", "response_mask"), "actor")
         mask = micro_batch["response_mask"]
+        # Without old log-probs the update is on-policy (checked in `update`): the policy that sampled is the
+        # one being differentiated, so its detached log-probs are the old ones and the ratio is exactly 1.
+        old_log_probs = micro_batch.get("old_log_probs")
         inputs = PolicyLossInputs(
             outputs.log_probs,
-            micro_batch["old_log_probs"],
+            outputs.log_probs.detach() if old_log_probs is None else old_log_probs,
             micro_batch["advantages"],
             mask,
             rollout_log_probs=micro_batch.get("rollout_log_probs"),
@@ -161,7 +164,16 @@ class ActorRole:
         return LossOutput(loss, metrics)
 
     def update(self, mini_batches: Sequence[MiniBatch]) -> list[StepResult]:
-        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step."""
+        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step.
+
+        Mini-batches may leave out `old_log_probs` only when the update is on-policy (one mini-batch, one epoch).
+        """
+        on_policy = len(mini_batches) == 1 and self.config.ppo_epochs == 1
+        if not on_policy and any("old_log_probs" not in mini.batch for mini in mini_batches):
+            raise BatchError(
+                f"the actor's batch has no 'old_log_probs' but the update is off-policy ({len(mini_batches)} "
+                f"mini-batches x {self.config.ppo_epochs} epochs); compute them before the update"
+            )
         return _update(self.engine, mini_batches, self.config.ppo_epochs, self.loss, self._train_spec)
 
 
@@ -231,7 +243,16 @@ class CriticRole:
         )
 
     def update(self, mini_batches: Sequence[MiniBatch]) -> list[StepResult]:
-        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step."""
+        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step.
+
+        Mini-batches may leave out `old_log_probs` only when the update is on-policy (one mini-batch, one epoch).
+        """
+        on_policy = len(mini_batches) == 1 and self.config.ppo_epochs == 1
+        if not on_policy and any("old_log_probs" not in mini.batch for mini in mini_batches):
+            raise BatchError(
+                f"the actor's batch has no 'old_log_probs' but the update is off-policy ({len(mini_batches)} "
+                f"mini-batches x {self.config.ppo_epochs} epochs); compute them before the update"
+            )
         return _update(self.engine, mini_batches, self.config.ppo_epochs, self.loss, self._SPEC)
 
 

@@ -19,7 +19,7 @@ from rl_runtime.nodes._advantage import compute_advantage
 from rl_runtime.nodes._batching import micro_batches, mini_batch_rows, single_input, with_fields
 from rl_runtime.nodes._dynamic_sampling import dynamic_sampling, first_groups, informative_groups
 from rl_runtime.nodes._generate import draw_rollouts, encode_rows, generate, response_budget, sample_prompts
-from rl_runtime.nodes._log_probs import compute_old_log_prob, compute_ref_log_prob, compute_value
+from rl_runtime.nodes._log_probs import compute_old_log_prob, compute_ref_log_prob, compute_value, is_on_policy
 from rl_runtime.nodes._resources import RUN_RESOURCES_KEY, NodeResources, resources_of
 from rl_runtime.nodes._reward import compute_reward, score_batch, sequence_scores, task_scores
 from rl_runtime.nodes._rollout_batch import PAD_ID, build_rollout_batch, concat_samples, select_samples
@@ -49,6 +49,7 @@ __all__ = [
     "first_groups",
     "generate",
     "informative_groups",
+    "is_on_policy",
     "micro_batches",
     "mini_batch_rows",
     "resources_of",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rl_runtime.config import BatchConfig
 from rl_runtime.metrics import timed
 from rl_runtime.nodes._batching import micro_batches, require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import resources_of
@@ -14,11 +15,23 @@ ROLLOUT_PROBS_DIFF_MEAN = "training/rollout_probs_diff_mean"
 ROLLOUT_PROBS_DIFF_MAX = "training/rollout_probs_diff_max"
 
 
+def is_on_policy(batch: BatchConfig) -> bool:
+    """Whether each step makes exactly one optimizer update, from the weights that generated its samples."""
+    return batch.ppo_epochs == 1 and batch.mini_batches_per_step == 1
+
+
 @register_operation("compute_old_log_prob")
 def compute_old_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
-    """Adds `old_log_probs` `(B, T)`: the current policy's log-probs of the responses (and its entropy metric)."""
+    """Adds `old_log_probs` `(B, T)`: the current policy's log-probs of the responses (and its entropy metric).
+
+    An on-policy step (one mini-batch, one PPO epoch) passes the batch on unchanged: its single update starts
+    from the weights that sampled, so the actor takes the detached log-probs of its own training forward as
+    the old ones (as verl's actor does) and this extra forward pass would compute the same numbers.
+    """
     res = resources_of(ctx)
     data = single_input(ctx, inputs)
+    if is_on_policy(res.config.batch):
+        return with_fields(data)
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("old_log_prob", metrics):

@@ -14,7 +14,8 @@ from rl_runtime.workers import NodeContext, StepData, StepDataError, register_op
 SYNC_BUCKET_BYTES = 256 * 1024 * 1024
 """Weights stream to the rollout engine in buckets of this size: large enough to amortise each call, small
 enough that the exported copy never approaches the model's size."""
-_ACTOR_NEEDS = ("input_ids", "attention_mask", "response_mask", "old_log_probs", "advantages")
+_ACTOR_NEEDS = ("input_ids", "attention_mask", "response_mask", "advantages")
+"""`old_log_probs` too, unless the step is on-policy (`compute_old_log_prob` then leaves them to the actor)."""
 _CRITIC_NEEDS = ("input_ids", "attention_mask", "response_mask", "values", "returns")
 
 
