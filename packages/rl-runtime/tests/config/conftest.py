@@ -33,6 +33,7 @@ def full_data() -> dict[str, Any]:
             "mini_batches_per_step": 3,
             "ppo_epochs": 2,
             "max_tokens_per_micro_batch": 1024,
+            "balance_across_ranks": "groups",
         },
         "algorithm": {
             "adv_estimator": "gae",

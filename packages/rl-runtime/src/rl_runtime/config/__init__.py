@@ -45,6 +45,7 @@ from rl_runtime.config._schema_sections import (
     DataConfig,
     DeviceKind,
     PlacementConfig,
+    RankBalancing,
     RolloutConfig,
     TrainerConfig,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "OptimConfig",
     "OverlongConfig",
     "PlacementConfig",
+    "RankBalancing",
     "ReferenceConfig",
     "RolloutConfig",
     "RunConfig",

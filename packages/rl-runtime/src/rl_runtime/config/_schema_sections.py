@@ -68,6 +68,17 @@ class DataConfig:
     """Shuffle the prompts every epoch."""
 
 
+class RankBalancing(enum.Enum):
+    """Whether and how a step's samples are re-partitioned over the train ranks before the actor's passes."""
+
+    NONE = "none"
+    """Each rank trains on the samples its rollout rank generated."""
+    SAMPLES = "samples"
+    """Equal token sums per rank, sample by sample (verl `trainer.balance_batch`)."""
+    GROUPS = "groups"
+    """Equal token sums per rank with each prompt's group of samples kept on one rank."""
+
+
 @attrs.frozen
 class BatchConfig:
     """How many samples one training step takes and how it splits into optimizer steps (see `BatchPlan`)."""
@@ -82,6 +93,10 @@ class BatchConfig:
     """Passes over the step's samples (verl `ppo_epochs`)."""
     max_tokens_per_micro_batch: int = attrs.field(default=_DEFAULT_TOKEN_BUDGET, validator=int_at_least(1))
     """Token budget of one forward/backward on one rank (verl `ppo_max_token_len_per_gpu`)."""
+    balance_across_ranks: RankBalancing = attrs.field(default=RankBalancing.NONE, validator=of_type(RankBalancing))
+    """"none", "samples" or "groups": re-partition each step's samples over the train ranks by token count once
+    the advantages are computed (a `rebalance` node, see rl_runtime.nodes.with_rebalance; needs the run's
+    DataCoordinator when there are several ranks), and report verl's `global_seqlen/*` before and after."""
 
 
 def _check_top_k(_: object, attribute: attrs.Attribute[Any], value: object) -> None:

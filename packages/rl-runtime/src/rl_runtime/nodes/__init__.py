@@ -9,6 +9,8 @@
     compute_ref_log_prob   the reference policy's log-probs (`ref_log_probs`)
     train_actor            PPO-style mini-batch updates, then the weight sync to the rollout engine
     train_critic           clipped value-loss updates
+    rebalance              equal token sums per data-parallel rank (verl `balance_batch`), through the coordinator;
+                           `with_rebalance` adds it after the advantages (config `batch.balance_across_ranks`)
 
 Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. Each reads the worker's
 `NodeResources` (engines, task, data shard, run config) from `ctx.resources["run"]`; the task
@@ -20,6 +22,14 @@ from rl_runtime.nodes._batching import micro_batches, mini_batch_rows, single_in
 from rl_runtime.nodes._dynamic_sampling import dynamic_sampling, first_groups, informative_groups
 from rl_runtime.nodes._generate import draw_rollouts, encode_rows, generate, response_budget, sample_prompts
 from rl_runtime.nodes._log_probs import compute_old_log_prob, compute_ref_log_prob, compute_value, is_on_policy
+from rl_runtime.nodes._rebalance import (
+    REBALANCE_OPERATION,
+    pad_samples,
+    rank_seqlen_metrics,
+    rebalance,
+    trim_padding,
+    with_rebalance,
+)
 from rl_runtime.nodes._resources import RUN_RESOURCES_KEY, NodeResources, resources_of
 from rl_runtime.nodes._reward import compute_reward, score_batch, sequence_scores, task_scores
 from rl_runtime.nodes._rollout_batch import PAD_ID, build_rollout_batch, concat_samples, select_samples
@@ -29,6 +39,7 @@ from rl_runtime.nodes._train import sync_rollout_weights, train_actor, train_cri
 
 __all__ = [
     "PAD_ID",
+    "REBALANCE_OPERATION",
     "RUN_RESOURCES_KEY",
     "NodeResources",
     "PromptItem",
@@ -52,6 +63,9 @@ __all__ = [
     "is_on_policy",
     "micro_batches",
     "mini_batch_rows",
+    "pad_samples",
+    "rank_seqlen_metrics",
+    "rebalance",
     "resources_of",
     "response_budget",
     "sample_prompts",
@@ -65,6 +79,8 @@ __all__ = [
     "task_scores",
     "train_actor",
     "train_critic",
+    "trim_padding",
     "update_metrics",
     "with_fields",
+    "with_rebalance",
 ]

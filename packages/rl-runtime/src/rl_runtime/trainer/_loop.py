@@ -12,7 +12,7 @@ import yaml
 from rl_core.graph import TaskGraph, get_pipeline
 from rl_runtime.config import RESUME_AUTO, RESUME_NEVER, BatchPlan, RunConfig, is_pipeline_file, unstructure
 from rl_runtime.metrics import MetricsLogger, SinkContext
-from rl_runtime.nodes import TaskFactory
+from rl_runtime.nodes import TaskFactory, with_rebalance
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._data import open_files, steps_per_epoch
 from rl_runtime.trainer._errors import TrainerError
@@ -65,7 +65,7 @@ class Trainer:
         self.task_factory = task_factory
         self.slots = config.placement.slots
         self.plan = BatchPlan.from_config(config, rollout_dp=self.slots, train_dp=self.slots)
-        self.graph = load_pipeline(config.pipeline)
+        self.graph = with_rebalance(load_pipeline(config.pipeline), config.batch.balance_across_ranks)
         train_rows = len(open_files(config.data.train_files, "data.train_files"))
         self.steps_per_epoch = steps_per_epoch(train_rows, self.plan)
         self.total_steps = config.trainer.total_steps or config.trainer.total_epochs * self.steps_per_epoch

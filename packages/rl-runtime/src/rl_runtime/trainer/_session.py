@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from rl_coordinator.coordinator import start_coordinator
 from rl_runtime.metrics import compute_throughput_metrics
+from rl_runtime.nodes import REBALANCE_OPERATION
 from rl_runtime.planning import (
     ActorRendezvous,
     SchedulerConfig,
@@ -55,6 +57,7 @@ class TrainingSession:
         self._owns_ray = False
         self._slots: SlotGroups | None = None
         self._workers: list[Any] = []
+        self._coordinator: Any = None
         self._driver: Driver | None = None
 
     def __enter__(self) -> TrainingSession:
@@ -100,7 +103,18 @@ class TrainingSession:
             ActorRendezvous.start() if placement.world_size > 1 else None,
         )
         options = {"num_cpus": 1, "num_gpus": 1 if use_gpu else 0}
-        self._workers = start_workers(placement, resources_factory=factory, slots=self._slots, actor_options=options)
+        if placement.world_size > 1 and any(
+            n.operation == REBALANCE_OPERATION for n in self.trainer.graph.nodes.values()
+        ):
+            # Only a cross-rank rebalance moves samples between ranks; it goes through the coordinator by reference.
+            self._coordinator = start_coordinator()
+        self._workers = start_workers(
+            placement,
+            resources_factory=factory,
+            coordinator=self._coordinator,
+            slots=self._slots,
+            actor_options=options,
+        )
         self._driver = Driver(self._workers, self.config.trainer.step_timeout_s)
 
     def step(self) -> dict[str, float]:
@@ -170,6 +184,9 @@ class TrainingSession:
             for worker in self._workers:
                 ray.kill(worker)
             self._workers = []
+        if self._coordinator is not None:
+            ray.kill(self._coordinator)
+            self._coordinator = None
         if self._slots is not None:
             self._slots.remove()
             self._slots = None
