@@ -1,15 +1,20 @@
-"""Rollout throughput: HFEngine tokens/s against plain transformers `model.generate` on the same batch.
+"""Rollout throughput: HFEngine (and VLLMEngine) tokens/s against plain transformers `model.generate`, same batch.
 
 Model: a tiny Qwen2 built in code (vocab 2048, hidden 256, 4 layers, 4 heads / 2 KV heads, fp32, CPU).
 Batch: 16 prompts of 16-48 tokens (left-padded for `generate`), 64 new tokens each, greedy, EOS ignored
 (`min_new_tokens` on the transformers side), so both produce exactly 16 x 64 tokens. HFEngine also
 returns per-token log-probs and weight versions; `generate` returns ids only.
 
-Each repeat times one engine call and one `generate` call, alternating which goes first; medians of
-`--repeats` (>= 5) after one warm-up each. Greedy outputs are checked equal before timing.
+When vllm is importable (the `nox -s vllm` venv) a third column runs `rl_engines.vllm.VLLMEngine` on the same
+model saved to a folder, same prompts and sampling (fp32, prefix cache off), and prints its tokens/s and its
+ratio to `generate`; otherwise it prints that the column was skipped and why (see `_rollout_vllm.py`).
 
-Last line: RESULT rollout tokens_per_s=<hf engine> ratio=<engine/plain> goal=0.95 met|missed
+Each repeat times one call of each column, the order reversed every other repeat (A, B, C, C, B, A, ...);
+medians of `--repeats` (>= 5) after one warm-up each. Greedy outputs are compared with `generate`'s first.
+
+Last line (HFEngine's goal only): RESULT rollout tokens_per_s=<hf engine> ratio=<engine/plain> goal=0.95 met|missed
 Run: python bench/rollout.py [--repeats 7]   (~30 s on 2 cores)
+     .nox/vllm/bin/python bench/rollout.py   (with the vLLM column; vLLM's CPU start-up adds about a minute)
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
+import _rollout_vllm
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -51,9 +58,34 @@ def left_padded(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
+def check_greedy(runs: dict[str, Callable[[], list[list[int]]]]) -> None:
+    """Run each column once (its warm-up), check it made NEW_TOKENS per prompt, print how many match `generate`."""
+    reference = runs["plain"]()
+    for name, run in runs.items():
+        if name == "plain":
+            continue
+        outputs = run()
+        if any(len(o) != NEW_TOKENS for o in outputs):
+            raise RuntimeError(f"{name} returned {[len(o) for o in outputs]} tokens, expected {NEW_TOKENS} each")
+        same = sum(a == b for a, b in zip(outputs, reference, strict=True))
+        print(f"{name}: greedy outputs identical to generate's for {same}/{BATCH} prompts (fp32 near-ties can flip)")
+
+
+def alternate(runs: dict[str, Callable[[], list[list[int]]]], repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of each column over `repeats`, the order reversed every other repeat."""
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for repeat in range(repeats):
+        for name in list(runs) if repeat % 2 == 0 else list(reversed(runs)):
+            start = time.perf_counter()
+            runs[name]()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--no-vllm", action="store_true", help="skip the vLLM column even where vllm is installed")
     args = parser.parse_args()
     model, prompts = build()
     engine = HFEngine(model, HFEngineConfig())
@@ -72,19 +104,27 @@ def main() -> None:
         )  # fmt: skip
         return out[:, ids.shape[1] :].tolist()
 
-    same = sum(a == b for a, b in zip(run_engine(), run_plain(), strict=True))
-    print(f"greedy outputs identical for {same}/{BATCH} prompts (others differ only after a near-tie)")
-    seconds: dict[str, list[float]] = {"engine": [], "plain": []}
-    runs = {"engine": run_engine, "plain": run_plain}
-    for repeat in range(args.repeats):
-        for name in ("engine", "plain") if repeat % 2 == 0 else ("plain", "engine"):
-            start = time.perf_counter()
-            runs[name]()
-            seconds[name].append(time.perf_counter() - start)
+    runs: dict[str, Callable[[], list[list[int]]]] = {"engine": run_engine, "plain": run_plain}
+    skipped = _rollout_vllm.skip_reason(args.no_vllm)
+    shutdown_vllm: Callable[[], None] | None = None
+    if skipped is None:
+        runs["vllm"], shutdown_vllm = _rollout_vllm.start(model, requests)
+    # vLLM runs in-process and binds the OpenMP threads to cores, so its thread setting holds for every column.
+    print(f"torch threads (all columns): {torch.get_num_threads()}")
+    try:
+        check_greedy(runs)
+        seconds = alternate(runs, args.repeats)
+    finally:
+        if shutdown_vllm is not None:
+            shutdown_vllm()
     tokens = BATCH * NEW_TOKENS
     rates = {name: tokens / statistics.median(values) for name, values in seconds.items()}
     for name, rate in rates.items():
-        print(f"{name:>7}: {rate:9.0f} tokens/s  (median of {args.repeats}: {statistics.median(seconds[name]):.3f} s)")
+        median = statistics.median(seconds[name])
+        versus = f", {rate / rates['plain']:.2f}x generate" if name != "plain" else ""
+        print(f"{name:>7}: {rate:9.0f} tokens/s  (median of {args.repeats}: {median:.3f} s{versus})")
+    if skipped is not None:
+        print(f"   vllm: skipped ({skipped})")
     ratio = rates["engine"] / rates["plain"]
     verdict = "met" if ratio >= GOAL_RATIO else "missed"
     print(f"RESULT rollout tokens_per_s={rates['engine']:.0f} ratio={ratio:.2f} goal={GOAL_RATIO} {verdict}")
