@@ -109,34 +109,78 @@ def test_actor_old_log_probs_match_the_engine_forward() -> None:
     torch.testing.assert_close(outputs.entropy, direct.entropy, atol=1e-5, rtol=0)
 
 
-def test_on_policy_update_without_old_log_probs_equals_one_with_them() -> None:
-    with_old = FSDPEngine.from_config(engine_config())
-    without_old = FSDPEngine.from_config(engine_config())
+_ON_POLICY_CONFIGS = [
+    ActorConfig(),
+    ActorConfig(kl_coef=0.1, kl_estimator="k3", entropy_coef=0.01, temperature=0.7),
+    ActorConfig(policy_loss="gspo", aggregation="seq-mean-token-mean"),
+]
+
+
+@pytest.mark.parametrize("config", _ON_POLICY_CONFIGS)
+def test_on_policy_update_equals_the_update_from_recomputed_old_log_probs(config: ActorConfig) -> None:
+    full, lean = FSDPEngine.from_config(engine_config()), FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=3)
+    batch["ref_log_probs"] = batch.pop("old_log_probs") - 0.1 * batch["response_mask"]
     plan = [[0, 1], [2, 3]]
-    batch["old_log_probs"] = ActorRole(with_old, ActorConfig()).compute_log_probs(batch, plan).log_probs
-    lean = {name: tensor for name, tensor in batch.items() if name != "old_log_probs"}
-    full_result = ActorRole(with_old, ActorConfig()).update(
-        [MiniBatch(batch, plan, with_old.global_normalizer(batch["response_mask"]))]
-    )
-    lean_result = ActorRole(without_old, ActorConfig()).update(
-        [MiniBatch(lean, plan, without_old.global_normalizer(lean["response_mask"]))]
-    )
-    assert lean_result[0].loss == pytest.approx(full_result[0].loss, abs=1e-6)
-    assert lean_result[0].grad_norm == pytest.approx(full_result[0].grad_norm, rel=1e-5)
-    for p, q in zip(with_old.network.parameters(), without_old.network.parameters(), strict=True):
-        torch.testing.assert_close(p, q, atol=1e-6, rtol=0)
+    full_actor, lean_actor = ActorRole(full, config), ActorRole(lean, config)
+    before = full_actor.compute_log_probs(batch, plan, with_entropy=True)
+    old = {**batch, "old_log_probs": before.log_probs}
+    normalizer = full.global_normalizer(batch["response_mask"])
+    # The gradient of the loss itself: with the forward's detached log-probs as the old ones it is the same.
+    spec = ForwardSpec(entropy=True, temperature=config.temperature)
+    expected_grads = full.compute_gradients(old, plan, normalizer, full_actor.loss, spec)
+    lean_grads = lean.compute_gradients(batch, plan, normalizer, lean_actor.loss, spec)
+    for name, grad in expected_grads.items():
+        torch.testing.assert_close(lean_grads[name], grad, atol=1e-6, rtol=1e-5, msg=name)
+
+    [full_result] = full_actor.update([MiniBatch(old, plan, normalizer)])
+    lean_result, forward = lean_actor.update_on_policy(MiniBatch(batch, plan, normalizer))
+    assert lean_result.loss == pytest.approx(full_result.loss, abs=1e-6)
+    assert lean_result.grad_norm == pytest.approx(full_result.grad_norm, rel=1e-5)
+    assert lean_result.metrics.keys() == full_result.metrics.keys()
+    for name, value in full_result.metrics.items():
+        assert lean_result.metrics[name] == pytest.approx(value, abs=1e-5), name
+    for p, q in zip(full.network.parameters(), lean.network.parameters(), strict=True):
+        torch.testing.assert_close(q, p, atol=1e-6, rtol=0)
+    assert lean.global_step == full.global_step == 1 and lean.lr == full.lr
+    # The training forward's outputs are the old log-probs and entropy the separate pass gave.
+    torch.testing.assert_close(forward.log_probs, before.log_probs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(forward.entropy, before.entropy, atol=1e-5, rtol=0)
+    assert forward.values is None and not forward.log_probs.requires_grad
 
 
-def test_off_policy_update_needs_old_log_probs() -> None:
+def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    batch = rollout_batch(4, seed=5)
+    del batch["old_log_probs"]
+    before = engine.forward(batch, [[0, 1, 2, 3]], ForwardSpec(entropy=True))
+    normalizer = engine.global_normalizer(batch["response_mask"])
+    _, forward = ActorRole(engine, ActorConfig()).update_on_policy(MiniBatch(batch, [[3, 0], [2], [1]], normalizer))
+    torch.testing.assert_close(forward.log_probs, before.log_probs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(forward.entropy, before.entropy, atol=1e-5, rtol=0)
+    assert "_update_on_policy_row" not in batch  # the caller's batch is left as it was
+
+
+def test_update_needs_old_log_probs_in_every_mini_batch() -> None:
     engine = FSDPEngine.from_config(engine_config())
     minis = _mini_batches(engine, (1, 2))
-    for mini in minis:
-        del mini.batch["old_log_probs"]
-    with pytest.raises(BatchError, match=r"no 'old_log_probs' but the update is off-policy \(2 mini-batches x 1"):
+    del minis[1].batch["old_log_probs"]
+    with pytest.raises(
+        BatchError, match=r"mini-batch 1 of the actor's update has no 'old_log_probs'.*update_on_policy"
+    ):
         ActorRole(engine, ActorConfig()).update(minis)
-    with pytest.raises(BatchError, match=r"off-policy \(1 mini-batches x 2 epochs\)"):
-        ActorRole(engine, ActorConfig(ppo_epochs=2)).update(minis[:1])
+    assert engine.global_step == 0  # refused before any step
+
+
+def test_update_on_policy_refusals() -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    [mini] = _mini_batches(engine, (1,))
+    with pytest.raises(BatchError, match=r"has 'old_log_probs', which it would not use; call update"):
+        ActorRole(engine, ActorConfig()).update_on_policy(mini)
+    del mini.batch["old_log_probs"]
+    with pytest.raises(TrainConfigError, match=r"one optimizer step, but ActorConfig\.ppo_epochs=2"):
+        ActorRole(engine, ActorConfig(ppo_epochs=2)).update_on_policy(mini)
+    assert engine.global_step == 0
 
 
 @pytest.mark.parametrize(
@@ -205,6 +249,14 @@ def test_critic_updates_move_values_towards_the_returns() -> None:
     assert results[-1].loss < results[0].loss
     assert error() < before
     assert critic.compute_values(batch, [[0, 1], [2, 3]]).shape == batch["input_ids"].shape
+
+
+def test_critic_update_needs_no_old_log_probs() -> None:
+    critic = CriticRole(_critic_engine(), CriticConfig())
+    minis = _mini_batches(critic.engine, (4, 5))
+    for mini in minis:
+        del mini.batch["old_log_probs"]
+    assert len(critic.update(minis)) == 2
 
 
 def test_critic_needs_a_value_head() -> None:

@@ -45,6 +45,7 @@ def full_data() -> dict[str, Any]:
             "kl": {"mode": "in_reward", "estimator": "k1", "coef": 0.05, "target": 0.1, "horizon": 500},
             "dynamic_sampling": {"epsilon": 0.01, "max_draws": 4},
             "overlong": {"buffer_length": 64, "penalty_factor": 0.5},
+            "recompute_old_log_prob": "always",
         },
         "actor": {
             "model": {

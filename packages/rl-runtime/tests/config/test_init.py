@@ -9,7 +9,7 @@ PUBLIC = [
     "ActorConfig", "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
     "ConfigProblem", "CriticConfig", "DType", "DataConfig", "DeviceKind", "DynamicSamplingConfig", "KLConfig",
     "KLMode", "LRSchedule", "ModelSourceConfig", "OptimConfig", "OverlongConfig", "PlacementConfig",
-    "RankBalancing", "ReferenceConfig", "RolloutConfig", "RunConfig",
+    "RankBalancing", "RecomputeOldLogProb", "ReferenceConfig", "RolloutConfig", "RunConfig",
     "Scalar", "TrainerConfig", "apply_overrides", "config_from_dict", "default_config_path", "dump_config",
     "dump_config_yaml", "is_pipeline_file", "load_config", "read_config_file", "structure", "unstructure",
 ]  # fmt: skip

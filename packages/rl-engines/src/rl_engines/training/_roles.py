@@ -30,6 +30,8 @@ from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossOu
 
 DEFAULT_VALUE_CLIP_RANGE = 0.5
 """verl's `critic.cliprange_value`."""
+_ROW_KEY = "_update_on_policy_row"
+"""`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
 
 
 def _check_name(owner: str, name: str, lookup: Callable[[str], object]) -> None:
@@ -126,12 +128,14 @@ class ActorRole:
         return self.engine.forward(batch, micro_batches, spec)
 
     def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
-        """Policy loss + `kl_coef` * KL loss - `entropy_coef` * entropy, each over the step's global counts."""
+        """Policy loss + `kl_coef` * KL loss - `entropy_coef` * entropy, each over the step's global counts.
+
+        Without `old_log_probs` in the micro-batch (`update_on_policy`) the old log-probs are the detached
+        log-probs of this very forward: the ratio is exactly 1 and the gradient is the on-policy one.
+        """
         config = self.config
         _require(micro_batch, ("advantages", "response_mask"), "actor")
         mask = micro_batch["response_mask"]
-        # Without old log-probs the update is on-policy (checked in `update`): the policy that sampled is the
-        # one being differentiated, so its detached log-probs are the old ones and the ratio is exactly 1.
         old_log_probs = micro_batch.get("old_log_probs")
         inputs = PolicyLossInputs(
             outputs.log_probs,
@@ -159,22 +163,63 @@ class ActorRole:
             metrics["actor/kl_loss"] = _masked_mean(get_kl_estimator(config.kl_estimator)(outputs.log_probs, ref), mask)
         if config.entropy_coef > 0:
             loss = loss - config.entropy_coef * aggregate_loss(outputs.entropy, mask, config.aggregation, normalizer)
-        if outputs.entropy is not None:
             metrics["actor/entropy"] = _masked_mean(outputs.entropy, mask)
         return LossOutput(loss, metrics)
 
     def update(self, mini_batches: Sequence[MiniBatch]) -> list[StepResult]:
         """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step.
 
-        Mini-batches may leave out `old_log_probs` only when the update is on-policy (one mini-batch, one epoch).
+        Every mini-batch carries `old_log_probs` `(B, T)` (`compute_log_probs` before the first update); an
+        on-policy step may leave them to `update_on_policy` instead.
         """
-        on_policy = len(mini_batches) == 1 and self.config.ppo_epochs == 1
-        if not on_policy and any("old_log_probs" not in mini.batch for mini in mini_batches):
-            raise BatchError(
-                f"the actor's batch has no 'old_log_probs' but the update is off-policy ({len(mini_batches)} "
-                f"mini-batches x {self.config.ppo_epochs} epochs); compute them before the update"
-            )
+        for index, mini in enumerate(mini_batches):
+            if "old_log_probs" not in mini.batch:
+                raise BatchError(
+                    f"mini-batch {index} of the actor's update has no 'old_log_probs'; compute them with "
+                    "compute_log_probs before the update, or, for one on-policy mini-batch, call update_on_policy"
+                )
         return _update(self.engine, mini_batches, self.config.ppo_epochs, self.loss, self._train_spec)
+
+    def update_on_policy(self, mini_batch: MiniBatch) -> tuple[StepResult, ForwardOutput]:
+        """The step's one optimizer step (one mini-batch, one epoch), with the old log-probs taken from its own
+        training forward, then one schedule step.
+
+        The update starts from the weights that sampled the batch, so the detached log-probs of the training
+        forward are the old log-probs a separate `compute_log_probs` pass would give (as verl's actor does):
+        the same loss, gradient and update without that pass. The batch needs no `old_log_probs`.
+
+        Returns:
+            The step's result, and that forward's detached `(B, T)` float32 log-probs and entropy (what
+            `compute_log_probs(..., with_entropy=True)` returns before the step; values None).
+        """
+        if self.config.ppo_epochs != 1:
+            raise TrainConfigError(
+                f"update_on_policy makes one optimizer step, but ActorConfig.ppo_epochs={self.config.ppo_epochs}; "
+                "compute old_log_probs with compute_log_probs and call update"
+            )
+        batch = mini_batch.batch
+        if "old_log_probs" in batch:
+            raise BatchError(
+                "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
+                "against them, or leave them out"
+            )
+        shape = tuple(batch["input_ids"].shape)
+        device = batch["input_ids"].device
+        log_probs = torch.zeros(shape, dtype=torch.float32, device=device)
+        entropy = torch.zeros(shape, dtype=torch.float32, device=device)
+
+        def recording_loss(outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
+            rows = micro_batch[_ROW_KEY].to(device)
+            log_probs[rows] = outputs.log_probs.detach().to(device)
+            entropy[rows] = outputs.entropy.detach().to(device)
+            return self.loss(outputs, micro_batch, normalizer)
+
+        # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.
+        tagged = {**batch, _ROW_KEY: torch.arange(shape[0], device=device)}
+        spec = ForwardSpec(entropy=True, temperature=self.config.temperature)
+        result = self.engine.train_step(tagged, mini_batch.micro_batches, mini_batch.normalizer, recording_loss, spec)
+        self.engine.step_lr_scheduler()
+        return result, ForwardOutput(log_probs, entropy, None)
 
 
 @dataclass(frozen=True)
@@ -243,16 +288,7 @@ class CriticRole:
         )
 
     def update(self, mini_batches: Sequence[MiniBatch]) -> list[StepResult]:
-        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step.
-
-        Mini-batches may leave out `old_log_probs` only when the update is on-policy (one mini-batch, one epoch).
-        """
-        on_policy = len(mini_batches) == 1 and self.config.ppo_epochs == 1
-        if not on_policy and any("old_log_probs" not in mini.batch for mini in mini_batches):
-            raise BatchError(
-                f"the actor's batch has no 'old_log_probs' but the update is off-policy ({len(mini_batches)} "
-                f"mini-batches x {self.config.ppo_epochs} epochs); compute them before the update"
-            )
+        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step."""
         return _update(self.engine, mini_batches, self.config.ppo_epochs, self.loss, self._SPEC)
 
 

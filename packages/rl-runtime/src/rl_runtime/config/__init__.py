@@ -26,6 +26,7 @@ from rl_runtime.config._schema_algorithm import (
     KLConfig,
     KLMode,
     OverlongConfig,
+    RecomputeOldLogProb,
 )
 from rl_runtime.config._schema_models import (
     ActorConfig,
@@ -76,6 +77,7 @@ __all__ = [
     "OverlongConfig",
     "PlacementConfig",
     "RankBalancing",
+    "RecomputeOldLogProb",
     "ReferenceConfig",
     "RolloutConfig",
     "RunConfig",

@@ -34,6 +34,19 @@ _DEFAULT_KL_HORIZON = 10_000
 """Samples over which the adaptive controller may change the coefficient by e^±0.2 (verl's default)."""
 
 
+class RecomputeOldLogProb(enum.Enum):
+    """When the `compute_old_log_prob` node runs its own forward pass for the old log-probs."""
+
+    AUTO = "auto"
+    """Skip it when the step is on-policy: one PPO epoch of one mini-batch (`batch.ppo_epochs` = 1,
+    `batch.mini_batches_per_step` = 1) and no KL in the reward. The single update then starts from the weights
+    that sampled, so the actor takes the detached log-probs of its own training forward as the old ones (ratio
+    exactly 1, the same loss and gradient, as verl's actor does) and reports the entropy and rollout-probability
+    metrics from that forward. Exact for models whose training forward equals their eval forward (no dropout)."""
+    ALWAYS = "always"
+    """Always run the separate forward (the old log-probs are then in the batch for every node after it)."""
+
+
 class KLMode(enum.Enum):
     """Where the KL to the reference policy enters the objective."""
 
@@ -124,3 +137,9 @@ class AlgorithmConfig:
     """DAPO dynamic sampling settings; required by pipelines with a dynamic_sampling node (dapo), else null."""
     overlong: OverlongConfig | None = attrs.field(default=None, validator=optional(of_type(OverlongConfig)))
     """DAPO overlong reward shaping; null disables it."""
+    recompute_old_log_prob: RecomputeOldLogProb = attrs.field(
+        default=RecomputeOldLogProb.AUTO, validator=of_type(RecomputeOldLogProb)
+    )
+    """"auto" or "always": "auto" saves the separate old-log-prob forward of on-policy steps (one PPO epoch, one
+    mini-batch, no KL in the reward), taking the old log-probs from the actor's training forward instead; "always"
+    runs it every step (for custom pipelines whose nodes read `old_log_probs` before the actor update)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rl_runtime.config import BatchConfig
+from rl_engines.training import Batch, ForwardOutput
+from rl_runtime.config import BatchConfig, KLMode, RecomputeOldLogProb, RunConfig
 from rl_runtime.metrics import timed
 from rl_runtime.nodes._batching import micro_batches, require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import resources_of
@@ -20,31 +21,59 @@ def is_on_policy(batch: BatchConfig) -> bool:
     return batch.ppo_epochs == 1 and batch.mini_batches_per_step == 1
 
 
+def skips_old_log_prob_pass(config: RunConfig) -> bool:
+    """Whether `compute_old_log_prob` leaves the old log-probs to the actor update's own training forward.
+
+    Under `algorithm.recompute_old_log_prob=auto`, when the step is on-policy (`is_on_policy`) and the KL does
+    not enter the reward (`compute_advantage` would read `old_log_probs` before the update).
+    """
+    algorithm = config.algorithm
+    return (
+        algorithm.recompute_old_log_prob is RecomputeOldLogProb.AUTO
+        and is_on_policy(config.batch)
+        and algorithm.kl.mode is not KLMode.IN_REWARD
+    )
+
+
+def policy_forward_metrics(output: ForwardOutput, batch: Batch) -> dict[str, float]:
+    """`actor/entropy` and verl's `training/rollout_probs_diff_*` of a forward of the current policy.
+
+    Args:
+        output: the forward's `(B, T)` `log_probs` and `entropy`.
+        batch: the rows it ran on: `response_mask` `(B, T)`, and `rollout_log_probs` `(B, T)` when the rollout
+            recorded them.
+    """
+    mask = batch["response_mask"].bool()
+    if not mask.any():
+        return {"actor/entropy": 0.0}
+    metrics = {"actor/entropy": output.entropy[mask].mean().item()}
+    if "rollout_log_probs" in batch:
+        # The rollout engine and the trainer must agree on each token's probability; a gap means stale
+        # weights, a temperature mismatch or numerics worth a look (verl's training/rollout_probs_diff).
+        gap = (output.log_probs.exp() - batch["rollout_log_probs"].exp()).abs()[mask]
+        metrics[ROLLOUT_PROBS_DIFF_MEAN] = gap.mean().item()
+        metrics[ROLLOUT_PROBS_DIFF_MAX] = gap.max().item()
+    return metrics
+
+
 @register_operation("compute_old_log_prob")
 def compute_old_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     """Adds `old_log_probs` `(B, T)`: the current policy's log-probs of the responses (and its entropy metric).
 
-    An on-policy step (one mini-batch, one PPO epoch) passes the batch on unchanged: its single update starts
-    from the weights that sampled, so the actor takes the detached log-probs of its own training forward as
-    the old ones (as verl's actor does) and this extra forward pass would compute the same numbers.
+    When `skips_old_log_prob_pass` (an on-policy step under `algorithm.recompute_old_log_prob=auto`) the batch
+    passes on unchanged: its single update starts from the weights that sampled, so `train_actor` takes the
+    detached log-probs of its own training forward as the old ones, and the same metrics from that forward.
     """
     res = resources_of(ctx)
     data = single_input(ctx, inputs)
-    if is_on_policy(res.config.batch):
+    if skips_old_log_prob_pass(res.config):
         return with_fields(data)
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("old_log_prob", metrics):
         rows = micro_batches(data.batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group)
         output = res.actor.compute_log_probs(data.batch, rows, with_entropy=True)
-        mask = data.batch["response_mask"].bool()
-        metrics["actor/entropy"] = (output.entropy[mask].mean().item()) if mask.any() else 0.0
-        if "rollout_log_probs" in data.batch and mask.any():
-            # The rollout engine and the trainer must agree on each token's probability; a gap means stale
-            # weights, a temperature mismatch or numerics worth a look (verl's training/rollout_probs_diff).
-            gap = (output.log_probs.exp() - data.batch["rollout_log_probs"].exp()).abs()[mask]
-            metrics[ROLLOUT_PROBS_DIFF_MEAN] = gap.mean().item()
-            metrics[ROLLOUT_PROBS_DIFF_MAX] = gap.max().item()
+        metrics.update(policy_forward_metrics(output, data.batch))
     return with_fields(data, metrics, old_log_probs=output.log_probs)
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import torch
+
 from rl_engines.training import MiniBatch, StepResult, TrainEngine
 from rl_runtime.metrics import compute_data_metrics, count_tokens, timed
 from rl_runtime.nodes._batching import micro_batches, mini_batch_rows, require_fields, single_input, with_fields
+from rl_runtime.nodes._log_probs import policy_forward_metrics, skips_old_log_prob_pass
 from rl_runtime.nodes._resources import NodeResources, resources_of
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
@@ -15,7 +18,8 @@ SYNC_BUCKET_BYTES = 256 * 1024 * 1024
 """Weights stream to the rollout engine in buckets of this size: large enough to amortise each call, small
 enough that the exported copy never approaches the model's size."""
 _ACTOR_NEEDS = ("input_ids", "attention_mask", "response_mask", "advantages")
-"""`old_log_probs` too, unless the step is on-policy (`compute_old_log_prob` then leaves them to the actor)."""
+_OLD_LOG_PROBS = "old_log_probs"
+"""Needed by the actor too, unless `compute_old_log_prob` left them to the update (`skips_old_log_prob_pass`)."""
 _CRITIC_NEEDS = ("input_ids", "attention_mask", "response_mask", "values", "returns")
 
 
@@ -58,15 +62,28 @@ def sync_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
 
 @register_operation("train_actor")
 def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
-    """PPO-style actor update over mini-batches and epochs, then the weight sync to the rollout engine."""
+    """PPO-style actor update over mini-batches and epochs, then the weight sync to the rollout engine.
+
+    On an on-policy step without `old_log_probs` (`skips_old_log_prob_pass`) the update takes them from its own
+    training forward, adds them to the batch and reports `compute_old_log_prob`'s metrics from that forward.
+    """
     res = resources_of(ctx)
     data = single_input(ctx, inputs)
-    require_fields(data, _ACTOR_NEEDS, ctx.node.id)
+    from_update = _OLD_LOG_PROBS not in data.batch and skips_old_log_prob_pass(res.config)
+    require_fields(data, _ACTOR_NEEDS if from_update else (*_ACTOR_NEEDS, _OLD_LOG_PROBS), ctx.node.id)
     if res.config.algorithm.kl.coef > 0 and res.reference is not None and "ref_log_probs" not in data.batch:
         raise StepDataError(f"node {ctx.node.id!r}: the KL loss needs ref_log_probs; run compute_ref_log_prob first")
     metrics: dict[str, float] = {}
+    added: dict[str, torch.Tensor] = {}
     with timed("update_actor", metrics):
-        results = res.actor.update(build_mini_batches(res, data, res.actor.engine))
+        minis = build_mini_batches(res, data, res.actor.engine)
+        if from_update:
+            result, forward = res.actor.update_on_policy(minis[0])  # on-policy: a single mini-batch
+            results = [result]
+            added[_OLD_LOG_PROBS] = forward.log_probs
+            metrics.update(policy_forward_metrics(forward, data.batch))
+        else:
+            results = res.actor.update(minis)
     metrics.update(update_metrics(results, "actor", "pg_loss"))
     with timed("update_weights", metrics):
         metrics.update(sync_rollout_weights(res, res.policy_version + 1))
@@ -79,7 +96,7 @@ def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
         )
     )
     metrics["perf/total_num_tokens"] = float(count_tokens(data.batch))
-    return with_fields(data, metrics)
+    return with_fields(data, metrics, **added)
 
 
 @register_operation("train_critic")
