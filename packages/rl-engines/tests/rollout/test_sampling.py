@@ -7,7 +7,7 @@ import torch
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 from rl_engines.rollout import SamplingParams
-from rl_engines.rollout._sampling import BatchSampler
+from rl_engines.rollout._sampling import UNIFORM_BLOCK, BatchSampler, _inverse_cdf
 
 VOCAB = 50
 
@@ -96,3 +96,27 @@ def test_mixed_batch_greedy_row_stays_argmax() -> None:
         tokens, logprobs = _sampler(*params)(logits)
         assert int(tokens[0]) == int(logits[0].argmax())
         torch.testing.assert_close(logprobs[0], torch.log_softmax(logits[0], -1)[tokens[0]])
+
+
+def test_seeded_rows_stay_independent_across_uniform_blocks() -> None:
+    seeded = SamplingParams(max_new_tokens=1, temperature=1.0, seed=11)
+    row = _logits(1, seed=10)
+    alone = _sampler(seeded)
+    crowded = _sampler(SamplingParams(max_new_tokens=1, temperature=1.0), seeded, seed=5)
+    steps = 2 * UNIFORM_BLOCK + 3
+    draws_alone = [int(alone(row)[0][0]) for _ in range(steps)]
+    draws_crowded = [int(crowded(torch.cat([_logits(1, 12), row]))[0][1]) for _ in range(steps)]
+    assert draws_alone == draws_crowded
+
+
+@pytest.mark.parametrize("uniform", [0.0, 0.5, 1.0 - 2**-24])
+def test_inverse_cdf_never_draws_a_token_without_mass(uniform: float) -> None:
+    probs = torch.tensor([[0.0, 0.3, 0.0, 0.7, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0]])
+    tokens = _inverse_cdf(probs, torch.full((2,), uniform))
+    assert probs[torch.arange(2), tokens].gt(0).all()
+
+
+def test_inverse_cdf_splits_the_unit_interval_by_mass() -> None:
+    probs = torch.tensor([[0.25, 0.5, 0.25]]).repeat(4, 1)
+    tokens = _inverse_cdf(probs, torch.tensor([0.1, 0.3, 0.74, 0.8]))
+    assert tokens.tolist() == [0, 1, 1, 2]

@@ -1,8 +1,9 @@
 """Weight export: full tensors under Hugging Face names in size-bounded buckets, and a loadable HF folder.
 
-Parameters are gathered one at a time and handed out in buckets, so no process ever holds more than one
-bucket of full tensors beside its shards: never two full copies of the model. Gathering is a collective,
-so every rank must run an export to its end.
+Buckets are planned from the tensors' full shapes, then each bucket's shards are gathered together (one
+collective per dtype, see `_gather.py`), so no process ever holds more than one bucket of full tensors (and
+its gather buffer) beside its shards: never two full copies of the model. Gathering is a collective, so
+every rank must run an export to its end.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from safetensors.torch import save_file
 
 from rl_engines.training._atomic import prepare_staging, publish
 from rl_engines.training._errors import TrainConfigError
-from rl_engines.training._fsdp import ProcessLayout, barrier, full_tensor
+from rl_engines.training._fsdp import ProcessLayout, barrier
+from rl_engines.training._gather import gather_full_tensors
 
 logger = logging.getLogger(__name__)
 
@@ -70,21 +72,27 @@ def iter_weight_buckets(
     """
     if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
         raise TrainConfigError(f"bucket_bytes must be an int > 0, got {bucket_bytes!r}")
-    bucket: WeightBucket = []
+    planned: list[tuple[str, torch.Tensor]] = []
     size = 0
     with torch.no_grad():
         for name, tensor in hf_named_tensors(backbone):
-            full = full_tensor(tensor.detach())
-            if dtype is not None and full.is_floating_point():
-                full = full.to(dtype)
-            nbytes = full.numel() * full.element_size()
-            if bucket and size + nbytes > bucket_bytes:
-                yield bucket
-                bucket, size = [], 0
-            bucket.append((name, full))
+            cast = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
+            nbytes = tensor.numel() * cast.itemsize
+            if planned and size + nbytes > bucket_bytes:
+                yield _gathered(planned, dtype)
+                planned, size = [], 0
+            planned.append((name, tensor.detach()))
             size += nbytes
-    if bucket:
-        yield bucket
+        if planned:
+            yield _gathered(planned, dtype)
+
+
+def _gathered(planned: list[tuple[str, torch.Tensor]], dtype: torch.dtype | None) -> WeightBucket:
+    """The bucket's full tensors (one collective per dtype), cast to `dtype` where floating point."""
+    fulls = gather_full_tensors([tensor for _, tensor in planned])
+    if dtype is not None:
+        fulls = [full.to(dtype) if full.is_floating_point() else full for full in fulls]
+    return [(name, full) for (name, _), full in zip(planned, fulls, strict=True)]
 
 
 def _copy_side_files(source: Path | None, target: Path) -> None:
