@@ -12,7 +12,7 @@ from rl_engines.training._config import OptimizerConfig, ScheduleConfig
 
 
 def build_optimizer(parameters: Iterable[torch.nn.Parameter], config: OptimizerConfig) -> torch.optim.AdamW:
-    """AdamW over the trainable `parameters` (fused kernels on CUDA)."""
+    """AdamW over the trainable `parameters` (fused kernels on CUDA, multi-tensor `foreach` ops elsewhere)."""
     trainable = [p for p in parameters if p.requires_grad]
     fused = bool(trainable) and all(p.device.type == "cuda" for p in trainable)
     return torch.optim.AdamW(
@@ -22,6 +22,9 @@ def build_optimizer(parameters: Iterable[torch.nn.Parameter], config: OptimizerC
         eps=config.eps,
         weight_decay=config.weight_decay,
         fused=fused or None,
+        # torch picks the per-tensor loop off CUDA; on FSDP2's DTensors every one of its ops pays DTensor's
+        # dispatch, so the step took ~14 ms of a 2-layer model's ~120 ms update on CPU.
+        foreach=None if fused else True,
     )
 
 
