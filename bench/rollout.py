@@ -6,8 +6,9 @@ Batch: 16 prompts of 16-48 tokens (left-padded for `generate`), 64 new tokens ea
 returns per-token log-probs and weight versions; `generate` returns ids only.
 
 When vllm is importable (the `nox -s vllm` venv) a third column runs `rl_engines.vllm.VLLMEngine` on the same
-model saved to a folder, same prompts and sampling (fp32, prefix cache off), and prints its tokens/s and its
-ratio to `generate`; otherwise it prints that the column was skipped and why (see `_rollout_vllm.py`).
+model saved to a folder, same prompts and sampling (fp32, prefix cache off), in a process of its own (vLLM
+rebinds the process's threads, which would change the other columns), against `generate` in that process, and
+prints its tokens/s and that ratio; otherwise it prints that the column was skipped and why (`_rollout_vllm.py`).
 
 Each repeat times one call of each column, the order reversed every other repeat (A, B, C, C, B, A, ...);
 medians of `--repeats` (>= 5) after one warm-up each. Greedy outputs are compared with `generate`'s first.
@@ -58,6 +59,27 @@ def left_padded(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
+def requests_of(prompts: list[list[int]]) -> list[GenerateRequest]:
+    """The benchmark's greedy requests (NEW_TOKENS each, EOS ignored) for `prompts`."""
+    params = SamplingParams(max_new_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
+    return [GenerateRequest(f"r{i}", tuple(p), params) for i, p in enumerate(prompts)]
+
+
+def plain_generate(model: Qwen2ForCausalLM, prompts: list[list[int]]) -> Callable[[], list[list[int]]]:
+    """One call of transformers' `generate` on the left-padded prompts -> the new token ids of each."""
+    ids, mask = left_padded(prompts)
+
+    @torch.inference_mode()
+    def run() -> list[list[int]]:
+        out = model.generate(
+            input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=NEW_TOKENS,
+            min_new_tokens=NEW_TOKENS, pad_token_id=0, eos_token_id=None,
+        )  # fmt: skip
+        return out[:, ids.shape[1] :].tolist()
+
+    return run
+
+
 def check_greedy(runs: dict[str, Callable[[], list[list[int]]]]) -> None:
     """Run each column once (its warm-up), check it made NEW_TOKENS per prompt, print how many match `generate`."""
     reference = runs["plain"]()
@@ -89,41 +111,30 @@ def main() -> None:
     args = parser.parse_args()
     model, prompts = build()
     engine = HFEngine(model, HFEngineConfig())
-    params = SamplingParams(max_new_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
-    requests = [GenerateRequest(f"r{i}", tuple(p), params) for i, p in enumerate(prompts)]
-    ids, mask = left_padded(prompts)
+    requests = requests_of(prompts)
 
     def run_engine() -> list[list[int]]:
         return [list(o.output_ids) for o in engine.generate(requests)]
 
-    @torch.inference_mode()
-    def run_plain() -> list[list[int]]:
-        out = model.generate(
-            input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=NEW_TOKENS,
-            min_new_tokens=NEW_TOKENS, pad_token_id=0, eos_token_id=None,
-        )  # fmt: skip
-        return out[:, ids.shape[1] :].tolist()
-
-    runs: dict[str, Callable[[], list[list[int]]]] = {"engine": run_engine, "plain": run_plain}
+    runs: dict[str, Callable[[], list[list[int]]]] = {"engine": run_engine, "plain": plain_generate(model, prompts)}
+    print(f"torch threads: {torch.get_num_threads()}")
+    check_greedy(runs)
+    seconds = alternate(runs, args.repeats)
     skipped = _rollout_vllm.skip_reason(args.no_vllm)
-    shutdown_vllm: Callable[[], None] | None = None
-    if skipped is None:
-        runs["vllm"], shutdown_vllm = _rollout_vllm.start(model, requests)
-    # vLLM runs in-process and binds the OpenMP threads to cores, so its thread setting holds for every column.
-    print(f"torch threads (all columns): {torch.get_num_threads()}")
-    try:
-        check_greedy(runs)
-        seconds = alternate(runs, args.repeats)
-    finally:
-        if shutdown_vllm is not None:
-            shutdown_vllm()
+    vllm_seconds = _rollout_vllm.measure(args.repeats) if skipped is None else None
     tokens = BATCH * NEW_TOKENS
     rates = {name: tokens / statistics.median(values) for name, values in seconds.items()}
     for name, rate in rates.items():
         median = statistics.median(seconds[name])
         versus = f", {rate / rates['plain']:.2f}x generate" if name != "plain" else ""
         print(f"{name:>7}: {rate:9.0f} tokens/s  (median of {args.repeats}: {median:.3f} s{versus})")
-    if skipped is not None:
+    if vllm_seconds is not None:
+        vllm_rate, plain_rate = tokens / vllm_seconds["vllm"], tokens / vllm_seconds["plain"]
+        print(
+            f"   vllm: {vllm_rate:9.0f} tokens/s  (median of {args.repeats}: {vllm_seconds['vllm']:.3f} s, "
+            f"{vllm_rate / plain_rate:.2f}x generate in its process: {plain_rate:.0f} tokens/s there)"
+        )
+    else:
         print(f"   vllm: skipped ({skipped})")
     ratio = rates["engine"] / rates["plain"]
     verdict = "met" if ratio >= GOAL_RATIO else "missed"
