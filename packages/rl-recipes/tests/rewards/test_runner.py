@@ -87,3 +87,24 @@ def test_bad_arguments(kwargs: dict[str, Any], match: str) -> None:
 def test_not_callable() -> None:
     with pytest.raises(TypeError, match="fn must be a reward function, got int"):
         RewardRunner(3)  # type: ignore[arg-type]
+
+
+def test_threads_are_reused_across_runs_and_a_stuck_one_is_replaced() -> None:
+    release = threading.Event()
+    threads: set[int] = set()
+
+    def reward(response_text: str, ground_truth: str, **extra: Any) -> float:
+        threads.add(threading.get_ident())
+        if response_text == "hang":
+            release.wait(_SLEEP_S)
+        return 1.0
+
+    runner = RewardRunner(reward, timeout_s=_TIMEOUT_S, max_workers=2)
+    samples = [RewardSample(i, "ok", "x") for i in range(20)]
+    assert runner.run(samples).scores == [1.0] * 20
+    assert runner.run(samples).scores == [1.0] * 20
+    assert len(threads) <= 2  # the pool's two threads served both runs
+    stuck = runner.run([RewardSample("stuck", "hang", "x"), *samples])
+    release.set()
+    assert stuck.failed_uids == {"stuck": "timeout"}
+    assert stuck.scores[1:] == [1.0] * 20  # the other thread and the stuck one's replacement scored the rest
