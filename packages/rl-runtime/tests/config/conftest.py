@@ -109,5 +109,6 @@ def full_data() -> dict[str, Any]:
             "experiment_name": "experiment",
             "seed": 11,
             "step_timeout_s": 120.0,
+            "steps_per_call": 3,
         },
     }

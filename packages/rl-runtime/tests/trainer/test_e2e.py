@@ -78,6 +78,20 @@ def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: P
         assert torch.equal(weights[name], tensor), name
 
 
+def test_several_steps_per_call_train_exactly_as_one_per_call(tmp_path: Path, ray_runtime: None) -> None:
+    single = Trainer(tiny_config(tmp_path / "single", total_steps=4, validate_every=4), TokenTask).fit()
+    config = tiny_config(tmp_path / "chunked", total_steps=4, validate_every=4, checkpoint_every=3, steps_per_call=4)
+    chunked = Trainer(config, TokenTask).fit()  # calls of 3 steps (cut at the checkpoint), then 1
+
+    assert [done for done, _ in chunked.validations] == [4]
+    assert [_deterministic(m) for m in chunked.history] == [_deterministic(m) for m in single.history]
+    weights = _actor_weights(chunked.last_checkpoint, tmp_path)
+    for name, tensor in _actor_weights(single.last_checkpoint, tmp_path).items():
+        assert torch.equal(weights[name], tensor), name
+    kept = complete_checkpoints(checkpoint_root(tmp_path / "chunked" / "run"))
+    assert [step for step, _ in kept] == [3, 4]
+
+
 def _run_and_kill_after(folder: Path, step: int) -> None:
     """Start a 4-step run in its own process group and SIGKILL it once checkpoint `step` is committed."""
     script = textwrap.dedent(

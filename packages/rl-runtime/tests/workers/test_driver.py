@@ -63,6 +63,9 @@ class StandInWorker:
             "timing_s/train": 0.1 * (self.rank + 1),
         }
 
+    def run_steps(self, steps: list[int]) -> list[dict[str, float]]:
+        return [self.run_step(step) for step in steps]
+
 
 @pytest.fixture(scope="module")
 def workers(ray_runtime: None) -> Iterator[list[Any]]:
@@ -92,6 +95,32 @@ def test_metrics_come_back_by_rank_merged_and_their_bytes_counted(workers: list[
     assert result.metrics["timing_s/train"] == pytest.approx(0.3)  # the slowest rank's
     assert result.received_bytes == len(pickle.dumps(result.per_rank, protocol=pickle.HIGHEST_PROTOCOL))
     assert result.received_bytes < 1024  # three small dicts
+
+
+def test_several_steps_in_one_call_come_back_step_by_step(workers: list[Any]) -> None:
+    _configure(workers, "ok", "slow", "ok")
+    results = Driver(workers, TIMEOUT_S).run_steps([3, 4, 5])
+    assert [result.step for result in results] == [3, 4, 5]
+    for result in results:
+        assert [metrics["fake/step"] for metrics in result.per_rank] == [float(result.step)] * 3
+        assert result.metrics["fake/items_count"] == 6.0
+        assert result.received_bytes == len(pickle.dumps(result.per_rank, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def test_several_steps_time_out_with_their_range_named(workers: list[Any]) -> None:
+    _configure(workers, "ok", "hold", "ok")
+    try:
+        with pytest.raises(
+            StepTimeoutError, match=r"steps 5-6: worker rank\(s\) 1 are alive but did not finish within 2 s"
+        ):
+            Driver(workers, 1.0).run_steps([5, 6])
+    finally:
+        _release(workers)
+
+
+def test_no_steps_is_refused(workers: list[Any]) -> None:
+    with pytest.raises(ValueError, match="run_steps needs at least one step"):
+        Driver(workers, TIMEOUT_S).run_steps([])
 
 
 def test_node_error_surfaces_while_another_rank_still_runs(workers: list[Any]) -> None:

@@ -231,3 +231,6 @@ class TrainerConfig:
     """Base seed of model initialisation and sampling."""
     step_timeout_s: float = attrs.field(default=_DEFAULT_STEP_TIMEOUT_S, validator=number_in(0, low_open=True))
     """Seconds a training step may take before the run stops with the ranks that did not finish."""
+    steps_per_call: int = attrs.field(default=1, validator=int_at_least(1))
+    """Steps every worker runs per call from the driver (never past a validation or checkpoint): more divides the
+    driver's per-step cost, and metrics then reach the sinks that many steps at a time."""

@@ -82,6 +82,19 @@ class Trainer:
         checkpoints.read_state(folder)
         return folder
 
+    def _validates_after(self, done: int) -> bool:
+        every = self.config.trainer.validate_every
+        return bool(every and done % every == 0 and self.config.data.val_files)
+
+    def _steps_in_next_call(self, next_step: int) -> int:
+        """`trainer.steps_per_call`, cut short at the next validation, checkpoint or the end."""
+        trainer = self.config.trainer
+        count = min(trainer.steps_per_call, self.total_steps - next_step)
+        for every in (trainer.validate_every, trainer.checkpoint_every):
+            if every:
+                count = min(count, every - next_step % every)
+        return count
+
     def session(self) -> TrainingSession:
         """Start the workers (restoring the resume checkpoint) for step-by-step control; use it as a context manager."""
         return TrainingSession(self)
@@ -105,14 +118,15 @@ class Trainer:
                 if trainer.validate_before_train and run.start_step == 0 and self.config.data.val_files:
                     validations.append((0, run.validate()))
                     sinks.log(0, validations[-1][1])
-                for step in range(run.start_step, self.total_steps):
-                    metrics = run.step()
-                    done = step + 1
-                    if trainer.validate_every and done % trainer.validate_every == 0 and self.config.data.val_files:
-                        validations.append((done, run.validate()))
-                        metrics.update(validations[-1][1])
-                    sinks.log(done, metrics)
-                    history.append(metrics)
+                while run.next_step < self.total_steps:
+                    chunk = run.steps(self._steps_in_next_call(run.next_step))
+                    for offset, metrics in enumerate(chunk):
+                        done = run.next_step - len(chunk) + offset + 1
+                        if offset == len(chunk) - 1 and self._validates_after(done):
+                            validations.append((done, run.validate()))
+                            metrics.update(validations[-1][1])
+                        sinks.log(done, metrics)
+                        history.append(metrics)
                     if (trainer.checkpoint_every and done % trainer.checkpoint_every == 0) or done == self.total_steps:
                         last_checkpoint = run.save()
             return TrainResult(

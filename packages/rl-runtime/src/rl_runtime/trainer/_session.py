@@ -119,19 +119,29 @@ class TrainingSession:
 
     def step(self) -> dict[str, float]:
         """Run training step `next_step` on every worker; its metrics, with throughput and timing added."""
+        return self.steps(1)[0]
+
+    def steps(self, count: int) -> list[dict[str, float]]:
+        """Run the next `count` training steps, one call per worker; each step's metrics, in order.
+
+        Timing and throughput of each step are the call's wall time shared evenly over its steps."""
         assert self._driver is not None, "use the session as a context manager"
         start = time.perf_counter()
-        result = self._driver.run_step(self.next_step)
-        seconds = time.perf_counter() - start
-        metrics = dict(result.metrics)
-        metrics["timing_s/step"] = seconds
-        tokens = int(metrics.get("perf/total_num_tokens", 0))
-        slots = self.trainer.slots
-        metrics.update(compute_throughput_metrics(total_num_tokens=tokens, step_seconds=seconds, n_gpus=slots))
-        metrics["training/epoch"] = float(self.next_step // self.trainer.steps_per_epoch)
-        metrics[DRIVER_BYTES_METRIC] = float(result.received_bytes)
-        self.next_step += 1
-        return metrics
+        results = self._driver.run_steps(range(self.next_step, self.next_step + count))
+        seconds = (time.perf_counter() - start) / count
+        history = []
+        for result in results:
+            metrics = dict(result.metrics)
+            metrics["timing_s/step"] = seconds
+            tokens = int(metrics.get("perf/total_num_tokens", 0))
+            metrics.update(
+                compute_throughput_metrics(total_num_tokens=tokens, step_seconds=seconds, n_gpus=self.trainer.slots)
+            )
+            metrics["training/epoch"] = float(self.next_step // self.trainer.steps_per_epoch)
+            metrics[DRIVER_BYTES_METRIC] = float(result.received_bytes)
+            self.next_step += 1
+            history.append(metrics)
+        return history
 
     def validate(self) -> dict[str, float]:
         """Validation metrics of the current policy over the held-out files (empty without them)."""

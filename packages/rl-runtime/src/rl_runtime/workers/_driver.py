@@ -1,11 +1,12 @@
-"""The driver side of a step: call `run_step` on every worker, wait with a timeout, merge the metrics.
+"""The driver side of steps: call `run_steps` on every worker, wait with a timeout, merge the metrics.
 
 The driver only ever receives metric dicts; `StepResult.received_bytes` counts what it received (the pickled
 size of the metric dicts `ray.get` returned) so a test can check that no sample tensor reached it.
 
-Per step the driver submits one call per worker, then blocks in `ray.wait` on every pending call at once, waking
-every FAULT_POLL_S to fetch (one `ray.get` for all that finished) and check what has finished, so a failed or dead
-rank stops the step early. Its own work is O(workers) calls into Ray, not one wait and one get per rank.
+Per call the driver submits one call per worker for one or more consecutive steps (the workers run them without
+coming back in between), then blocks in `ray.wait` on every pending call at once, waking every FAULT_POLL_S to
+fetch (one `ray.get` for all that finished) and check what has finished, so a failed or dead rank stops the run
+early. Its own work is O(workers) calls into Ray per call, not per step: running k steps per call divides it by k.
 """
 
 from __future__ import annotations
@@ -64,23 +65,36 @@ class Driver:
 
     def run_step(self, step: int) -> StepResult:
         """Run `step` on every worker and merge their metrics."""
-        refs = [worker.run_step.remote(step) for worker in self.workers]
+        return self.run_steps([step])[0]
+
+    def run_steps(self, steps: Sequence[int]) -> list[StepResult]:
+        """Run `steps` in order on every worker, one call each; each step's merged metrics.
+
+        The timeout is `timeout_s` per step."""
+        steps = list(steps)
+        if not steps:
+            raise ValueError("run_steps needs at least one step")
+        refs = [worker.run_steps.remote(steps) for worker in self.workers]
         rank_of = {ref: rank for rank, ref in enumerate(refs)}
-        values: list[dict[str, float] | None] = [None] * len(refs)
+        values: list[list[dict[str, float]]] = [[] for _ in refs]
         pending = refs
-        deadline = time.monotonic() + self.timeout_s
+        timeout_s = self.timeout_s * len(steps)
+        deadline = time.monotonic() + timeout_s
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self._raise_for_stragglers(sorted(rank_of[ref] for ref in pending), step)
+                self._raise_for_stragglers(sorted(rank_of[ref] for ref in pending), steps, timeout_s)
             ready, pending = ray.wait(pending, num_returns=len(pending), timeout=min(remaining, FAULT_POLL_S))
-            for ref, value in zip(ready, self._get_all(ready, rank_of, step), strict=True):
+            for ref, value in zip(ready, self._get_all(ready, rank_of, steps[0]), strict=True):
                 values[rank_of[ref]] = value
-        per_rank = tuple(values)
-        received = len(pickle.dumps(per_rank, protocol=pickle.HIGHEST_PROTOCOL))
-        return StepResult(step, reduce_rank_metrics(per_rank), per_rank, received)
+        results = []
+        for index, step in enumerate(steps):
+            per_rank = tuple(rank_values[index] for rank_values in values)
+            received = len(pickle.dumps(per_rank, protocol=pickle.HIGHEST_PROTOCOL))
+            results.append(StepResult(step, reduce_rank_metrics(per_rank), per_rank, received))
+        return results
 
-    def _get_all(self, refs: list[Any], rank_of: dict[Any, int], step: int) -> list[dict[str, float]]:
+    def _get_all(self, refs: list[Any], rank_of: dict[Any, int], step: int) -> list[list[dict[str, float]]]:
         """The values of finished calls in one `ray.get`; on a failure, the lowest failing rank's error."""
         if not refs:
             return []
@@ -92,7 +106,7 @@ class Driver:
                 self._get(ref, rank_of[ref], step)
             raise
 
-    def _get(self, ref: Any, rank: int, step: int) -> dict[str, float]:
+    def _get(self, ref: Any, rank: int, step: int) -> list[dict[str, float]]:
         try:
             return ray.get(ref)
         except RayActorError as error:
@@ -103,17 +117,18 @@ class Driver:
                 raise cause from None
             raise
 
-    def _raise_for_stragglers(self, ranks: list[int], step: int) -> None:
+    def _raise_for_stragglers(self, ranks: list[int], steps: list[int], timeout_s: float) -> None:
         for rank in ranks:
             try:
                 ray.get(self.workers[rank].ping.remote(), timeout=PING_TIMEOUT_S)
             except (RayActorError, GetTimeoutError) as error:
                 raise WorkerLostError(
-                    rank, step, f"no result within {self.timeout_s:g} s and no answer to a liveness check"
+                    rank, steps[0], f"no result within {timeout_s:g} s and no answer to a liveness check"
                 ) from error
+        what = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
         raise StepTimeoutError(
-            f"step {step}: worker rank(s) {', '.join(map(str, ranks))} are alive but did not finish within "
-            f"{self.timeout_s:g} s; raise the driver's timeout_s or look for a node that waits forever"
+            f"{what}: worker rank(s) {', '.join(map(str, ranks))} are alive but did not finish within "
+            f"{timeout_s:g} s; raise the driver's timeout_s or look for a node that waits forever"
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import ray
@@ -97,6 +97,10 @@ class DAGWorker:
     def run_step(self, step: int) -> dict[str, float]:
         """Run the graph for `step`; a failing node raises NodeExecutionError. Returns metrics only."""
         return self._executor.run_step(step)
+
+    def run_steps(self, steps: Sequence[int]) -> list[dict[str, float]]:
+        """Run the graph for each of `steps` in order, without returning to the driver in between; their metrics."""
+        return [self._executor.run_step(step) for step in steps]
 
     def save_checkpoint(self, path: str) -> None:
         """Write this worker's part of a checkpoint under `path` (see WorkerHooks)."""
