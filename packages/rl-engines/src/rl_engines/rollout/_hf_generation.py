@@ -8,6 +8,8 @@ KV cache) at once. Between steps the loop asks the engine's gate whether to abor
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -77,6 +79,19 @@ class PrefillCache:
             self._entries.clear()
 
 
+_CACHE_ARG = "cache"
+_LEGACY_CACHE_ARG = "past_key_values"
+"""transformers 5.24 renamed the forward's KV-cache argument to `cache` and warns on the old name; older releases
+(down to our floor) know only the old one."""
+
+
+@functools.cache
+def _cache_arg(model_type: type) -> str:
+    """The name under which `model_type`'s forward takes its KV cache."""
+    parameters = inspect.signature(model_type.forward).parameters
+    return _CACHE_ARG if _CACHE_ARG in parameters else _LEGACY_CACHE_ARG
+
+
 @dataclass
 class _Row:
     request: GenerateRequest
@@ -102,9 +117,9 @@ def _prefill(setup: DecodeSetup, rows: list[_Row]) -> tuple:
         input_ids=ids,
         attention_mask=mask,
         position_ids=positions,
-        past_key_values=cache,
         use_cache=True,
         logits_to_keep=1,
+        **{_cache_arg(type(setup.model)): cache},
     )
     return cache, out.logits[:, -1, :].float(), mask, positions[:, -1]
 
@@ -187,8 +202,8 @@ def decode_batch(
                 input_ids=tokens.unsqueeze(-1),
                 attention_mask=mask,
                 position_ids=last_pos.unsqueeze(-1),
-                past_key_values=cache,
                 use_cache=True,
+                **{_cache_arg(type(setup.model)): cache},
             )
         logits = out.logits[:, -1, :].float()
     outputs = []
