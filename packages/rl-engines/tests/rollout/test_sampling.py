@@ -120,3 +120,33 @@ def test_inverse_cdf_splits_the_unit_interval_by_mass() -> None:
     probs = torch.tensor([[0.25, 0.5, 0.25]]).repeat(4, 1)
     tokens = _inverse_cdf(probs, torch.tensor([0.1, 0.3, 0.74, 0.8]))
     assert tokens.tolist() == [0, 1, 1, 2]
+
+
+def _reference_draw(row_logits: torch.Tensor, temperature: float, uniform: float) -> int:
+    """The first token whose cumulative mass exceeds `uniform` times the total: a linear scan, not a search."""
+    cdf = torch.log_softmax(row_logits / temperature, -1).exp().cumsum(-1)
+    return int((cdf > uniform * cdf[-1]).nonzero()[0])
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("batchmates", ["none", "greedy_and_unseeded"])
+def test_seeded_rows_draw_their_own_uniforms_in_order(temperature: float, batchmates: str) -> None:
+    seeds = [3, 14, 15]
+    seeded = [SamplingParams(max_new_tokens=1, temperature=temperature, seed=s) for s in seeds]
+    others = [SamplingParams(max_new_tokens=1, temperature=0.0), SamplingParams(max_new_tokens=1, temperature=1.0)]
+    params = seeded if batchmates == "none" else [others[0], *seeded, others[1]]
+    positions = [params.index(p) for p in seeded]
+    sampler = _sampler(*params)
+    streams = [torch.Generator().manual_seed(s) for s in seeds]
+    steps = UNIFORM_BLOCK + 5
+    uniforms = [torch.cat([torch.rand(UNIFORM_BLOCK, generator=g) for _ in range(2)]).tolist() for g in streams]
+    for step in range(steps):
+        logits = _logits(len(params), seed=100 + step)
+        tokens, _ = sampler(logits)
+        expected = [_reference_draw(logits[j], temperature, u[step]) for j, u in zip(positions, uniforms, strict=True)]
+        assert tokens[positions].tolist() == expected
+
+
+def test_inverse_cdf_maps_a_uniform_of_one_to_the_last_token_with_mass() -> None:
+    probs = torch.tensor([[0.0, 0.3, 0.0, 0.7, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0, 0.0]])
+    assert _inverse_cdf(probs, torch.tensor([1.0, 1.0, 0.25])).tolist() == [3, 2, 0]

@@ -103,7 +103,13 @@ class _Row:
 
 
 def _prefill(setup: DecodeSetup, rows: list[_Row]) -> tuple:
-    prompts = [row.request.input_ids for row in rows]
+    """KV cache, last logits `(B, V)`, attention mask `(B, W)` and last positions `(B,)` of the rows' prompts.
+
+    A prompt that several rows share (a GRPO group's samples) runs through the model once; its cache and logits
+    are then copied to each of its rows, which is what a forward over the repeated rows would compute."""
+    distinct: dict[tuple[int, ...], int] = {}
+    source = [distinct.setdefault(row.request.input_ids, len(distinct)) for row in rows]
+    prompts = list(distinct)
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), setup.pad_id, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -121,7 +127,12 @@ def _prefill(setup: DecodeSetup, rows: list[_Row]) -> tuple:
         logits_to_keep=1,
         **{_cache_arg(type(setup.model)): cache},
     )
-    return cache, out.logits[:, -1, :].float(), mask, positions[:, -1]
+    logits, last_pos = out.logits[:, -1, :].float(), positions[:, -1]
+    if len(prompts) < len(rows):
+        index = torch.tensor(source, device=setup.device)
+        cache.batch_select_indices(index)
+        logits, mask, last_pos = logits[index], mask[index], last_pos[index]
+    return cache, logits, mask, last_pos
 
 
 def _spans(versions: list[str]) -> tuple[VersionSpan, ...]:
@@ -172,13 +183,14 @@ def decode_batch(
     while active:
         tokens, logprobs = sampler(logits)
         events = []
-        for j, i in enumerate(active):
-            row, token = rows[i], int(tokens[j])
+        # One conversion per step: indexing the tensors row by row cost more than the sampling itself.
+        for i, token, logprob in zip(active, tokens.tolist(), logprobs.tolist(), strict=True):
+            row = rows[i]
             row.tokens.append(token)
-            row.logprobs.append(float(logprobs[j]))
+            row.logprobs.append(logprob)
             row.versions.append(version)
             row.finish = _finish(row, token, setup)
-            events.append((row.request.rid, token, row.logprobs[-1]))
+            events.append((row.request.rid, token, logprob))
         if on_tokens is not None:
             on_tokens(events)
         aborted = gate.checkpoint(ticket)

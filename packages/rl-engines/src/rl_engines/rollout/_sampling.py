@@ -58,6 +58,11 @@ class BatchSampler:
         self._seeded_sources = torch.tensor([i for _, i in seeded], dtype=torch.long, device=self._device)
         unseeded = [j for j, i in enumerate(self._rows) if i not in self._generators and not params[j].greedy]
         self._unseeded_rows = torch.tensor(unseeded, dtype=torch.long, device=self._device)
+        self._sampled_rows = torch.cat([self._seeded_rows, self._unseeded_rows])
+        # The common batch (every row sampled, all seeded or all not) gets its uniforms already in row order.
+        self._in_row_order = [j for j, _ in seeded] + unseeded == list(range(len(params)))
+        self._unit_temperature = all(t == 1.0 for t in temps)
+        self._row_uniforms: torch.Tensor | None = None
 
     def select(self, keep: Sequence[int]) -> None:
         """Keep only the current rows at positions `keep` (in that order)."""
@@ -70,25 +75,33 @@ class BatchSampler:
         if self._all_greedy:
             tokens = logits.argmax(dim=-1)
             return tokens, torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-        scaled = logits / self._temperature
+        scaled = logits if self._unit_temperature else logits / self._temperature
         logprobs = torch.log_softmax(scaled, dim=-1)
         probs = torch.softmax(self._truncate(scaled), dim=-1) if self._filter else logprobs.exp()
-        tokens = scaled.argmax(dim=-1)
-        rows, uniforms = self._next_uniforms()
-        if rows.numel():
-            tokens[rows] = _inverse_cdf(probs[rows], uniforms)
+        uniforms = self._next_uniforms()
+        if self._in_row_order:
+            tokens = _inverse_cdf(probs, uniforms)
+        else:
+            tokens = scaled.argmax(dim=-1)
+            if uniforms.numel():
+                tokens[self._sampled_rows] = _inverse_cdf(probs[self._sampled_rows], uniforms)
         return tokens, logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
 
-    def _next_uniforms(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sampled rows' positions `(S,)` and one uniform in [0, 1) for each `(S,)`: seeded rows, then the rest."""
+    def _next_uniforms(self) -> torch.Tensor:
+        """One uniform in [0, 1) for each sampled row `(S,)`, in `_sampled_rows` order: seeded rows, then the rest."""
         column = self._position % UNIFORM_BLOCK
         if column == 0:
             for i, generator in self._generators.items():
                 self._uniforms[i] = torch.rand(UNIFORM_BLOCK, generator=generator, device=self._device)
+            self._row_uniforms = None
         self._position += 1
-        seeded = self._uniforms[self._seeded_sources, column]
+        if self._row_uniforms is None:
+            self._row_uniforms = self._uniforms[self._seeded_sources]
+        seeded = self._row_uniforms[:, column]
+        if not self._unseeded_rows.numel():
+            return seeded
         shared = torch.rand(len(self._unseeded_rows), generator=self._shared, device=self._device)
-        return torch.cat([self._seeded_rows, self._unseeded_rows]), torch.cat([seeded, shared])
+        return torch.cat([seeded, shared]) if seeded.numel() else shared
 
     def _truncate(self, scaled: torch.Tensor) -> torch.Tensor:
         """Mask to -inf what top-k, then top-p (of the top-k renormalised mass), exclude; row-wise."""
@@ -109,6 +122,11 @@ def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     cdf = probs.cumsum(dim=-1)
     targets = uniforms.unsqueeze(-1) * cdf[:, -1:]
     tokens = torch.searchsorted(cdf, targets, right=True).squeeze(-1)
-    # u * total can round up to total itself; the last token with mass is the right answer then.
-    last_with_mass = probs.shape[-1] - 1 - (probs > 0).flip(-1).int().argmax(dim=-1)
-    return torch.minimum(tokens, last_with_mass)
+    # A float32 u < 1 keeps u * total below total, but a uniform of 1 would search past the end, where the last
+    # token with mass is the answer. Finding that token only then saves a fifth of a step's sampling time; the
+    # check's host sync costs nothing extra, as the decode loop reads the tokens right after.
+    overflow = tokens == probs.shape[-1]
+    if overflow.any():
+        last_with_mass = probs.shape[-1] - 1 - (probs > 0).flip(-1).int().argmax(dim=-1)
+        tokens = torch.where(overflow, last_with_mass, tokens)
+    return tokens
