@@ -47,8 +47,9 @@ def write_rows(path: Path, count: int, seed: int) -> Path:
     return path
 
 
-def tiny_config(folder: Path, **trainer: Any) -> RunConfig:
-    """A 2-slot colocated GRPO config of a 2-layer Qwen2, 4 prompts x 4 samples, 8 new tokens."""
+def tiny_config(folder: Path, *, placement: Mapping[str, Any] | None = None, **trainer: Any) -> RunConfig:
+    """A 2-slot GRPO config of a 2-layer Qwen2, 4 prompts x 4 samples, 8 new tokens; colocated unless `placement`
+    overrides it."""
     folder.mkdir(parents=True, exist_ok=True)
     train = write_rows(folder / "train.jsonl", 32, seed=1)
     val = write_rows(folder / "val.jsonl", 6, seed=2)
@@ -85,7 +86,7 @@ def tiny_config(folder: Path, **trainer: Any) -> RunConfig:
         },
         "reference": {"dtype": "float32"},
         "rollout": {"temperature": 1.0, "max_new_tokens": 8},
-        "placement": {"slots": 2, "device": "cpu"},
+        "placement": {"slots": 2, "device": "cpu", **(placement or {})},
         "trainer": {
             "output_dir": str(folder / "run"),
             "log_sinks": ["jsonl"],

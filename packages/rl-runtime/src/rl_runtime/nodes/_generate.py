@@ -77,6 +77,11 @@ def sample_prompts(
 def draw_rollouts(res: NodeResources, step: int, rank: int, draw: int) -> StepData:
     """One draw of this rank's next prompts from its loader, sampled with the run's rollout settings."""
     config = res.config
+    if res.rollout is None or res.prompts is None:
+        raise StepDataError(
+            "this worker holds no rollout engine or prompt loader: under placement.colocate=false only the rollout "
+            "slots sample; keep generate and dynamic_sampling in the rollout part of the pipeline"
+        )
     batch = next(res.prompts)
     where = [f"{res.prompts.source.where(index)}" for index in batch.indices]
     items = encode_rows(res.task, batch.rows, where, config.data.max_prompt_length)
@@ -99,15 +104,18 @@ def draw_rollouts(res: NodeResources, step: int, rank: int, draw: int) -> StepDa
 
 def put_rollout_to_sleep(res: NodeResources) -> None:
     """Colocated: free the rollout engine's memory for training (`wake_rollout` brings it back for the sync)."""
-    if res.config.placement.colocate and "sleep" in res.rollout.capabilities:
+    if res.config.placement.colocate and res.rollout is not None and "sleep" in res.rollout.capabilities:
         res.rollout.sleep(SLEEP_LEVEL)
 
 
 @register_operation("generate")
 def generate(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
-    """This rank's share of the step's prompts, each sampled `batch.samples_per_prompt` times."""
+    """This rank's share of the step's prompts, each sampled `batch.samples_per_prompt` times.
+
+    Reports `rollout/policy_version`: the weight version the samples came from (the number of actor updates the
+    rollout engine has received; on-policy, equal to the steps done)."""
     res = resources_of(ctx)
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = {"rollout/policy_version": float(res.policy_version)}
     with timed("gen", metrics):
         data = draw_rollouts(res, ctx.step, ctx.dp.rank, draw=0)
     put_rollout_to_sleep(res)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 import attrs
 import torch.distributed as dist
 
 from rl_coordinator.loading import ShardedLoader
 from rl_engines.rollout import InferenceEngine
-from rl_engines.sync import WeightSync
+from rl_engines.sync import Bucket, SyncReport
 from rl_engines.training import ActorRole, CriticRole, ReferenceRole
 from rl_runtime.config import BatchPlan, RunConfig
 from rl_runtime.nodes._task import Task
@@ -20,21 +20,51 @@ RUN_RESOURCES_KEY = "run"
 """The key of the NodeResources in a worker's resources mapping."""
 
 
+class WeightPublisher(Protocol):
+    """Where the actor's weights go after an update: `rl_engines.sync.WeightSync` into this worker's own rollout
+    engine (colocated), or a sender to the rollout slots (split placement)."""
+
+    def sync(self, buckets: Iterable[Bucket], version: str) -> SyncReport:
+        """Deliver the exported `buckets` as weight `version`; what was moved."""
+        ...
+
+    def close(self) -> None:
+        """Release groups and threads."""
+        ...
+
+
+class WeightSubscriber(Protocol):
+    """How a rollout slot of a split placement receives the weights the training slots publish."""
+
+    def receive(self) -> SyncReport:
+        """Block until the next published version is in this worker's rollout engine, verified; what arrived."""
+        ...
+
+    def close(self) -> None:
+        """Release groups and threads."""
+        ...
+
+
 @attrs.define
 class NodeResources:
     """One worker's engines and settings; built once per worker by the trainer's resources factory.
 
-    `policy_version` is the version of the weights the rollout engine holds; the actor update bumps it after
-    every weight sync, so each sample records the policy that produced it.
+    Colocated, every worker holds every engine. Under split placement a worker holds only what its sub-graph's
+    nodes use: the rollout slots the rollout engine, the prompt loader and a `weight_receiver`; the training slots
+    the actor (with a `weight_sync` that publishes to the rollout slots), reference and critic. The others are None.
+
+    `policy_version` is the version of the weights the rollout engine holds (on a training slot: the version the
+    actor last published); the actor update bumps it after every weight sync, so each sample records the policy
+    that produced it.
     """
 
     config: RunConfig
     plan: BatchPlan
     task: Task
-    prompts: ShardedLoader
-    rollout: InferenceEngine
-    actor: ActorRole
-    weight_sync: WeightSync
+    prompts: ShardedLoader | None
+    rollout: InferenceEngine | None
+    actor: ActorRole | None
+    weight_sync: WeightPublisher | None
     reference: ReferenceRole | None = None
     critic: CriticRole | None = None
     group: dist.ProcessGroup | None = None
@@ -42,6 +72,8 @@ class NodeResources:
     kl_controller: Any = None
     """The in-reward KL controller (rl_core.kl Fixed/AdaptiveKLController), or None."""
     policy_version: int = 0
+    weight_receiver: WeightSubscriber | None = None
+    """Split placement, rollout slots: where the actor's updates arrive."""
 
     @property
     def distributed(self) -> bool:

@@ -1,4 +1,5 @@
-"""The `train_actor` and `train_critic` operations: mini-batch updates, then the actor's weights go to the rollout."""
+"""The `train_actor` and `train_critic` operations: mini-batch updates, then the actor's weights go to the rollout;
+and `receive_weights`, which takes them in on the rollout slots of a split placement."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ _ACTOR_NEEDS = ("input_ids", "attention_mask", "response_mask", "advantages")
 _OLD_LOG_PROBS = "old_log_probs"
 """Needed by the actor too, unless `compute_old_log_prob` left them to the update (`skips_old_log_prob_pass`)."""
 _CRITIC_NEEDS = ("input_ids", "attention_mask", "response_mask", "values", "returns")
+TRAIN_ACTOR_OPERATION = "train_actor"
+RECEIVE_WEIGHTS_OPERATION = "receive_weights"
+CHECKSUM_METRIC_HEX_DIGITS = 13
+"""A weights checksum (SHA-256 hex) enters the metrics as the integer of its first 13 hex digits: 52 bits, which a
+float64 holds exactly, so two sides' values compare equal exactly when those digits agree."""
 
 
 def build_mini_batches(res: NodeResources, data: StepData, engine: TrainEngine) -> list[MiniBatch]:
@@ -51,16 +57,65 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else math.nan
 
 
+def checksum_metric(checksum: str) -> float:
+    """A weights checksum (hex digest) as a metric value: its first `CHECKSUM_METRIC_HEX_DIGITS` hex digits."""
+    return float(int(checksum[:CHECKSUM_METRIC_HEX_DIGITS], 16))
+
+
 def sync_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
-    """Stream the actor's weights into the rollout engine as `version` (waking it first when colocated asleep)."""
-    if "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
+    """Stream the actor's weights to the rollout engine as `version`: into this worker's own engine (waking it first
+    when colocated asleep), or, under split placement, to the rollout slots.
+
+    Metrics: `sync/weight_version`, and from the worker that sent them `sync/bytes`, `sync/num_tensors` and
+    `sync/weights_checksum` (`checksum_metric` of the tensors as sent)."""
+    if res.actor is None or res.weight_sync is None:
+        raise StepDataError("this worker holds no actor to publish weights from; the actor runs on the training slots")
+    if res.rollout is not None and "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
         res.rollout.wake_up()
     report = res.weight_sync.sync(res.actor.engine.export_weights(SYNC_BUCKET_BYTES), str(version))
     res.policy_version = version
-    return {"sync/bytes": float(report.nbytes), "sync/num_tensors": float(report.tensors)}
+    metrics = {"sync/weight_version": float(version)}
+    if report.tensors:  # a training rank that only took part in the export's gathers sent nothing
+        metrics.update({"sync/bytes": float(report.nbytes), "sync/num_tensors": float(report.tensors)})
+    if report.checksum is not None:
+        metrics["sync/weights_checksum"] = checksum_metric(report.checksum)
+    return metrics
 
 
-@register_operation("train_actor")
+def receive_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
+    """Split placement, rollout slot: wait for weight `version` from the training slots and load it into the rollout
+    engine (verified against the sender's checksum). Metrics: `rollout/weight_version`, `rollout/weights_checksum`.
+
+    A different version than `version` means the two sides disagree on how many updates happened: a StepDataError,
+    since sampling from it would silently go off-policy."""
+    if res.weight_receiver is None:
+        raise StepDataError(
+            "this worker has no weight receiver; receive_weights runs on the rollout slots of a split placement "
+            "(placement.colocate=false)"
+        )
+    report = res.weight_receiver.receive()
+    if report.version != str(version):
+        raise StepDataError(
+            f"the rollout slot expected weight version {version} but the training slots sent {report.version!r}; "
+            "the two sides ran a different number of actor updates"
+        )
+    res.policy_version = version
+    metrics = {"rollout/weight_version": float(version)}
+    if report.checksum is not None:
+        metrics["rollout/weights_checksum"] = checksum_metric(report.checksum)
+    return metrics
+
+
+@register_operation(RECEIVE_WEIGHTS_OPERATION)
+def receive_weights(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    """Split placement: the rollout slot waits for this step's actor update and loads it, so the next step samples
+    from the updated policy (the inputs only order it after the rollout's other nodes). The worker reports the
+    wait and the load as the node's `timing_s/<node id>`."""
+    res = resources_of(ctx)
+    return StepData(metrics=receive_rollout_weights(res, res.policy_version + 1))
+
+
+@register_operation(TRAIN_ACTOR_OPERATION)
 def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     """PPO-style actor update over mini-batches and epochs, then the weight sync to the rollout engine.
 

@@ -4,9 +4,12 @@ and resumes it.
     result = Trainer(load_config(RunConfig, "grpo.yaml"), MyTaskFactory()).fit()
 
 Each worker builds its engines from the config (`RunResourcesFactory`: FSDP2 actor/critic/reference over
-gloo or NCCL, an in-process rollout engine kept in sync with the actor), reads its own shard of the prompts
-and runs the pipeline's node operations (`rl_runtime.nodes`); the driver only sends step numbers and
-receives metrics. Checkpoints under `<output_dir>/checkpoints/step_N` are committed atomically;
+gloo or NCCL, a rollout engine kept in sync with the actor), reads its own shard of the prompts and runs the
+pipeline's node operations (`rl_runtime.nodes`); the driver only sends step numbers and receives metrics.
+`placement.colocate=true` runs the whole pipeline on every slot; `false` splits it into a rollout and a training
+sub-graph on slots of their own (`split_pipeline`, `plan_placement`), each slot building only its sub-graph's
+engines, with the actor's updates broadcast to the rollout slots (`WeightSender`, `WeightReceiver`).
+Checkpoints under `<output_dir>/checkpoints/step_N` are committed atomically;
 `trainer.resume: auto` continues from the newest.
 """
 
@@ -24,22 +27,29 @@ from rl_runtime.trainer._engines import build_actor, build_critic, build_referen
 from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
 from rl_runtime.trainer._loop import Trainer, TrainResult, load_pipeline
 from rl_runtime.trainer._session import DRIVER_BYTES_METRIC, TrainingSession
+from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, SplitPipeline, plan_placement, split_pipeline
 from rl_runtime.trainer._validation import PASS_SCORE, evaluate_shard, reduce_validation
-from rl_runtime.trainer._worker_state import RunHooks, RunResourcesFactory
+from rl_runtime.trainer._weight_link import WeightReceiver, WeightSender
+from rl_runtime.trainer._worker_state import RunHooks, RunResourcesFactory, SlotEngines
 
 __all__ = [
     "CHECKPOINTS_DIR",
     "DRIVER_BYTES_METRIC",
     "PASS_SCORE",
+    "RECEIVE_WEIGHTS_NODE",
     "STATE_FILE",
     "CheckpointStateError",
     "ConcatSource",
     "RunHooks",
     "RunResourcesFactory",
+    "SlotEngines",
+    "SplitPipeline",
     "TrainResult",
     "Trainer",
     "TrainerError",
     "TrainingSession",
+    "WeightReceiver",
+    "WeightSender",
     "build_actor",
     "build_critic",
     "build_reference",
@@ -50,9 +60,11 @@ __all__ = [
     "latest_checkpoint",
     "load_pipeline",
     "open_files",
+    "plan_placement",
     "prune_checkpoints",
     "read_state",
     "reduce_validation",
+    "split_pipeline",
     "steps_per_epoch",
     "uses_reference",
 ]

@@ -21,6 +21,8 @@ from rl_runtime.trainer._errors import CheckpointStateError
 CHECKPOINTS_DIR = "checkpoints"
 STATE_FILE = "trainer_state.json"
 PARTIAL_SUFFIX = ".partial"
+COLOCATE_KEY = "colocate"
+"""The state key that says whether the run was colocated; a split run's ranks hold other engines and shards."""
 _STEP_DIGITS = 8
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 

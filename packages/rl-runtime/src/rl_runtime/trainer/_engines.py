@@ -151,22 +151,44 @@ def build_critic(config: RunConfig, total_steps: int) -> CriticRole | None:
     return CriticRole(engine, loss)
 
 
-def build_rollout(config: RunConfig, actor: ActorRole) -> tuple[InferenceEngine, WeightSync]:
-    """This worker's rollout engine, holding the actor's current weights, and the sync that keeps it so."""
+def actor_hf_config(config: RunConfig) -> Any:
+    """The transformers config of the actor's model, without building it (a split placement's rollout slots)."""
+    source = config.actor.model
+    if source.hf_config is not None:
+        return hf_model_config(source)
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(source.path, local_files_only=True)
+
+
+def rollout_engine_config(config: RunConfig) -> HFEngineConfig:
+    """The rollout engine's settings: the actor's dtype, the run's device and seed, then `rollout.engine_kwargs`."""
     if config.rollout.engine != "hf":
         raise TrainerError(
             f"rollout.engine={config.rollout.engine!r} is not wired into the built-in trainer yet; it runs the "
             "in-process 'hf' engine (server/vllm/sglang engines work standalone through rl_engines)"
         )
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_config(actor.engine.hf_config)
-    device = device_name(config)
-    settings = {"dtype": config.actor.dtype.value, "device": device, "seed": config.trainer.seed}
+    settings = {"dtype": config.actor.dtype.value, "device": device_name(config), "seed": config.trainer.seed}
     try:
-        engine_config = HFEngineConfig(**{**settings, **config.rollout.engine_kwargs})
+        return HFEngineConfig(**{**settings, **config.rollout.engine_kwargs})
     except TypeError as error:
         raise TrainerError(f"rollout.engine_kwargs has a key HFEngineConfig does not take: {error}") from None
-    engine = HFEngine(model, engine_config)
-    sync = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(pause_mode="wait", dtype=engine_config.dtype))
-    return engine, sync
+
+
+def build_rollout_engine(config: RunConfig, hf_config: Any) -> HFEngine:
+    """A rollout engine on a fresh model of `hf_config`; its weights are the actor's only after the first sync."""
+    from transformers import AutoModelForCausalLM
+
+    engine_config = rollout_engine_config(config)
+    return HFEngine(AutoModelForCausalLM.from_config(hf_config), engine_config)
+
+
+def build_rollout(config: RunConfig, actor: ActorRole) -> tuple[InferenceEngine, WeightSync]:
+    """This worker's rollout engine, holding the actor's current weights, and the sync that keeps it so."""
+    engine = build_rollout_engine(config, actor.engine.hf_config)
+    return engine, local_weight_sync(engine, rollout_engine_config(config).dtype)
+
+
+def local_weight_sync(engine: InferenceEngine, dtype: str) -> WeightSync:
+    """A sync of tensors into `engine` in this process, cast to `dtype` and verified by checksum."""
+    return WeightSync([engine], ReferenceTransport(), WeightSyncConfig(pause_mode="wait", dtype=dtype))

@@ -17,6 +17,7 @@ from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._data import open_files, steps_per_epoch
 from rl_runtime.trainer._errors import TrainerError
 from rl_runtime.trainer._session import TrainingSession
+from rl_runtime.trainer._split import plan_placement, rollout_subgraph, train_subgraph
 
 logger = logging.getLogger(__name__)
 
@@ -49,23 +50,24 @@ def load_pipeline(pipeline: str) -> TaskGraph:
 class Trainer:
     """Runs a RunConfig with the task `task_factory` builds in each worker.
 
-    Colocated placement only: every slot runs the whole pipeline (rollout, reference, actor, critic) on its
-    share of the data, and the training roles shard over all slots with FSDP2.
+    Colocated (`placement.colocate=true`): every slot runs the whole pipeline (rollout, reference, actor, critic)
+    on its share of the data, and the training roles shard over all slots with FSDP2. Split
+    (`placement.colocate=false`): the rollout part of the pipeline runs on some slots and the training part on the
+    others (`split_pipeline`, `plan_placement`); samples cross through the DataCoordinator and each actor update's
+    weights go to the rollout slots before the next step samples.
     """
 
     def __init__(self, config: RunConfig, task_factory: TaskFactory) -> None:
-        if not config.placement.colocate:
-            raise TrainerError(
-                "placement.colocate=false (split placement) is not run by the built-in trainer yet; set "
-                "placement.colocate=true (every slot runs the whole pipeline)"
-            )
         if config.rollout.temperature == 0:
             raise TrainerError("rollout.temperature=0 samples greedily, which RL training cannot learn from; use > 0")
         self.config = config
         self.task_factory = task_factory
         self.slots = config.placement.slots
-        self.plan = BatchPlan.from_config(config, rollout_dp=self.slots, train_dp=self.slots)
         self.graph = with_rebalance(load_pipeline(config.pipeline), config.batch.balance_across_ranks)
+        self.placement = plan_placement(config, self.graph)
+        rollout_dp = len(rollout_subgraph(self.placement).ranks)
+        train_dp = len(train_subgraph(self.placement).ranks)
+        self.plan = BatchPlan.from_config(config, rollout_dp=rollout_dp, train_dp=train_dp)
         train_rows = len(open_files(config.data.train_files, "data.train_files"))
         self.steps_per_epoch = steps_per_epoch(train_rows, self.plan)
         self.total_steps = config.trainer.total_steps or config.trainer.total_epochs * self.steps_per_epoch
@@ -77,10 +79,28 @@ class Trainer:
         if resume == RESUME_NEVER:
             return None
         if resume == RESUME_AUTO:
-            return checkpoints.latest_checkpoint(checkpoints.checkpoint_root(self.run_dir))
-        folder = Path(resume)
-        checkpoints.read_state(folder)
+            folder = checkpoints.latest_checkpoint(checkpoints.checkpoint_root(self.run_dir))
+        else:
+            folder = Path(resume)
+        if folder is not None:
+            self._check_checkpoint(folder)
         return folder
+
+    def _check_checkpoint(self, folder: Path) -> None:
+        """Refuse a checkpoint whose ranks hold other engines or data shards than this run's would."""
+        state = checkpoints.read_state(folder)
+        if state.get("slots") != self.slots:
+            raise TrainerError(
+                f"checkpoint {folder} was written with placement.slots={state.get('slots')}, this run has "
+                f"{self.slots}; resume with the same slots or set trainer.resume=never"
+            )
+        colocate = self.config.placement.colocate
+        if state.get(checkpoints.COLOCATE_KEY, True) != colocate:  # checkpoints from before split were colocated
+            raise TrainerError(
+                f"checkpoint {folder} was written with placement.colocate={str(not colocate).lower()}, this run has "
+                f"{str(colocate).lower()}: its ranks hold other engines and data shards; resume with the same "
+                "placement.colocate or set trainer.resume=never"
+            )
 
     def _validates_after(self, done: int) -> bool:
         every = self.config.trainer.validate_every

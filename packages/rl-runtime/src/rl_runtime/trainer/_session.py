@@ -19,20 +19,13 @@ import ray
 from rl_coordinator.coordinator import start_coordinator
 from rl_runtime.metrics import compute_throughput_metrics
 from rl_runtime.nodes import REBALANCE_OPERATION
-from rl_runtime.planning import (
-    ActorRendezvous,
-    SchedulerConfig,
-    SlotGroupConfig,
-    SlotGroups,
-    TaskScheduler,
-    create_slot_groups,
-)
+from rl_runtime.planning import ActorRendezvous, SlotGroupConfig, SlotGroups, create_slot_groups
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._engines import device_name
-from rl_runtime.trainer._errors import TrainerError
+from rl_runtime.trainer._split import is_split, train_subgraph
 from rl_runtime.trainer._validation import reduce_validation
 from rl_runtime.trainer._worker_state import RunResourcesFactory
-from rl_runtime.workers import Driver, start_workers
+from rl_runtime.workers import Driver, edge_key, start_workers
 
 if TYPE_CHECKING:
     from rl_runtime.trainer._loop import Trainer
@@ -76,42 +69,36 @@ class TrainingSession:
         self.close()
 
     def _start(self) -> None:
-        settings = self.config.placement
-        slots = self.trainer.slots
-        slots_per_node = settings.slots_per_node or slots
-        num_nodes = slots // slots_per_node
+        placement = self.trainer.placement
+        settings = placement.config
         use_gpu = device_name(self.config) == "cuda"
-        self._slots = create_slot_groups(num_nodes, slots_per_node, SlotGroupConfig(use_gpu=use_gpu))
-        scheduler = TaskScheduler(
-            SchedulerConfig(
-                num_nodes=num_nodes,
-                slots_per_node=slots_per_node,
-                strategy=settings.strategy.value,
-                colocate=True,
-                node_cohesion=settings.node_cohesion,
-                node_load=settings.node_load,
-            )
-        )
-        placement = scheduler.schedule(self.trainer.graph)
+        self._slots = create_slot_groups(settings.num_nodes, settings.slots_per_node, SlotGroupConfig(use_gpu=use_gpu))
         logger.info("placement:\n%s", placement.describe())
         logger.info("batch plan:\n%s", self.trainer.plan.describe())
+        split = is_split(placement)
+        train_dp = len(train_subgraph(placement).ranks)
         factory = RunResourcesFactory(
             self.config,
             self.trainer.task_factory,
             self.trainer.total_steps,
-            placement.world_size,
-            ActorRendezvous.start() if placement.world_size > 1 else None,
+            self.trainer.plan,
+            ActorRendezvous.start() if train_dp > 1 else None,
+            split=split,
+            weight_exchange=ActorRendezvous.start() if split else None,
         )
         options = {"num_cpus": 1, "num_gpus": 1 if use_gpu else 0}
-        if placement.world_size > 1 and any(
-            n.operation == REBALANCE_OPERATION for n in self.trainer.graph.nodes.values()
-        ):
-            # Only a cross-rank rebalance moves samples between ranks; it goes through the coordinator by reference.
+        rebalances = any(n.operation == REBALANCE_OPERATION for n in self.trainer.graph.nodes.values())
+        if split or (placement.world_size > 1 and rebalances):
+            # Samples cross between sub-graphs, or between ranks in a rebalance, through the coordinator by reference.
             self._coordinator = start_coordinator()
+        samples = self.trainer.plan.samples_per_step
+        crossing = {edge_key(dep.upstream_node, dep.downstream_node): samples for dep in placement.cross_dependencies}
         self._workers = start_workers(
             placement,
             resources_factory=factory,
             coordinator=self._coordinator,
+            edge_batch_sizes=crossing,
+            coordinator_timeout_s=self.config.trainer.step_timeout_s,
             slots=self._slots,
             actor_options=options,
         )
@@ -163,6 +150,7 @@ class TrainingSession:
             "step": done,
             "total_steps": self.trainer.total_steps,
             "slots": self.trainer.slots,
+            checkpoints.COLOCATE_KEY: self.config.placement.colocate,
             "pipeline": self.config.pipeline,
         }
         folder = checkpoints.commit_checkpoint(partial, state)
@@ -175,11 +163,6 @@ class TrainingSession:
         if folder is None:
             return 0
         state = checkpoints.read_state(folder)
-        if state.get("slots") != self.trainer.slots:
-            raise TrainerError(
-                f"checkpoint {folder} was written with placement.slots={state.get('slots')}, this run has "
-                f"{self.trainer.slots}; resume with the same slots or set trainer.resume=never"
-            )
         ray.get([worker.load_checkpoint.remote(str(folder)) for worker in self._workers])
         logger.info("resumed from %s after %d steps", folder, state["step"])
         return int(state["step"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +15,32 @@ import torch
 import torch.distributed as dist
 
 from rl_coordinator.loading import RowSource, ShardedLoader
+from rl_core.graph import NodeRole
 from rl_core.kl import AdaptiveKLController, FixedKLController
+from rl_engines.rollout import InferenceEngine
+from rl_engines.training import ActorRole
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import RUN_RESOURCES_KEY, NodeResources, TaskFactory, sync_rollout_weights
+from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber
+from rl_runtime.nodes._train import receive_rollout_weights
 from rl_runtime.planning import Exchange, ProcessGroupConfig, WorkerAssignment, init_distributed
 from rl_runtime.trainer._data import open_files
-from rl_runtime.trainer._engines import build_actor, build_critic, build_reference, build_rollout, device_name
+from rl_runtime.trainer._engines import (
+    actor_hf_config,
+    build_actor,
+    build_critic,
+    build_reference,
+    build_rollout,
+    build_rollout_engine,
+    device_name,
+    local_weight_sync,
+    rollout_engine_config,
+    uses_reference,
+)
 from rl_runtime.trainer._errors import CheckpointStateError
+from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
+from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
 from rl_runtime.workers import HOOKS_KEY
 
 logger = logging.getLogger(__name__)
@@ -42,53 +60,125 @@ def _kl_controller(config: RunConfig) -> Any:
 
 
 @attrs.frozen
+class SlotEngines:
+    """Which engines a worker builds: those its sub-graph's node roles use (all of them when colocated)."""
+
+    rollout: bool
+    actor: bool
+    reference: bool
+    critic: bool
+
+    @classmethod
+    def colocated(cls, config: RunConfig) -> SlotEngines:
+        """Every engine the run has, on every slot."""
+        return cls(rollout=True, actor=True, reference=uses_reference(config), critic=config.critic is not None)
+
+    @classmethod
+    def for_roles(cls, roles: Collection[NodeRole], config: RunConfig) -> SlotEngines:
+        """The engines of a sub-graph with node `roles`; reference and critic only when the run has them."""
+        return cls(
+            rollout=bool(ENGINE_ROLES & set(roles)),
+            actor=NodeRole.ACTOR in roles,
+            reference=NodeRole.REFERENCE in roles and uses_reference(config),
+            critic=NodeRole.CRITIC in roles and config.critic is not None,
+        )
+
+
+@attrs.frozen
 class RunResourcesFactory:
-    """Builds a worker's NodeResources and hooks from the run config (pickled to every worker)."""
+    """Builds a worker's NodeResources and hooks from the run config (pickled to every worker).
+
+    Colocated, every worker builds every engine and the training roles shard over all of them. Under split
+    placement (`split`), a worker builds only the engines of its sub-graph (`SlotEngines`): the training slots form
+    the torch.distributed world the actor shards over, and publish each update to the rollout slots through a weight
+    group (`rl_runtime.trainer` weight link) whose address travels through `weight_exchange`.
+    """
 
     config: RunConfig
     task_factory: TaskFactory
     total_steps: int
-    world_size: int
+    plan: BatchPlan
+    """The run's batch plan (its data-parallel sizes are the placement's)."""
     exchange: Exchange | None = None
-    """Where rank 0 publishes the torch.distributed address; None for a single worker."""
+    """Where the training world's rank 0 publishes the torch.distributed address; None for one training rank."""
+    split: bool = False
+    weight_exchange: Exchange | None = None
+    """Split placement: where the sending training slot publishes the weight group's address."""
 
     def __call__(self, assignment: WorkerAssignment) -> Mapping[str, Any]:
-        config = self.config
+        config, dp = self.config, assignment.dp
         torch.manual_seed(config.trainer.seed)
+        if self.split:
+            engines = SlotEngines.for_roles(assignment.subgraph.roles, config)
+        else:
+            engines = SlotEngines.colocated(config)
+        trains = engines.actor or engines.critic or engines.reference
         group = None
-        if self.world_size > 1:
+        if trains and dp.size > 1:
             backend = "nccl" if device_name(config) == "cuda" else "gloo"
-            init_distributed(assignment.rank, self.world_size, self.exchange, ProcessGroupConfig(backend=backend))
+            init_distributed(dp.rank, dp.size, self.exchange, ProcessGroupConfig(backend=backend))
             group = dist.group.WORLD
-        dp = assignment.dp
-        plan = BatchPlan.from_config(config, rollout_dp=dp.size, train_dp=dp.size)
-        actor = build_actor(config, self.total_steps)
-        rollout, weight_sync = build_rollout(config, actor)
-        loader = ShardedLoader(
-            open_files(config.data.train_files, "data.train_files"),
-            dp_rank=dp.rank,
-            dp_size=dp.size,
-            batch_size=plan.prompts_per_rollout_rank,
-            seed=config.data.seed,
-            shuffle=config.data.shuffle,
-        )
+        actor = build_actor(config, self.total_steps) if engines.actor else None
+        rollout, weight_sync, receiver = self._rollout_side(engines, actor, dp.rank)
+        loader = None
+        if engines.rollout:
+            loader = ShardedLoader(
+                open_files(config.data.train_files, "data.train_files"),
+                dp_rank=dp.rank,
+                dp_size=dp.size,
+                batch_size=self.plan.prompts_per_rollout_rank,
+                seed=config.data.seed,
+                shuffle=config.data.shuffle,
+            )
         resources = NodeResources(
             config=config,
-            plan=plan,
+            plan=self.plan,
             task=self.task_factory(),
             prompts=loader,
             rollout=rollout,
             actor=actor,
             weight_sync=weight_sync,
-            reference=build_reference(config),
-            critic=build_critic(config, self.total_steps),
+            reference=build_reference(config) if engines.reference else None,
+            critic=build_critic(config, self.total_steps) if engines.critic else None,
             group=group,
             kl_controller=_kl_controller(config),
+            weight_receiver=receiver,
         )
-        sync_rollout_weights(resources, version=0)
-        val_source = open_files(config.data.val_files, "data.val_files") if config.data.val_files else None
+        publish_weights(resources, version=0)
+        val_source = None
+        if engines.rollout and config.data.val_files:
+            val_source = open_files(config.data.val_files, "data.val_files")
         hooks = RunHooks(resources, assignment.rank, dp.rank, dp.size, val_source)
         return {RUN_RESOURCES_KEY: resources, HOOKS_KEY: hooks}
+
+    def _rollout_side(
+        self, engines: SlotEngines, actor: ActorRole | None, dp_rank: int
+    ) -> tuple[InferenceEngine | None, WeightPublisher | None, WeightSubscriber | None]:
+        """(rollout engine, weight publisher, weight receiver) of this worker; see the class doc."""
+        config = self.config
+        if not self.split:
+            assert actor is not None, "a colocated worker builds every engine"
+            rollout, weight_sync = build_rollout(config, actor)
+            return rollout, weight_sync, None
+        assert self.weight_exchange is not None, "split placement needs a weight exchange"
+        rollout_ranks = self.plan.rollout_dp
+        timeout_s = config.trainer.step_timeout_s
+        dtype = rollout_engine_config(config).dtype
+        if engines.rollout:
+            rollout = build_rollout_engine(config, actor_hf_config(config))
+            group = join_weight_group(self.weight_exchange, 1 + dp_rank, rollout_ranks, timeout_s)
+            return rollout, None, WeightReceiver(group, local_weight_sync(rollout, dtype))
+        group = join_weight_group(self.weight_exchange, SENDER_RANK, rollout_ranks, timeout_s) if dp_rank == 0 else None
+        return None, WeightSender(group, dtype), None
+
+
+def publish_weights(res: NodeResources, version: int) -> None:
+    """Bring the rollout engines to the actor's weights as `version`: sync (colocated or training slot) or receive
+    (a split placement's rollout slot)."""
+    if res.weight_receiver is not None:
+        receive_rollout_weights(res, version)
+    else:
+        sync_rollout_weights(res, version)
 
 
 class RunHooks:
@@ -104,11 +194,12 @@ class RunHooks:
     def save_checkpoint(self, path: str) -> None:
         """Engines (DCP, every rank) plus this rank's loader position, policy version, KL and RNG states."""
         res, folder = self.resources, Path(path)
-        res.actor.engine.save_checkpoint(folder / ACTOR_DIR)
+        if res.actor is not None:
+            res.actor.engine.save_checkpoint(folder / ACTOR_DIR)
         if res.critic is not None:
             res.critic.engine.save_checkpoint(folder / CRITIC_DIR)
         state = {
-            "loader": res.prompts.state_dict(),
+            "loader": None if res.prompts is None else res.prompts.state_dict(),
             "policy_version": res.policy_version,
             "kl_controller": None if res.kl_controller is None else res.kl_controller.state_dict(),
             "torch_rng": torch.get_rng_state(),
@@ -128,27 +219,33 @@ class RunHooks:
                 f"{folder} has no state for worker rank {self.rank} ({state_path.name}); it was written by a run with "
                 "fewer slots: resume with the same placement.slots"
             )
-        res.actor.engine.load_checkpoint(folder / ACTOR_DIR)
+        if res.actor is not None:
+            res.actor.engine.load_checkpoint(folder / ACTOR_DIR)
         if res.critic is not None:
             res.critic.engine.load_checkpoint(folder / CRITIC_DIR)
         state = torch.load(state_path, weights_only=False)
-        res.prompts.load_state_dict(state["loader"])
+        if res.prompts is not None:
+            res.prompts.load_state_dict(state["loader"])
         if res.kl_controller is not None and state["kl_controller"] is not None:
             res.kl_controller.load_state_dict(state["kl_controller"])
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
-        sync_rollout_weights(res, version=state["policy_version"])
+        publish_weights(res, version=state["policy_version"])
         logger.info("rank %d resumed from %s at policy version %d", self.rank, folder, res.policy_version)
 
     def evaluate(self, step: int) -> dict[str, float]:
-        """This worker's validation sums (empty without held-out files)."""
+        """This worker's validation sums (empty without held-out files, and on a split placement's training slots)."""
         if self.val_source is None:
             return {}
         return evaluate_shard(self.resources, self.val_source, self.dp_rank, self.dp_size)
 
     def close(self) -> None:
-        """Shut the rollout engine and the sync down and leave torch.distributed."""
-        self.resources.weight_sync.close()
-        self.resources.rollout.shutdown()
+        """Shut the rollout engine and the weight sync down and leave torch.distributed."""
+        res = self.resources
+        for link in (res.weight_sync, res.weight_receiver):
+            if link is not None:
+                link.close()
+        if res.rollout is not None:
+            res.rollout.shutdown()
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -1,0 +1,71 @@
+"""Helpers of the end-to-end trainer tests: comparable metrics, actor weights from a checkpoint, a killed run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+from rl_runtime.trainer import checkpoint_root, complete_checkpoints
+
+KILL_WAIT_S = 300.0
+NON_DETERMINISTIC = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step")
+_MODEL_PREFIX = "backbone."
+"""The actor checkpoint holds the policy network, whose Hugging Face model sits under this attribute."""
+
+
+def deterministic(metrics: dict[str, float]) -> dict[str, float]:
+    """`metrics` without the wall-clock ones."""
+    return {name: value for name, value in metrics.items() if not name.startswith(NON_DETERMINISTIC)}
+
+
+def actor_weights(checkpoint: Path, scratch: Path) -> dict[str, torch.Tensor]:
+    """The actor's weights in checkpoint folder `checkpoint`, under their Hugging Face names."""
+    target = scratch / f"{checkpoint.parent.parent.parent.name}_{checkpoint.name}.pt"
+    dcp_to_torch_save(checkpoint / "actor", target)
+    state = torch.load(target, weights_only=False)
+    return {
+        name.removeprefix(_MODEL_PREFIX): value
+        for name, value in state["model"].items()
+        if isinstance(value, torch.Tensor)
+    }
+
+
+def run_and_kill_after(folder: Path, step: int, placement: Mapping[str, Any] | None = None) -> None:
+    """Start a 4-step run in its own process group and SIGKILL it once checkpoint `step` is committed."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from _task import TokenTask, tiny_config
+        from pathlib import Path
+        from rl_runtime.trainer import Trainer
+        placement = {dict(placement or {})!r}
+        config = tiny_config(Path({str(folder)!r}), placement=placement, total_steps=4, checkpoint_every=1)
+        Trainer(config, TokenTask).fit()
+        """
+    )
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    process = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    root = checkpoint_root(folder / "run")
+    deadline = time.monotonic() + KILL_WAIT_S
+    try:
+        while not any(done >= step for done, _ in complete_checkpoints(root)):
+            assert process.poll() is None, f"the run exited with {process.returncode} before checkpoint {step}"
+            assert time.monotonic() < deadline, f"no checkpoint {step} within {KILL_WAIT_S} s"
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    state = json.loads((complete_checkpoints(root)[-1][1] / "trainer_state.json").read_text())
+    assert state["step"] >= step

@@ -1,0 +1,183 @@
+"""Split placement's weight link in one process (sender and receiver on two threads over a real gloo weight group):
+what arrives equals what was sent, exactly, and every mismatch is refused."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from rl_engines.rollout import HFEngine, HFEngineConfig, weights_checksum
+from rl_engines.sync import Bucket, SyncError, SyncReport, as_buckets
+from rl_runtime.nodes import NodeResources, draw_rollouts, sync_rollout_weights
+from rl_runtime.nodes._train import checksum_metric, receive_rollout_weights
+from rl_runtime.planning import FileRendezvous
+from rl_runtime.trainer import WeightReceiver, WeightSender
+from rl_runtime.trainer._engines import local_weight_sync
+from rl_runtime.trainer._weight_link import SENDER_RANK, join_weight_group
+from rl_runtime.workers import StepDataError
+
+from ._task import VOCAB, tiny_config
+
+TIMEOUT_S = 60.0
+BUCKET_BYTES = 16_384
+"""Small enough that the tiny model's ~90 KB of weights travel in several buckets."""
+
+
+def _model(seed: int) -> torch.nn.Module:
+    config = AutoConfig.for_model(
+        "qwen2",
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=32,
+    )
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def _weights(seed: int) -> dict[str, torch.Tensor]:
+    return dict(_model(seed).state_dict())
+
+
+def _link(tmp_path: Path, engine: HFEngine) -> tuple[WeightSender, WeightReceiver]:
+    """A sender and a receiver (into `engine`) joined on one gloo weight group."""
+    exchange = FileRendezvous(tmp_path / "weight_group.json")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        sender = pool.submit(join_weight_group, exchange, SENDER_RANK, 1, TIMEOUT_S)
+        receiver = pool.submit(join_weight_group, exchange, 1, 1, TIMEOUT_S)
+        sender_group, receiver_group = sender.result(), receiver.result()
+    return WeightSender(sender_group, "float32"), WeightReceiver(receiver_group, local_weight_sync(engine, "float32"))
+
+
+def _sync(sender: WeightSender, receiver: WeightReceiver, weights: dict[str, torch.Tensor], version: str):
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        sent = pool.submit(sender.sync, as_buckets(weights.items(), BUCKET_BYTES), version)
+        received = pool.submit(receiver.receive)
+        return sent.result(TIMEOUT_S), received.result(TIMEOUT_S)
+
+
+@pytest.fixture
+def engine() -> Iterator[HFEngine]:
+    engine = HFEngine(_model(seed=0), HFEngineConfig(dtype="float32", device="cpu"))
+    yield engine
+    engine.shutdown()
+
+
+def test_each_sync_lands_the_sent_weights_in_the_engine_exactly(tmp_path: Path, engine: HFEngine) -> None:
+    sender, receiver = _link(tmp_path, engine)
+    try:
+        for version, seed in (("1", 1), ("2", 2)):
+            weights = _weights(seed)
+            sent, received = _sync(sender, receiver, weights, version)
+            expected = weights_checksum(weights.items())  # an independent digest of the actor's weights
+            assert sent.checksum == received.checksum == expected
+            assert engine.weights_checksum(list(weights)) == expected
+            assert engine.weight_version() == received.version == version
+            assert sent.tensors == received.tensors == len(weights)
+            assert sent.buckets == received.buckets > 1
+            assert sent.nbytes == sum(t.nbytes for t in weights.values())
+    finally:
+        sender.close()
+        receiver.close()
+
+
+def test_a_training_rank_that_does_not_send_still_drains_the_collective_export() -> None:
+    taken: list[int] = []
+
+    def export() -> Iterator[Bucket]:
+        for index in range(3):
+            taken.append(index)
+            yield [(f"w{index}", torch.zeros(2))]
+
+    report = WeightSender(None, "float32").sync(export(), "4")
+    assert taken == [0, 1, 2]
+    assert (report.version, report.tensors, report.checksum) == ("4", 0, None)
+
+
+class _CorruptingSync:
+    """Stands in for the receiver's local WeightSync: takes every bucket, then reports another checksum."""
+
+    def sync(self, buckets: Iterable[Bucket], version: str) -> SyncReport:
+        count = sum(len(bucket) for bucket in buckets)
+        return SyncReport(version, count, 1, 0, "0" * 64)
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
+def test_a_received_checksum_other_than_the_senders_is_refused(tmp_path: Path, engine: HFEngine) -> None:
+    sender, receiver = _link(tmp_path, engine)
+    receiver._sync.close()
+    receiver._sync = _CorruptingSync()  # type: ignore[assignment]
+    try:
+        with pytest.raises(SyncError, match=r"weight version 1: the rollout engine holds checksum 0{64}, .*corrupted"):
+            _sync(sender, receiver, _weights(1), "1")
+    finally:
+        sender.close()
+        receiver.close()
+
+
+class _Arrives:
+    """A weight receiver that reports `version` arriving."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+
+    def receive(self) -> SyncReport:
+        return SyncReport(self.version, 1, 1, 4, "00000000000ff" + "0" * 51)
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
+def _resources(tmp_path: Path, receiver: _Arrives | None = None) -> NodeResources:
+    # Only the fields these functions read; the engines they must refuse to run without are None.
+    return NodeResources(tiny_config(tmp_path), None, None, None, None, None, None, weight_receiver=receiver)
+
+
+def test_the_rollout_slot_records_the_version_and_checksum_it_received(tmp_path: Path) -> None:
+    res = _resources(tmp_path, _Arrives("3"))
+    assert receive_rollout_weights(res, 3) == {"rollout/weight_version": 3.0, "rollout/weights_checksum": 255.0}
+    assert res.policy_version == 3
+
+
+def test_checksum_metrics_keep_52_bits_exactly() -> None:
+    assert checksum_metric("f" * 64) == float(2**52 - 1)
+    assert checksum_metric("0000000000001" + "f" * 51) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda res: receive_rollout_weights(res, 1),
+            r"the rollout slot expected weight version 1 but the training slots sent '5'; the two sides ran a "
+            r"different number of actor updates",
+        ),
+        (
+            lambda res: receive_rollout_weights(NodeResources(res.config, None, None, None, None, None, None), 1),
+            r"this worker has no weight receiver; receive_weights runs on the rollout slots of a split placement",
+        ),
+        (
+            lambda res: sync_rollout_weights(res, 1),
+            r"this worker holds no actor to publish weights from; the actor runs on the training slots",
+        ),
+        (
+            lambda res: draw_rollouts(res, step=0, rank=0, draw=0),
+            r"this worker holds no rollout engine or prompt loader: under placement.colocate=false only the rollout "
+            r"slots sample",
+        ),
+    ],
+)
+def test_a_slot_without_the_engine_or_out_of_step_refuses(tmp_path: Path, call, message: str) -> None:
+    res = _resources(tmp_path, _Arrives("5"))
+    with pytest.raises(StepDataError, match=message):
+        call(res)
