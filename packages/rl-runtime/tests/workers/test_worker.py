@@ -19,6 +19,7 @@ from rl_runtime.workers import (
     StepTimeoutError,
     UnknownOperationError,
     WorkerLostError,
+    WorkerStartError,
     run_steps,
     start_workers,
 )
@@ -124,3 +125,36 @@ def test_unknown_operation_fails_before_any_worker_starts(ray_runtime: None) -> 
         UnknownOperationError, match=r"node 'x' uses operation 'fake_nope'.*registered operations: .*fake_generate"
     ):
         start_workers(placement)
+
+
+STUCK_S = 600.0
+"""Longer than any test: a rank that sleeps this long stands for one waiting in a collective for a dead peer."""
+
+
+def test_a_rank_failing_to_build_is_reported_while_another_still_waits(ray_runtime: None) -> None:
+    def rank_1_fails_while_rank_0_waits(assignment: Any) -> dict[str, Any]:  # nested: Ray ships it by value
+        if assignment.rank == 1:
+            raise RuntimeError("rank 1 could not load its model")
+        time.sleep(STUCK_S)
+        return {}
+
+    graph = TaskGraph("g", [node("gen", "fake_generate", num_samples=1, width=1)])
+    placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=2)).schedule(graph)
+    start = time.monotonic()
+    with pytest.raises(
+        WorkerStartError, match=r"(?s)worker rank 1 failed to start: .*RuntimeError: rank 1 could not load its model"
+    ):
+        start_workers(placement, resources_factory=rank_1_fails_while_rank_0_waits, ready_timeout_s=STUCK_S)
+    assert time.monotonic() - start < TIMEOUT_S
+
+
+def test_a_rank_that_never_finishes_building_is_named_at_the_ready_timeout(ray_runtime: None) -> None:
+    def rank_1_never_finishes(assignment: Any) -> dict[str, Any]:
+        if assignment.rank == 1:
+            time.sleep(STUCK_S)
+        return {}
+
+    graph = TaskGraph("g", [node("gen", "fake_generate", num_samples=1, width=1)])
+    placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=2)).schedule(graph)
+    with pytest.raises(WorkerStartError, match=r"worker rank\(s\) \[1\] did not finish building .* within 5 s"):
+        start_workers(placement, resources_factory=rank_1_never_finishes, ready_timeout_s=5.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -170,12 +171,34 @@ def start_workers(
                 assignment, routes, resources_factory, coordinator, operations, coordinator_timeout_s
             )
         )
-    for rank, worker in enumerate(workers):
-        try:
-            ray.get(worker.ready.remote(), timeout=ready_timeout_s)
-        except Exception as error:
-            for started in workers:
-                ray.kill(started)
-            raise WorkerStartError(f"worker rank {rank} failed to start: {error}") from error
+    _wait_until_ready(workers, ready_timeout_s)
     logger.info("started %d DAG workers", len(workers))
     return workers
+
+
+def _wait_until_ready(workers: Sequence[Any], timeout_s: float) -> None:
+    """Wait for every worker's `ready` at once, so the first rank to fail is the one reported: ranks that build
+    collectively (FSDP, gloo) otherwise sit in a collective with the failed rank until the timeout hides its error.
+    On a failure or the timeout every worker is killed and WorkerStartError raised."""
+    pending = {worker.ready.remote(): rank for rank, worker in enumerate(workers)}
+    deadline = time.monotonic() + timeout_s
+    error: WorkerStartError | None = None
+    while pending and error is None:
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+        if not done:
+            late = sorted(pending.values())
+            error = WorkerStartError(
+                f"worker rank(s) {late} did not finish building their resources within {timeout_s:g} s (the others "
+                "did); look for a rank stuck in a collective or a rendezvous in the workers' logs"
+            )
+            break
+        rank = pending.pop(done[0])
+        try:
+            ray.get(done[0])
+        except Exception as failure:
+            error = WorkerStartError(f"worker rank {rank} failed to start: {failure}")
+            error.__cause__ = failure
+    if error is not None:
+        for worker in workers:
+            ray.kill(worker)
+        raise error
