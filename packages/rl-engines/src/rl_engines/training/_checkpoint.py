@@ -144,7 +144,7 @@ def save_checkpoint(
         dcp.save(
             _app_state(network, optimizer, layout, layout.rank),
             checkpoint_id=str(staging_path(final)),
-            no_dist=not layout.sharded,
+            no_dist=not layout.distributed,
         )
     if staging is not None:
         meta = {
@@ -229,7 +229,7 @@ def load_checkpoint(
         )
     state = _app_state(network, optimizer, layout, rng_rank)
     with _single_process_quiet():
-        dcp.load(state, checkpoint_id=str(folder), no_dist=not layout.sharded)
+        dcp.load(state, checkpoint_id=str(folder), no_dist=not layout.distributed)
     set_model_state_dict(network, state["model"])
     if optimizer is not None:
         set_optimizer_state_dict(network, optimizer, state["optimizer"])

@@ -29,6 +29,7 @@ from rl_engines.training._fsdp import (
 from rl_engines.training._meta_init import build_network, build_sharded_from_rank0
 from rl_engines.training._micro_batches import check_micro_batches, select_rows
 from rl_engines.training._optim import build_optimizer, build_scheduler
+from rl_engines.training._replicate import broadcast_rank0_weights
 from rl_engines.training._step import train_step
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, StepResult
 
@@ -38,8 +39,9 @@ _SCHEDULER_ORDER_WARNING = re.escape("Detected call of `lr_scheduler.step()` bef
 
 
 class FSDPEngine:
-    """A causal LM (optionally with a value head) sharded with FSDP2 over the default process group, with
-    AdamW and a learning-rate schedule; unsharded in one process when no process group is initialised.
+    """A causal LM (optionally with a value head) sharded with FSDP2 over the default process group (or replicated
+    on every rank under `TrainEngineConfig.data_parallel="ddp"`), with AdamW and a learning-rate schedule;
+    unsharded in one process when no process group is initialised.
 
     Build it with `FSDPEngine.from_config`; see `TrainEngine` for the methods' contracts.
     """
@@ -58,8 +60,11 @@ class FSDPEngine:
 
     @classmethod
     def from_config(cls, config: TrainEngineConfig) -> FSDPEngine:
-        """Build the model, shard it (when a process group is initialised) and the optimizer. Sharded (a
-        collective), every rank builds the full model, or only rank 0 with `ModelConfig.broadcast_from_rank0`."""
+        """Build the model, shard or replicate it (when a process group is initialised) and the optimizer.
+
+        Sharded (a collective), every rank builds the full model, or only rank 0 with
+        `ModelConfig.broadcast_from_rank0`. Replicated (`data_parallel="ddp"`, a collective), every rank builds it
+        and then takes rank 0's weights."""
         layout = resolve_layout(config)
         if layout.sharded and config.model.broadcast_from_rank0:
             network = build_sharded_from_rank0(config, layout)
@@ -69,6 +74,8 @@ class FSDPEngine:
                 shard(network, network.backbone, config, layout)
             else:
                 network.to(layout.device)
+                if layout.replicated:
+                    broadcast_rank0_weights(network)
         return cls(config, network, layout, network.backbone.config)
 
     @property

@@ -1,8 +1,9 @@
-"""The process layout (world, rank, device) and FSDP2 sharding: one unit per decoder layer plus the root.
+"""The process layout (world, rank, device, data-parallel mode) and FSDP2 sharding: one unit per decoder layer
+plus the root.
 
 The same code runs on CPU with gloo and on GPU with nccl: the device mesh takes the engine's device
 type and the caller's default process group. Without an initialised process group the engine runs
-unsharded in one process.
+unsharded in one process; under `data_parallel="ddp"` every rank holds a whole replica (`_replicate.py`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from rl_engines.training._config import TrainEngineConfig
+from rl_engines.training._config import DATA_PARALLEL_DDP, TrainEngineConfig
 from rl_engines.training._errors import TrainConfigError
 
 logger = logging.getLogger(__name__)
@@ -28,18 +29,27 @@ divided by the global token count (dividing again by the world size would shrink
 
 @dataclass(frozen=True)
 class ProcessLayout:
-    """Where this process sits: data-parallel world size, rank, compute device, and whether FSDP2 shards."""
+    """Where this process sits: data-parallel world size, rank, compute device, whether a process group joins it
+    to other ranks (`distributed`: collectives run), and whether each rank holds a whole replica (`replicated`,
+    `data_parallel="ddp"`) rather than FSDP2 shards."""
 
     world_size: int
     rank: int
     device: torch.device
-    sharded: bool
+    distributed: bool
+    replicated: bool = False
+
+    @property
+    def sharded(self) -> bool:
+        """Whether FSDP2 shards the model over the process group."""
+        return self.distributed and not self.replicated
 
 
 def resolve_layout(config: TrainEngineConfig) -> ProcessLayout:
-    """The layout from the default process group (if initialised) and `config.device`."""
-    sharded = dist.is_available() and dist.is_initialized()
-    world_size, rank = (dist.get_world_size(), dist.get_rank()) if sharded else (1, 0)
+    """The layout from the default process group (if initialised), `config.device` and `config.data_parallel`."""
+    distributed = dist.is_available() and dist.is_initialized()
+    world_size, rank = (dist.get_world_size(), dist.get_rank()) if distributed else (1, 0)
+    replicated = distributed and config.data_parallel == DATA_PARALLEL_DDP
     want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     if want_cuda and not torch.cuda.is_available():
         raise TrainConfigError("TrainEngineConfig.device='cuda' but no CUDA device is visible; use 'cpu' or 'auto'")
@@ -50,13 +60,17 @@ def resolve_layout(config: TrainEngineConfig) -> ProcessLayout:
             "OffloadConfig.fsdp_cpu_offload=True offloads from a CUDA device to the CPU, but the engine runs on "
             f"{device}; turn it off or run on CUDA"
         )
-    if not sharded and config.precision.compute != config.precision.param:
+    if not (distributed and not replicated) and config.precision.compute != config.precision.param:
+        fix = (
+            "set TrainEngineConfig.data_parallel='fsdp'"
+            if replicated
+            else "initialise a process group (torch.distributed.init_process_group, world size 1 is fine)"
+        )
         raise TrainConfigError(
             f"PrecisionConfig.compute_dtype={config.precision.compute_dtype!r} differs from param_dtype="
-            f"{config.precision.param_dtype!r}, which needs FSDP2 mixed precision; initialise a process group "
-            "(torch.distributed.init_process_group, world size 1 is fine) or set compute_dtype=None"
+            f"{config.precision.param_dtype!r}, which needs FSDP2 mixed precision; {fix} or set compute_dtype=None"
         )
-    return ProcessLayout(world_size, rank, device, sharded)
+    return ProcessLayout(world_size, rank, device, distributed, replicated)
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -115,7 +129,7 @@ def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
 
 def all_reduce_sum(tensor: torch.Tensor, layout: ProcessLayout) -> torch.Tensor:
     """`tensor` summed over ranks (returned; a copy when sharded); itself in one process."""
-    if not layout.sharded:
+    if not layout.distributed:
         return tensor
     reduced = tensor.clone()
     dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
@@ -124,7 +138,7 @@ def all_reduce_sum(tensor: torch.Tensor, layout: ProcessLayout) -> torch.Tensor:
 
 def all_reduce_min_max(value: int, layout: ProcessLayout) -> tuple[int, int]:
     """The minimum and maximum of an integer over ranks."""
-    if not layout.sharded:
+    if not layout.distributed:
         return value, value
     pair = torch.tensor([-value, value], dtype=torch.int64, device=collective_device(layout))
     dist.all_reduce(pair, op=dist.ReduceOp.MAX)
@@ -138,5 +152,5 @@ def collective_device(layout: ProcessLayout) -> torch.device:
 
 def barrier(layout: ProcessLayout) -> None:
     """Wait for every rank (nothing in one process)."""
-    if layout.sharded:
+    if layout.distributed:
         dist.barrier()

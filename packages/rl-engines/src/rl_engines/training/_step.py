@@ -3,8 +3,9 @@
 Every micro-batch's loss is already divided by the step's global counts (`LossNormalizer`, summed over
 all micro-batches on all ranks), so the gradients of the micro-batches add up, across accumulation and
 across ranks, to the gradient of the whole batch's loss. FSDP2 therefore *sums* gradients over ranks
-(its divide factor is set to 1 in `_fsdp.shard`); with dp = 2 and 2 micro-batches each the result equals
-one process on the whole batch.
+(its divide factor is set to 1 in `_fsdp.shard`), as do the replicas of `data_parallel="ddp"` after the
+backward (`_replicate.all_reduce_gradients`); with dp = 2 and 2 micro-batches each the result equals one
+process on the whole batch.
 
 A step whose loss or gradient norm is not finite on any rank is skipped on every rank: the gradients
 are dropped, the optimizer is not applied, and the result says so.
@@ -23,6 +24,7 @@ from rl_engines.training._errors import BatchError
 from rl_engines.training._forward import forward_micro_batch
 from rl_engines.training._fsdp import ProcessLayout, all_reduce_sum, collective_device, full_tensor
 from rl_engines.training._micro_batches import select_rows
+from rl_engines.training._replicate import all_reduce_gradients
 from rl_engines.training._types import Batch, ForwardSpec, LossFn, StepResult
 
 logger = logging.getLogger(__name__)
@@ -118,6 +120,8 @@ def train_step(
     local_loss, metrics = backward_micro_batches(
         network, batch, plan, normalizer, loss_fn, spec, device=layout.device, packing=packing, chunk_size=chunk_size
     )
+    if layout.replicated:
+        all_reduce_gradients(list(network.parameters()), layout)
     lr = float(optimizer.param_groups[0]["lr"])
     if keep_gradients:
         loss = float(all_reduce_sum(local_loss.to(collective_device(layout)), layout))
