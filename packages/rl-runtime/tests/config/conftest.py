@@ -73,6 +73,7 @@ def full_data() -> dict[str, Any]:
             "model": {"hf_config": {"model_type": "llama", "hidden_size": 16}},
             "optim": {"lr": 1e-5},
             "dtype": "float32",
+            "data_parallel": "ddp",
             "value_clip": 0.2,
         },
         "reference": {"model": {"path": "/models/reference"}, "dtype": "float32", "cpu_offload": True},

@@ -280,6 +280,16 @@ def test_params_of_a_later_registered_estimator_are_accepted(
             r"batch.prompts_per_step: expected a multiple of the rollout dp=4",
         ),
         (["data.train_files=[]"], r"data.train_files: expected at least one training data file"),
+        (
+            ["actor.data_parallel=ddp", "actor.dtype=bfloat16"],
+            r"actor.dtype: expected float32 with data_parallel: ddp .*found 'bfloat16'.*set dtype: float32, or "
+            r"data_parallel: fsdp",
+        ),
+        (
+            ["actor.data_parallel=ddp", "actor.dtype=float32", "actor.cpu_offload=true"],
+            r"actor.cpu_offload: expected false with data_parallel: ddp",
+        ),
+        (["actor.data_parallel=zero"], r"actor.data_parallel: expected one of 'fsdp', 'ddp', found 'zero'"),
     ],
 )
 def test_cross_field_checks(minimal_data: dict[str, Any], overrides: list[str], message: str) -> None:

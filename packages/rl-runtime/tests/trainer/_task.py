@@ -47,9 +47,15 @@ def write_rows(path: Path, count: int, seed: int) -> Path:
     return path
 
 
-def tiny_config(folder: Path, *, placement: Mapping[str, Any] | None = None, **trainer: Any) -> RunConfig:
+def tiny_config(
+    folder: Path,
+    *,
+    placement: Mapping[str, Any] | None = None,
+    actor: Mapping[str, Any] | None = None,
+    **trainer: Any,
+) -> RunConfig:
     """A 2-slot GRPO config of a 2-layer Qwen2, 4 prompts x 4 samples, 8 new tokens; colocated unless `placement`
-    overrides it."""
+    overrides it; `actor` adds to the actor section, `trainer` to the trainer section."""
     folder.mkdir(parents=True, exist_ok=True)
     train = write_rows(folder / "train.jsonl", 32, seed=1)
     val = write_rows(folder / "val.jsonl", 6, seed=2)
@@ -83,6 +89,7 @@ def tiny_config(folder: Path, *, placement: Mapping[str, Any] | None = None, **t
             },
             "optim": {"lr": 1e-3, "weight_decay": 0.0},
             "dtype": "float32",
+            **(actor or {}),
         },
         "reference": {"dtype": "float32"},
         "rollout": {"temperature": 1.0, "max_new_tokens": 8},

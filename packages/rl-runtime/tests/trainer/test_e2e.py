@@ -40,6 +40,22 @@ def test_two_grpo_steps_train_and_write_metrics(tmp_path: Path, ray_runtime: Non
     assert [step for step, _ in kept] == [2]  # keep_last=1 removed step 1
 
 
+DDP_TOLERANCE = 1e-5
+"""ddp sums the ranks' gradients in one all-reduce, FSDP2 by reduce-scatter: the same sums in another order."""
+
+
+def test_ddp_replicas_train_as_fsdp_shards_do(tmp_path: Path, ray_runtime: None) -> None:
+    fsdp = Trainer(tiny_config(tmp_path / "fsdp", total_steps=2), TokenTask).fit()
+    ddp = Trainer(tiny_config(tmp_path / "ddp", total_steps=2, actor={"data_parallel": "ddp"}), TokenTask).fit()
+
+    for ours, reference in zip(ddp.history, fsdp.history, strict=True):
+        ours, reference = deterministic(ours), deterministic(reference)
+        assert ours.keys() == reference.keys()
+        assert "actor/kl_loss" in ours  # the reference policy ran replicated too
+        for name, value in reference.items():
+            assert ours[name] == pytest.approx(value, rel=DDP_TOLERANCE, abs=DDP_TOLERANCE), name
+
+
 def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: Path, ray_runtime: None) -> None:
     straight = Trainer(tiny_config(tmp_path / "straight", total_steps=4, checkpoint_every=1), TokenTask).fit()
 

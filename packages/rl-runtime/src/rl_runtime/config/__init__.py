@@ -31,6 +31,7 @@ from rl_runtime.config._schema_algorithm import (
 from rl_runtime.config._schema_models import (
     ActorConfig,
     CriticConfig,
+    DataParallel,
     DType,
     LRSchedule,
     ModelSourceConfig,
@@ -67,6 +68,7 @@ __all__ = [
     "CriticConfig",
     "DType",
     "DataConfig",
+    "DataParallel",
     "DeviceKind",
     "DynamicSamplingConfig",
     "KLConfig",

@@ -36,6 +36,13 @@ class LRSchedule(enum.Enum):
     COSINE = "cosine"
 
 
+class DataParallel(enum.Enum):
+    """How the slots of a training role share its model."""
+
+    FSDP = "fsdp"
+    DDP = "ddp"
+
+
 def _is_fraction(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
 
@@ -53,6 +60,27 @@ def _check_model_source(instance: ModelSourceConfig, attribute: attrs.Attribute[
         raise ConfigError([ConfigProblem("", expected, found, "set one and remove the other")])
     if value is not None and (not isinstance(value, dict) or _HF_MODEL_TYPE_KEY not in value):
         raise config_error(attribute.name, f"a mapping with a {_HF_MODEL_TYPE_KEY!r} key (e.g. qwen2)", value)
+
+
+def _check_data_parallel(instance: ActorConfig, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, DataParallel):
+        raise config_error(attribute.name, f"one of {[mode.value for mode in DataParallel]}", value)
+    if value is not DataParallel.DDP:
+        return
+    if instance.dtype is not DType.FLOAT32:
+        raise config_error(
+            "dtype",
+            "float32 with data_parallel: ddp (replicas have no mixed precision: parameters stay float32)",
+            instance.dtype.value,
+            "set dtype: float32, or data_parallel: fsdp for FSDP2 mixed precision",
+        )
+    if instance.cpu_offload:
+        raise config_error(
+            "cpu_offload",
+            "false with data_parallel: ddp (the offload moves FSDP2 shards)",
+            True,
+            "set cpu_offload: false, or data_parallel: fsdp",
+        )
 
 
 @attrs.frozen
@@ -109,6 +137,11 @@ class ActorConfig:
     """Keep sharded parameters, gradients and optimizer states on the CPU (FSDP2 CPU offload; needs CUDA)."""
     pin_memory: bool = attrs.field(default=True, validator=of_type(bool))
     """Pin offloaded memory for faster host-device copies."""
+    data_parallel: DataParallel = attrs.field(default=DataParallel.FSDP, validator=_check_data_parallel)
+    """How the slots share the model: "fsdp" shards parameters, gradients and optimizer state (FSDP2: the least
+    memory, per-layer collectives); "ddp" keeps a whole float32 replica per slot and sums gradients in one
+    all-reduce per bucket (fewer collectives: faster for models that fit a slot with their optimizer state, as
+    small models and CPU runs do)."""
 
 
 @attrs.frozen

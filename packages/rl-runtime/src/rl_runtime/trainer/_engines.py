@@ -30,7 +30,7 @@ from rl_engines.training import (
 from rl_engines.training import (
     ReferenceConfig as ReferenceRoleConfig,
 )
-from rl_runtime.config import ActorConfig, DeviceKind, KLMode, ModelSourceConfig, RunConfig
+from rl_runtime.config import ActorConfig, DataParallel, DeviceKind, KLMode, ModelSourceConfig, RunConfig
 from rl_runtime.trainer._errors import TrainerError
 
 _PARAM_DTYPE = "float32"
@@ -95,6 +95,7 @@ def train_engine_config(
         micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=config.batch.max_tokens_per_micro_batch),
         offload=OffloadConfig(fsdp_cpu_offload=section.cpu_offload, pin_memory=section.pin_memory),
         device=device_name(config),
+        data_parallel=section.data_parallel.value,
     )
 
 
@@ -121,17 +122,23 @@ def build_actor(config: RunConfig, total_steps: int) -> ActorRole:
 
 
 def build_reference(config: RunConfig) -> ReferenceRole | None:
-    """The frozen reference policy (the actor's initial model unless `reference.model` is set), or None."""
+    """The frozen reference policy (the actor's initial model unless `reference.model` is set), or None; its slots
+    share it as the actor's do (`actor.data_parallel`)."""
     if not uses_reference(config):
         return None
     section = config.reference
     source = section.model or config.actor.model
+    data_parallel = config.actor.data_parallel
+    # A frozen model needs no float32 master weights: ddp replicas (which have no mixed precision) hold the
+    # compute dtype itself; FSDP2 keeps float32 shards and casts them when it gathers.
+    param_dtype = section.dtype.value if data_parallel is DataParallel.DDP else _PARAM_DTYPE
     engine_config = TrainEngineConfig(
         model=_model_config(source, gradient_checkpointing=False, value_head=False),
-        precision=PrecisionConfig(param_dtype=_PARAM_DTYPE, compute_dtype=section.dtype.value),
+        precision=PrecisionConfig(param_dtype=param_dtype, compute_dtype=section.dtype.value),
         optimizer=None,
         micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=config.batch.max_tokens_per_micro_batch),
         device=device_name(config),
+        data_parallel=data_parallel.value,
     )
     role_config = ReferenceRoleConfig(offload_between_uses=section.cpu_offload, temperature=config.rollout.temperature)
     return ReferenceRole(FSDPEngine.from_config(engine_config), role_config)
