@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +17,7 @@ from rl_coordinator.coordinator import METRIC_PUT_SAMPLES, METRIC_SERVED_SAMPLES
 from rl_core.graph import TaskGraph
 from rl_runtime.planning import SchedulerConfig, TaskScheduler
 from rl_runtime.workers import (
+    WORKER_NICENESS,
     Driver,
     NodeExecutionError,
     StepTimeoutError,
@@ -158,3 +162,28 @@ def test_a_rank_that_never_finishes_building_is_named_at_the_ready_timeout(ray_r
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=2)).schedule(graph)
     with pytest.raises(WorkerStartError, match=r"worker rank\(s\) \[1\] did not finish building .* within 5 s"):
         start_workers(placement, resources_factory=rank_1_never_finishes, ready_timeout_s=5.0)
+
+
+def test_workers_run_at_normal_priority_where_the_os_allows_it(ray_runtime: None) -> None:
+    graph = TaskGraph("g", [node("gen", "fake_generate", num_samples=1, width=1)])
+    with _workers(graph, 2) as workers:
+        import ray
+
+        niceness = ray.get([worker.scheduling_niceness.remote() for worker in workers])
+    # Ray starts workers at niceness 15; only a privileged process may lower it (CI and dev machines run as root).
+    expected = WORKER_NICENESS if os.geteuid() == 0 else 15
+    assert niceness == [expected, expected]
+
+
+def test_an_unprivileged_worker_keeps_its_niceness_without_failing() -> None:
+    script = (
+        "import os, resource\n"
+        "from rl_runtime.workers._worker import raise_priority\n"
+        "os.setpriority(os.PRIO_PROCESS, 0, 15)\n"
+        "resource.setrlimit(resource.RLIMIT_NICE, (0, 0))\n"
+        "if os.geteuid() == 0:\n"
+        "    os.setuid(65534)\n"  # nobody: no CAP_SYS_NICE, and RLIMIT_NICE 0 allows no lowering
+        "print(raise_priority())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "15"

@@ -25,13 +25,15 @@ from rl_runtime.trainer._engines import device_name
 from rl_runtime.trainer._split import is_split, train_subgraph
 from rl_runtime.trainer._validation import reduce_validation
 from rl_runtime.trainer._worker_state import RunResourcesFactory
-from rl_runtime.workers import Driver, edge_key, start_workers
+from rl_runtime.workers import WORKER_NICENESS, Driver, edge_key, start_workers
 
 if TYPE_CHECKING:
     from rl_runtime.trainer._loop import Trainer
 
 logger = logging.getLogger(__name__)
 
+RAY_WORKER_NICENESS_ENV = "RAY_worker_niceness"
+"""Ray's setting of the niceness its raylet starts workers at (15 unless set)."""
 CLOSE_TIMEOUT_S = 60.0
 """Workers get this long to shut their engines down before they are killed."""
 DRIVER_BYTES_METRIC = "perf/driver_received_bytes"
@@ -56,6 +58,8 @@ class TrainingSession:
     def __enter__(self) -> TrainingSession:
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
+            # The raylet started here spawns the workers; unprivileged workers cannot lower their niceness later.
+            os.environ.setdefault(RAY_WORKER_NICENESS_ENV, str(WORKER_NICENESS))
             ray.init(num_cpus=max(self.trainer.slots, os.cpu_count() or 1), include_dashboard=False)
         try:
             self._start()

@@ -38,13 +38,21 @@ from rl_runtime.workers._operations import (
 from rl_runtime.workers._routing import EdgeRoute, WorkerRoutes, edge_key, plan_routes
 from rl_runtime.workers._step_data import Sample, SampleBatch, StepData, stack_samples
 from rl_runtime.workers._transport import get_edge, put_edge, sample_infos
-from rl_runtime.workers._worker import HOOKS_KEY, DAGWorker, ResourcesFactory, WorkerHooks, start_workers
+from rl_runtime.workers._worker import (
+    HOOKS_KEY,
+    WORKER_NICENESS,
+    DAGWorker,
+    ResourcesFactory,
+    WorkerHooks,
+    start_workers,
+)
 
 __all__ = [
     "HOOKS_KEY",
     "NODE_OPERATIONS",
     "NODE_TIMING_PREFIX",
     "PING_TIMEOUT_S",
+    "WORKER_NICENESS",
     "DAGWorker",
     "Driver",
     "EdgeRoute",

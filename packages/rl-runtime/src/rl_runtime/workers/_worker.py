@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -29,6 +30,28 @@ DEFAULT_READY_TIMEOUT_S = 300.0
 
 DEFAULT_WORKER_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
 """One CPU per worker: its slot's share of the machine; GPU runs pass `num_gpus` through `actor_options`."""
+
+
+WORKER_NICENESS = 0
+"""The scheduling niceness a DAG worker asks for. Ray starts workers at niceness 15 (`RAY_worker_niceness`) to keep
+its own daemons responsive; but DAG workers are the run's compute and meet in collectives, where a niced rank is
+preempted by any normal-priority thread: on 2 cores a 0.5 MB gloo all-reduce between two niceness-15 processes
+took 1.6-2.7 ms against 0.4 ms at niceness 0, about a fifth of a small model's training step."""
+
+
+def raise_priority(niceness: int = WORKER_NICENESS) -> int:
+    """Set this process's niceness to `niceness` if it is higher and the OS allows it; the niceness in effect.
+
+    Lowering niceness needs privilege (root, CAP_SYS_NICE or RLIMIT_NICE); without it the process keeps Ray's
+    niceness (start Ray with RAY_worker_niceness=0 instead, as `rl_runtime.trainer` does when it starts Ray)."""
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    if current > niceness:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
+        except PermissionError:
+            logger.info("worker keeps niceness %d: lowering it to %d is not permitted here", current, niceness)
+            return current
+    return os.getpriority(os.PRIO_PROCESS, 0)
 
 
 HOOKS_KEY = "hooks"
@@ -85,6 +108,7 @@ class DAGWorker:
         operations: Mapping[str, NodeOperation] | None = None,
         coordinator_timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        self.niceness = raise_priority()
         client = None if coordinator is None else CoordinatorClient(coordinator, timeout_s=coordinator_timeout_s)
         resources = (resources_factory or _no_resources)(assignment)
         self._executor = GraphExecutor(assignment, routes, resources, client, operations)
@@ -94,6 +118,10 @@ class DAGWorker:
     def ready(self) -> int:
         """This worker's rank, once it is built."""
         return self.rank
+
+    def scheduling_niceness(self) -> int:
+        """The niceness this worker's process runs at (see WORKER_NICENESS)."""
+        return self.niceness
 
     def run_step(self, step: int) -> dict[str, float]:
         """Run the graph for `step`; a failing node raises NodeExecutionError. Returns metrics only."""
