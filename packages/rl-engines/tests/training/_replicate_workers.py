@@ -18,7 +18,6 @@ from rl_engines.training import (
     ScheduleConfig,
     TrainConfigError,
 )
-from rl_engines.training._fsdp import ProcessLayout
 from rl_engines.training._replicate import all_reduce_gradients
 
 DDP = "ddp"
@@ -103,7 +102,6 @@ def uneven_gradients_scenario(rank: int, out: Path) -> None:
     if rank == 1:
         loss = loss + 10 * module.b.sum()
     loss.backward()
-    layout = ProcessLayout(2, rank, torch.device("cpu"), distributed=True, replicated=True)
-    all_reduce_gradients(list(module.parameters()), layout, bucket_bytes=8)
+    all_reduce_gradients(list(module.parameters()), bucket_bytes=8)
     grads = {name: None if p.grad is None else p.grad.clone() for name, p in module.named_parameters()}
     torch.save(grads, out / f"uneven_rank{rank}.pt")

@@ -18,8 +18,7 @@ from rl_engines.training._errors import BatchError, TrainConfigError
 from rl_engines.training._forward import PolicyNetwork, forward_micro_batch
 from rl_engines.training._fsdp import (
     ProcessLayout,
-    all_reduce_min_max,
-    all_reduce_sum,
+    all_gather_rows,
     collective_device,
     full_tensor,
     reshard,
@@ -104,6 +103,11 @@ class FSDPEngine:
         return self.network.value_head is not None
 
     @property
+    def micro_batches_in_lockstep(self) -> bool:
+        """FSDP2 gathers and reduces per micro-batch; ddp replicas meet once a step, whatever their micro-batches."""
+        return self.layout.sharded
+
+    @property
     def lr(self) -> float:
         """The current learning rate (0 for a frozen engine)."""
         return 0.0 if self.optimizer is None else float(self.optimizer.param_groups[0]["lr"])
@@ -143,11 +147,12 @@ class FSDPEngine:
         """The counts of this rank's `response_mask` `(B, T)` summed over every rank; `horizon` defaults to
         the widest `T` on any rank."""
         mask = response_mask.bool()
-        local = torch.tensor([mask.sum(), mask.any(dim=-1).sum()], dtype=torch.float64)
-        tokens, sequences = all_reduce_sum(local.to(collective_device(self.layout)), self.layout).tolist()
+        local = torch.tensor([mask.sum(), mask.any(dim=-1).sum(), mask.shape[-1]], dtype=torch.float64)
+        ranks = all_gather_rows(local.to(collective_device(self.layout)), self.layout).cpu()
+        tokens, sequences = ranks[:, :2].sum(dim=0).tolist()
         if tokens == 0:
             raise BatchError("response_mask has no response tokens on any rank; there is nothing to train on")
-        widest = all_reduce_min_max(int(mask.shape[-1]), self.layout)[1]
+        widest = float(ranks[:, 2].max())
         return LossNormalizer(tokens, sequences, float(horizon if horizon is not None else widest))
 
     def _require_optimizer(self, action: str) -> torch.optim.Optimizer:

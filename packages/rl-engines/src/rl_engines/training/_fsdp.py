@@ -136,6 +136,16 @@ def all_reduce_sum(tensor: torch.Tensor, layout: ProcessLayout) -> torch.Tensor:
     return reduced
 
 
+def all_gather_rows(values: torch.Tensor, layout: ProcessLayout) -> torch.Tensor:
+    """`(world, n)`: every rank's `(n,)` `values`, row `r` from rank `r` (one collective: sums and maxima of
+    several small statistics in one round)."""
+    if not layout.distributed:
+        return values.unsqueeze(0)
+    rows = [torch.empty_like(values) for _ in range(layout.world_size)]
+    dist.all_gather(rows, values)
+    return torch.stack(rows)
+
+
 def all_reduce_min_max(value: int, layout: ProcessLayout) -> tuple[int, int]:
     """The minimum and maximum of an integer over ranks."""
     if not layout.distributed:

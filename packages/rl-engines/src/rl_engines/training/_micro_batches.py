@@ -42,8 +42,9 @@ def check_micro_batches(
     """The plan as lists after checking it covers `batch` exactly once and respects `max_tokens`.
 
     A micro-batch of several sequences may hold at most `max_tokens` valid tokens; a single longer
-    sequence runs alone. Every rank must run the same number of micro-batches (FSDP2's collectives
-    pair up per forward), which costs one small all-reduce to check.
+    sequence runs alone. Under FSDP2 every rank must run the same number of micro-batches (its collectives
+    pair up per forward), which costs one small all-reduce to check; replicas (`data_parallel="ddp"`) meet
+    once a step and may run any number.
     """
     lengths = sequence_lengths(batch)
     batch_size = len(lengths)
@@ -70,6 +71,8 @@ def check_micro_batches(
                 f"MicroBatchConfig.max_tokens_per_micro_batch={max_tokens}; plan micro-batches under that budget "
                 "(a sequence longer than the budget goes alone) or raise the budget"
             )
+    if not layout.sharded:
+        return plan
     fewest, most = all_reduce_min_max(len(plan), layout)
     if fewest != most:
         raise MicroBatchError(

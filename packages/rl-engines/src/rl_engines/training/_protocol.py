@@ -51,6 +51,12 @@ class TrainEngine(Protocol):
         """Whether the model has a value head (the critic), so `ForwardSpec(values=True)` works."""
         ...
 
+    @property
+    def micro_batches_in_lockstep(self) -> bool:
+        """Whether every rank must run the same number of micro-batches in a forward or step (sharded engines
+        pair their collectives per micro-batch); False lets each rank plan its own."""
+        ...
+
     def forward(self, batch: Batch, micro_batches: Sequence[Sequence[int]], spec: ForwardSpec) -> ForwardOutput:
         """Per-token outputs of `batch` without gradients, each `(B, T)` float32 on the batch's device.
 

@@ -17,8 +17,6 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from rl_engines.training._fsdp import ProcessLayout, collective_device
-
 GRADIENT_BUCKET_BYTES = 64 * 2**20
 """64 MiB: large enough that a small model's gradients go in one collective, small beside a device's memory."""
 
@@ -46,22 +44,28 @@ def _buckets(tensors: Sequence[torch.Tensor], bucket_bytes: int) -> list[list[in
     return buckets
 
 
-def all_reduce_gradients(
-    parameters: Sequence[torch.nn.Parameter], layout: ProcessLayout, bucket_bytes: int = GRADIENT_BUCKET_BYTES
-) -> None:
+def all_reduce_gradients(parameters: Sequence[torch.nn.Parameter], bucket_bytes: int = GRADIENT_BUCKET_BYTES) -> None:
     """Replace each parameter's gradient by its sum over ranks (see the module doc); every rank must call it with
-    the same parameters in the same order."""
+    the same parameters in the same order.
+
+    Which parameters have a gradient anywhere travels in the first bucket's all-reduce as one 0/1 flag each, so a
+    step costs one collective per bucket and nothing more."""
     trainable = [p for p in parameters if p.requires_grad]
-    present = torch.tensor([p.grad is not None for p in trainable], dtype=torch.uint8, device=collective_device(layout))
-    dist.all_reduce(present, op=dist.ReduceOp.MAX)
-    reduced = [p for p, anywhere in zip(trainable, present.tolist(), strict=True) if anywhere]
-    for p in reduced:
+    if not trainable:
+        return
+    had_grad = [p.grad is not None for p in trainable]
+    for p in trainable:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    grads = [p.grad for p in reduced]
-    for bucket in _buckets(grads, bucket_bytes):
-        members = [grads[i] for i in bucket]
+    grads: list[torch.Tensor] = [p.grad for p in trainable]  # type: ignore[misc]
+    buckets = _buckets(grads, bucket_bytes)
+    flags = torch.tensor(had_grad, dtype=grads[buckets[0][0]].dtype, device=grads[buckets[0][0]].device)
+    for index, bucket in enumerate(buckets):
+        members = [grads[i] for i in bucket] + ([flags] if index == 0 else [])
         flat = _flatten_dense_tensors(members)
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        for grad, summed in zip(members, _unflatten_dense_tensors(flat, members), strict=True):
-            grad.copy_(summed)
+        for tensor, summed in zip(members, _unflatten_dense_tensors(flat, members), strict=True):
+            tensor.copy_(summed)
+    for p, anywhere in zip(trainable, flags.tolist(), strict=True):
+        if not anywhere:
+            p.grad = None

@@ -121,7 +121,7 @@ def train_step(
         network, batch, plan, normalizer, loss_fn, spec, device=layout.device, packing=packing, chunk_size=chunk_size
     )
     if layout.replicated:
-        all_reduce_gradients(list(network.parameters()), layout)
+        all_reduce_gradients(list(network.parameters()))
     lr = float(optimizer.param_groups[0]["lr"])
     if keep_gradients:
         loss = float(all_reduce_sum(local_loss.to(collective_device(layout)), layout))

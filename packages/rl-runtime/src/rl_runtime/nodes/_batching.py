@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 
 from rl_coordinator.balancing import min_num_micro_batches, plan_micro_batches
+from rl_engines.training import TrainEngine
 from rl_runtime.workers import NodeContext, StepData, StepDataError
 
 
@@ -44,13 +45,18 @@ def all_reduce_max(value: int, group: dist.ProcessGroup | None) -> int:
     return int(tensor.item())
 
 
-def micro_batches(attention_mask: torch.Tensor, max_tokens: int, group: dist.ProcessGroup | None) -> list[list[int]]:
-    """Row indices of each micro-batch under `max_tokens`, as many on every rank of `group` (a collective).
+def micro_batches(
+    attention_mask: torch.Tensor, max_tokens: int, group: dist.ProcessGroup | None, engine: TrainEngine
+) -> list[list[int]]:
+    """Row indices of each micro-batch under `max_tokens` for `engine`: as many on every rank of `group` (a
+    collective) when the engine runs micro-batches in lockstep, else this rank's own fewest.
 
     Args:
         attention_mask: `(B, T)` 0/1 valid-token mask of this rank's batch.
         max_tokens: token budget of one micro-batch.
     """
+    if not engine.micro_batches_in_lockstep:
+        group = None
     counts = attention_mask.sum(dim=-1).tolist()
     needed = all_reduce_max(min_num_micro_batches(counts, max_tokens), group)
     if needed > len(counts):

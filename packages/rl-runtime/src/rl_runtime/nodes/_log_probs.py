@@ -71,7 +71,8 @@ def compute_old_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> St
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("old_log_prob", metrics):
-        rows = micro_batches(data.batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group)
+        budget = res.config.batch.max_tokens_per_micro_batch
+        rows = micro_batches(data.batch["attention_mask"], budget, res.group, res.actor.engine)
         output = res.actor.compute_log_probs(data.batch, rows, with_entropy=True)
         metrics.update(policy_forward_metrics(output, data.batch))
     return with_fields(data, metrics, old_log_probs=output.log_probs)
@@ -87,7 +88,8 @@ def compute_ref_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> St
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("ref", metrics):
-        rows = micro_batches(data.batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group)
+        budget = res.config.batch.max_tokens_per_micro_batch
+        rows = micro_batches(data.batch["attention_mask"], budget, res.group, res.reference.engine)
         ref_log_probs = res.reference.compute_ref_log_probs(data.batch, rows)
     return with_fields(data, metrics, ref_log_probs=ref_log_probs)
 
@@ -102,6 +104,7 @@ def compute_value(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("values", metrics):
-        rows = micro_batches(data.batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group)
+        budget = res.config.batch.max_tokens_per_micro_batch
+        rows = micro_batches(data.batch["attention_mask"], budget, res.group, res.critic.engine)
         values = res.critic.compute_values(data.batch, rows)
     return with_fields(data, metrics, values=values)

@@ -34,7 +34,7 @@ def build_mini_batches(res: NodeResources, data: StepData, engine: TrainEngine) 
     minis = []
     for rows in mini_batch_rows(data.num_samples, res.config.batch.mini_batches_per_step):
         batch = {name: tensor[rows[0] : rows[-1] + 1] for name, tensor in data.batch.items()}
-        plan = micro_batches(batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group)
+        plan = micro_batches(batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group, engine)
         minis.append(MiniBatch(batch, plan, engine.global_normalizer(batch["response_mask"])))
     return minis
 
