@@ -17,6 +17,9 @@ import torch
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 # A local benchmark cluster needs no token; both entry points import this module before ray.init reads it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# Workers at niceness 0, as rl_runtime's trainer starts them (Ray's default of 15 slowed every actor call here);
+# the siiRL interpreter inherits this environment, so both sides run under the same setting.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 PRODUCERS, BATCHES, SAMPLES_PER_BATCH, TOKENS = 8, 200, 8, 1024
 TOTAL_SAMPLES = PRODUCERS * BATCHES * SAMPLES_PER_BATCH

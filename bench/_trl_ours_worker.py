@@ -102,6 +102,7 @@ def main() -> None:
     get_recipe("grpo").check(config)
     # A Ray instance of this process's own (what the session starts when none is running), so that the workers
     # of each slot setting never join another process's cluster.
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as the Trainer does when it starts Ray itself
     ray.init(address="local", num_cpus=max(args.slots, os.cpu_count() or 1), include_dashboard=False)
     try:
         with Trainer(config, MathTaskFactory(config.task, str(config.tokenizer_path))).session() as run:

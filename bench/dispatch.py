@@ -291,6 +291,7 @@ def _report(n: int, reps: dict[str, list[dict[str, float]]]) -> dict[str, float]
 def main() -> None:
     args = _parse()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as rl_runtime's trainer starts its workers
     import _dispatch_grpo as grpo
     import ray
 
