@@ -57,7 +57,7 @@ from rl_runtime.planning._rendezvous import (
     free_port,
     rendezvous,
 )
-from rl_runtime.planning._scheduler import TaskScheduler
+from rl_runtime.planning._scheduler import TaskScheduler, place_subgraphs
 from rl_runtime.planning._slots import assign_slots
 
 __all__ = [
@@ -95,6 +95,7 @@ __all__ = [
     "create_slot_groups",
     "free_port",
     "init_distributed",
+    "place_subgraphs",
     "register_apportion_strategy",
     "rendezvous",
     "resolve_backend",

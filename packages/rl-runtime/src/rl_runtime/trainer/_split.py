@@ -15,20 +15,10 @@ from __future__ import annotations
 
 import attrs
 
-from rl_core import lookup
 from rl_core.graph import CrossDependency, Node, NodeRole, NodeType, TaskGraph, estimate_weight
 from rl_runtime.config import RunConfig
 from rl_runtime.nodes._train import RECEIVE_WEIGHTS_OPERATION, TRAIN_ACTOR_OPERATION
-from rl_runtime.planning import (
-    APPORTION_STRATEGIES,
-    DataParallelInfo,
-    Placement,
-    SchedulerConfig,
-    SubgraphPlacement,
-    TaskScheduler,
-    WorkerAssignment,
-    assign_slots,
-)
+from rl_runtime.planning import Placement, SchedulerConfig, SubgraphPlacement, TaskScheduler, place_subgraphs
 from rl_runtime.trainer._errors import TrainerError
 
 ROLLOUT_ROLES = frozenset({NodeRole.ROLLOUT, NodeRole.REWARD, NodeRole.DYNAMIC_SAMPLING})
@@ -131,30 +121,11 @@ def plan_placement(config: RunConfig, graph: TaskGraph) -> Placement:
     if settings.colocate:
         return TaskScheduler(settings).schedule(graph)
     split = split_pipeline(graph)
-    entries = [(split.rollout, estimate_weight(split.rollout)), (split.train, estimate_weight(split.train))]
-    weights = [weight for _, weight in entries]
-    slots = settings.num_nodes * settings.slots_per_node
-    shares = lookup(APPORTION_STRATEGIES, settings.strategy, "apportion strategy")(weights, slots)
-    rank_sets = assign_slots(
-        shares,
-        weights,
-        settings.num_nodes,
-        settings.slots_per_node,
-        node_cohesion=settings.node_cohesion,
-        node_load=settings.node_load,
-    )
-    placed = tuple(
-        SubgraphPlacement(sub, graph.graph_id, weight, ranks)
-        for (sub, weight), ranks in zip(entries, rank_sets, strict=True)
-    )
-    workers: list[WorkerAssignment | None] = [None] * slots
-    for subgraph in placed:
-        for dp_rank, rank in enumerate(subgraph.ranks):
-            node_index, local_slot = divmod(rank, settings.slots_per_node)
-            workers[rank] = WorkerAssignment(
-                rank, node_index, local_slot, subgraph, DataParallelInfo(dp_rank, len(subgraph.ranks))
-            )
-    return Placement(settings, placed, tuple(w for w in workers if w is not None), split.cross_dependencies)
+    entries = [
+        (split.rollout, graph.graph_id, estimate_weight(split.rollout)),
+        (split.train, graph.graph_id, estimate_weight(split.train)),
+    ]
+    return place_subgraphs(settings, entries, split.cross_dependencies)
 
 
 def is_split(placement: Placement) -> bool:
