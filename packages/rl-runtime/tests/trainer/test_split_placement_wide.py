@@ -4,12 +4,9 @@ slots and the other only takes part in the export's gathers."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import ray
 
 from rl_engines.rollout import weights_checksum
 from rl_runtime.nodes._train import checksum_metric
@@ -23,28 +20,7 @@ SLOTS = 4
 PLACEMENT = {"slots": SLOTS, "colocate": False, "strategy": "even"}
 
 
-@pytest.fixture(scope="module")
-def four_slot_ray() -> Iterator[None]:
-    """A Ray runtime with a logical CPU per slot (the 2-core CI machines run the 4 workers oversubscribed)."""
-    if ray.is_initialized():
-        if ray.cluster_resources().get("CPU", 0) < SLOTS:
-            pytest.skip(f"a Ray runtime with fewer than {SLOTS} CPUs is already running in this session")
-        yield
-        return
-    previous = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # a local test cluster needs no token authentication
-    ray.init(num_cpus=SLOTS, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-        if previous is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = previous
-
-
-def test_two_rollout_and_two_training_slots(tmp_path: Path, four_slot_ray: None) -> None:
+def test_two_rollout_and_two_training_slots(tmp_path: Path, wide_ray_runtime: None) -> None:
     config = tiny_config(tmp_path, placement=PLACEMENT, total_steps=2, checkpoint_every=2, validate_every=2)
     trainer = Trainer(config, TokenTask)
     assert [(p.subgraph_id, p.ranks) for p in trainer.placement.subgraphs] == [
