@@ -49,7 +49,6 @@ def resolve_layout(config: TrainEngineConfig) -> ProcessLayout:
     """The layout from the default process group (if initialised), `config.device` and `config.data_parallel`."""
     distributed = dist.is_available() and dist.is_initialized()
     world_size, rank = (dist.get_world_size(), dist.get_rank()) if distributed else (1, 0)
-    replicated = distributed and config.data_parallel == DATA_PARALLEL_DDP
     want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     if want_cuda and not torch.cuda.is_available():
         raise TrainConfigError("TrainEngineConfig.device='cuda' but no CUDA device is visible; use 'cpu' or 'auto'")
@@ -60,17 +59,20 @@ def resolve_layout(config: TrainEngineConfig) -> ProcessLayout:
             "OffloadConfig.fsdp_cpu_offload=True offloads from a CUDA device to the CPU, but the engine runs on "
             f"{device}; turn it off or run on CUDA"
         )
-    if not (distributed and not replicated) and config.precision.compute != config.precision.param:
+    layout = ProcessLayout(
+        world_size, rank, device, distributed, replicated=distributed and config.data_parallel == DATA_PARALLEL_DDP
+    )
+    if not layout.sharded and config.precision.compute != config.precision.param:
         fix = (
             "set TrainEngineConfig.data_parallel='fsdp'"
-            if replicated
+            if layout.replicated
             else "initialise a process group (torch.distributed.init_process_group, world size 1 is fine)"
         )
         raise TrainConfigError(
             f"PrecisionConfig.compute_dtype={config.precision.compute_dtype!r} differs from param_dtype="
             f"{config.precision.param_dtype!r}, which needs FSDP2 mixed precision; {fix} or set compute_dtype=None"
         )
-    return ProcessLayout(world_size, rank, device, distributed, replicated)
+    return layout
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:

@@ -193,7 +193,7 @@ def build_rollout_engine(config: RunConfig, hf_config: Any) -> HFEngine:
 def build_rollout(config: RunConfig, actor: ActorRole) -> tuple[InferenceEngine, WeightSync]:
     """This worker's rollout engine, holding the actor's current weights, and the sync that keeps it so."""
     engine = build_rollout_engine(config, actor.engine.hf_config)
-    return engine, local_weight_sync(engine, rollout_engine_config(config).dtype)
+    return engine, local_weight_sync(engine, engine.config.dtype)
 
 
 def local_weight_sync(engine: InferenceEngine, dtype: str) -> WeightSync:

@@ -210,23 +210,23 @@ def _wait_until_ready(workers: Sequence[Any], timeout_s: float) -> None:
     On a failure or the timeout every worker is killed and WorkerStartError raised."""
     pending = {worker.ready.remote(): rank for rank, worker in enumerate(workers)}
     deadline = time.monotonic() + timeout_s
-    error: WorkerStartError | None = None
-    while pending and error is None:
+    while pending:
         done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
         if not done:
-            late = sorted(pending.values())
-            error = WorkerStartError(
-                f"worker rank(s) {late} did not finish building their resources within {timeout_s:g} s (the others "
-                "did); look for a rank stuck in a collective or a rendezvous in the workers' logs"
+            _kill(workers)
+            raise WorkerStartError(
+                f"worker rank(s) {sorted(pending.values())} did not finish building their resources within "
+                f"{timeout_s:g} s (the others did); look for a rank stuck in a collective or a rendezvous in the "
+                "workers' logs"
             )
-            break
         rank = pending.pop(done[0])
         try:
             ray.get(done[0])
         except Exception as failure:
-            error = WorkerStartError(f"worker rank {rank} failed to start: {failure}")
-            error.__cause__ = failure
-    if error is not None:
-        for worker in workers:
-            ray.kill(worker)
-        raise error
+            _kill(workers)
+            raise WorkerStartError(f"worker rank {rank} failed to start: {failure}") from failure
+
+
+def _kill(workers: Sequence[Any]) -> None:
+    for worker in workers:
+        ray.kill(worker)
