@@ -17,6 +17,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
+from rl_engines.training._collectives import all_gather_stacked, all_reduce_sum_
 from rl_engines.training._config import DATA_PARALLEL_DDP, TrainEngineConfig
 from rl_engines.training._errors import TrainConfigError
 
@@ -134,7 +135,7 @@ def all_reduce_sum(tensor: torch.Tensor, layout: ProcessLayout) -> torch.Tensor:
     if not layout.distributed:
         return tensor
     reduced = tensor.clone()
-    dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
+    all_reduce_sum_(reduced)
     return reduced
 
 
@@ -143,9 +144,7 @@ def all_gather_rows(values: torch.Tensor, layout: ProcessLayout) -> torch.Tensor
     several small statistics in one round)."""
     if not layout.distributed:
         return values.unsqueeze(0)
-    rows = [torch.empty_like(values) for _ in range(layout.world_size)]
-    dist.all_gather(rows, values)
-    return torch.stack(rows)
+    return all_gather_stacked(values)
 
 
 def all_reduce_min_max(value: int, layout: ProcessLayout) -> tuple[int, int]:

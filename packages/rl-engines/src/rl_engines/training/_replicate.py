@@ -17,6 +17,8 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from rl_engines.training._collectives import all_reduce_sum_
+
 GRADIENT_BUCKET_BYTES = 64 * 2**20
 """64 MiB: large enough that a small model's gradients go in one collective, small beside a device's memory."""
 
@@ -44,15 +46,23 @@ def _buckets(tensors: Sequence[torch.Tensor], bucket_bytes: int) -> list[list[in
     return buckets
 
 
-def all_reduce_gradients(parameters: Sequence[torch.nn.Parameter], bucket_bytes: int = GRADIENT_BUCKET_BYTES) -> None:
+def all_reduce_gradients(
+    parameters: Sequence[torch.nn.Parameter],
+    riders: torch.Tensor | None = None,
+    bucket_bytes: int = GRADIENT_BUCKET_BYTES,
+) -> torch.Tensor | None:
     """Replace each parameter's gradient by its sum over ranks (see the module doc); every rank must call it with
-    the same parameters in the same order.
+    the same parameters in the same order. `riders`, a small tensor to be summed too (the step's loss), travel in
+    the first bucket, in its dtype (float32 under ddp), and come back summed.
 
     Which parameters have a gradient anywhere travels in the first bucket's all-reduce as one 0/1 flag each, so a
     step costs one collective per bucket and nothing more."""
     trainable = [p for p in parameters if p.requires_grad]
     if not trainable:
-        return
+        summed = None if riders is None else riders.clone()
+        if summed is not None:
+            all_reduce_sum_(summed)
+        return summed
     had_grad = [p.grad is not None for p in trainable]
     for p in trainable:
         if p.grad is None:
@@ -60,12 +70,16 @@ def all_reduce_gradients(parameters: Sequence[torch.nn.Parameter], bucket_bytes:
     grads: list[torch.Tensor] = [p.grad for p in trainable]  # type: ignore[misc]
     buckets = _buckets(grads, bucket_bytes)
     flags = torch.tensor(had_grad, dtype=grads[buckets[0][0]].dtype, device=grads[buckets[0][0]].device)
+    summed_riders = None if riders is None else riders.to(flags.device, flags.dtype, copy=True)
     for index, bucket in enumerate(buckets):
-        members = [grads[i] for i in bucket] + ([flags] if index == 0 else [])
+        members = [grads[i] for i in bucket]
+        if index == 0:
+            members += [flags] if summed_riders is None else [flags, summed_riders]
         flat = _flatten_dense_tensors(members)
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        all_reduce_sum_(flat)
         for tensor, summed in zip(members, _unflatten_dense_tensors(flat, members), strict=True):
             tensor.copy_(summed)
     for p, anywhere in zip(trainable, flags.tolist(), strict=True):
         if not anywhere:
             p.grad = None
+    return summed_riders

@@ -73,19 +73,13 @@ def _grad_norm(parameters: list[torch.nn.Parameter], max_grad_norm: float | None
 
 
 def apply_gradients(
-    parameters: list[torch.nn.Parameter],
-    optimizer: torch.optim.Optimizer,
-    local_loss: torch.Tensor,
-    max_grad_norm: float | None,
-    layout: ProcessLayout,
-) -> tuple[float, float, bool]:
-    """Clip and apply the accumulated gradients unless the loss or norm is not finite on some rank.
+    parameters: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer, loss: float, max_grad_norm: float | None
+) -> tuple[float, bool]:
+    """Clip and apply the summed gradients unless the global `loss` or the gradient norm is not finite.
 
     Returns:
-        (global loss, gradient norm before clipping, skipped).
+        (gradient norm before clipping, skipped).
     """
-    # One all-reduce gives the full-batch loss, and a NaN/inf on any rank reaches every rank through it.
-    loss = float(all_reduce_sum(local_loss.to(collective_device(layout)), layout))
     norm = _grad_norm(parameters, max_grad_norm)
     skipped = not (math.isfinite(loss) and math.isfinite(norm))
     if skipped:
@@ -93,7 +87,15 @@ def apply_gradients(
     else:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return loss, norm, skipped
+    return norm, skipped
+
+
+def _sum_gradients_and_loss(network: torch.nn.Module, local_loss: torch.Tensor, layout: ProcessLayout) -> float:
+    """Sum the replicas' gradients (under ddp) and return the global loss; a NaN/inf on any rank reaches every rank
+    through the loss. Under ddp the loss rides in the gradients' collective, so a step pays one round, not two."""
+    if layout.replicated:
+        return float(all_reduce_gradients(list(network.parameters()), riders=local_loss))
+    return float(all_reduce_sum(local_loss.to(collective_device(layout)), layout))
 
 
 def train_step(
@@ -120,12 +122,10 @@ def train_step(
     local_loss, metrics = backward_micro_batches(
         network, batch, plan, normalizer, loss_fn, spec, device=layout.device, packing=packing, chunk_size=chunk_size
     )
-    if layout.replicated:
-        all_reduce_gradients(list(network.parameters()))
+    loss = _sum_gradients_and_loss(network, local_loss, layout)
     lr = float(optimizer.param_groups[0]["lr"])
     if keep_gradients:
-        loss = float(all_reduce_sum(local_loss.to(collective_device(layout)), layout))
         return StepResult(loss, math.nan, True, lr, len(plan), metrics)
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
-    loss, norm, skipped = apply_gradients(parameters, optimizer, local_loss, max_grad_norm, layout)
+    norm, skipped = apply_gradients(parameters, optimizer, loss, max_grad_norm)
     return StepResult(loss, norm, skipped, lr, len(plan), metrics)
