@@ -8,8 +8,6 @@ KV cache) at once. Between steps the loop asks the engine's gate whether to abor
 from __future__ import annotations
 
 import copy
-import functools
-import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -18,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
+from rl_engines._kv_cache import cache_arg
 from rl_engines.rollout._gate import RequestGate, Ticket
 from rl_engines.rollout._sampling import BatchSampler
 from rl_engines.rollout._types import FinishReason, GenerateOutput, GenerateRequest, TokenCallback, VersionSpan
@@ -79,19 +78,6 @@ class PrefillCache:
             self._entries.clear()
 
 
-_CACHE_ARG = "cache"
-_LEGACY_CACHE_ARG = "past_key_values"
-"""transformers 5.24 renamed the forward's KV-cache argument to `cache` and warns on the old name; older releases
-(down to our floor) know only the old one."""
-
-
-@functools.cache
-def _cache_arg(model_type: type) -> str:
-    """The name under which `model_type`'s forward takes its KV cache."""
-    parameters = inspect.signature(model_type.forward).parameters
-    return _CACHE_ARG if _CACHE_ARG in parameters else _LEGACY_CACHE_ARG
-
-
 @dataclass
 class _Row:
     request: GenerateRequest
@@ -125,7 +111,7 @@ def _prefill(setup: DecodeSetup, rows: list[_Row]) -> tuple:
         position_ids=positions,
         use_cache=True,
         logits_to_keep=1,
-        **{_cache_arg(type(setup.model)): cache},
+        **{cache_arg(type(setup.model)): cache},
     )
     logits, last_pos = out.logits[:, -1, :].float(), positions[:, -1]
     if len(prompts) < len(rows):
@@ -215,7 +201,7 @@ def decode_batch(
                 attention_mask=mask,
                 position_ids=last_pos.unsqueeze(-1),
                 use_cache=True,
-                **{_cache_arg(type(setup.model)): cache},
+                **{cache_arg(type(setup.model)): cache},
             )
         logits = out.logits[:, -1, :].float()
     outputs = []

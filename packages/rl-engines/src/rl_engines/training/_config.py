@@ -194,16 +194,25 @@ class MicroBatchConfig:
             per sequence); False runs the padded rows; "auto" packs only under a varlen attention kernel
             (`VARLEN_ATTENTION`), where packing saves the padding's work instead of adding a quadratic mask.
         logprob_chunk_size: rows of hidden states projected onto the vocabulary at once.
+        share_prefixes: with padded rows, run a prefix that several rows of a micro-batch share (a GRPO group's
+            prompt) once, its KV cache serving each row's continuation: the same outputs and gradients up to
+            floating-point order, for less work. Applies to models whose layers all attend to the whole context,
+            without gradient checkpointing; otherwise, or set False, the rows run padded.
     """
 
     max_tokens_per_micro_batch: int = DEFAULT_MAX_TOKENS_PER_MICRO_BATCH
     packing: bool | str = PACKING_AUTO
     logprob_chunk_size: int = DEFAULT_LOGPROB_CHUNK_SIZE
+    share_prefixes: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.packing, bool) and self.packing != PACKING_AUTO:
             raise TrainConfigError(
                 f"MicroBatchConfig.packing must be True, False or {PACKING_AUTO!r}, got {self.packing!r}"
+            )
+        if not isinstance(self.share_prefixes, bool):
+            raise TrainConfigError(
+                f"MicroBatchConfig.share_prefixes must be True or False, got {self.share_prefixes!r}"
             )
         for name in ("max_tokens_per_micro_batch", "logprob_chunk_size"):
             value = getattr(self, name)

@@ -28,13 +28,26 @@ from rl_engines.training._fsdp import (
 from rl_engines.training._meta_init import build_network, build_sharded_from_rank0
 from rl_engines.training._micro_batches import check_micro_batches, select_rows
 from rl_engines.training._optim import build_optimizer, build_scheduler
+from rl_engines.training._packing import InputLayout
 from rl_engines.training._replicate import broadcast_rank0_weights
+from rl_engines.training._shared_prefix import supports_shared_prefix
 from rl_engines.training._step import train_step
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, StepResult
 
 logger = logging.getLogger(__name__)
 
 _SCHEDULER_ORDER_WARNING = re.escape("Detected call of `lr_scheduler.step()` before `optimizer.step()`")
+
+
+def _input_layout(config: TrainEngineConfig, text_config: Any) -> InputLayout:
+    if config.packing:
+        return InputLayout.PACKED
+    shares = (
+        config.micro_batch.share_prefixes
+        and not config.model.gradient_checkpointing
+        and supports_shared_prefix(text_config)
+    )
+    return InputLayout.SHARED_PREFIX if shares else InputLayout.PADDED
 
 
 class FSDPEngine:
@@ -54,6 +67,7 @@ class FSDPEngine:
         self.scheduler = None if self.optimizer is None else build_scheduler(self.optimizer, config.schedule)
         self._global_step = 0
         self._offloaded = False
+        self.input_layout = _input_layout(config, network.backbone.config.get_text_config())
         if self.optimizer is None:
             network.requires_grad_(False)
 
@@ -132,7 +146,7 @@ class FSDPEngine:
                     self.network,
                     micro,
                     spec,
-                    packing=self.config.packing,
+                    input_layout=self.input_layout,
                     chunk_size=self.config.micro_batch.logprob_chunk_size,
                 )
                 index = torch.as_tensor(rows, device=out_device)
@@ -176,7 +190,7 @@ class FSDPEngine:
             loss_fn,
             spec,
             layout=self.layout,
-            packing=self.config.packing,
+            input_layout=self.input_layout,
             chunk_size=self.config.micro_batch.logprob_chunk_size,
             max_grad_norm=None if self.config.optimizer is None else self.config.optimizer.max_grad_norm,
             keep_gradients=keep_gradients,

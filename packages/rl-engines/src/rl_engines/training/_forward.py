@@ -13,7 +13,8 @@ from transformers import PreTrainedModel
 
 from rl_core.logprobs import log_probs_and_entropy_from_hidden
 from rl_engines.training._errors import TrainConfigError
-from rl_engines.training._packing import ModelInputs, packed_inputs, padded_inputs
+from rl_engines.training._packing import InputLayout, lay_out
+from rl_engines.training._shared_prefix import PrefixInputs, shared_prefix_hidden
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec
 
 VALUE_HEAD_SEED_OFFSET = 1
@@ -54,6 +55,7 @@ class PolicyNetwork(torch.nn.Module):
         rows: torch.Tensor,
         cols: torch.Tensor,
         shape: tuple[int, int],
+        prefix: PrefixInputs | None,
         spec: ForwardSpec,
         chunk_size: int,
     ) -> ForwardOutput:
@@ -62,10 +64,14 @@ class PolicyNetwork(torch.nn.Module):
         The `ModelInputs` tensors come flat, not as a tuple, so FSDP2's forward hooks see every one of them.
         """
         base = self.backbone.base_model
-        hidden = base(
-            input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=False
-        ).last_hidden_state
-        hidden = hidden.reshape(-1, hidden.shape[-1])[source]
+        if prefix is None:
+            hidden = base(
+                input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=False
+            ).last_hidden_state
+            hidden = hidden.reshape(-1, hidden.shape[-1])
+        else:
+            hidden = shared_prefix_hidden(base, prefix, input_ids, position_ids, attention_mask)
+        hidden = hidden[source]
         log_probs = entropy = values = None
         if spec.log_probs or spec.entropy:
             head = self.backbone.get_output_embeddings()
@@ -88,16 +94,11 @@ def _scatter(values: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, shape
     return grid.index_put((rows, cols), values.float())
 
 
-def lay_out(micro_batch: Batch, spec: ForwardSpec, packing: bool) -> ModelInputs:
-    """The micro-batch in the packed or the padded layout."""
-    return (packed_inputs if packing else padded_inputs)(micro_batch, spec.response_only)
-
-
 def forward_micro_batch(
-    network: torch.nn.Module, micro_batch: Batch, spec: ForwardSpec, *, packing: bool, chunk_size: int
+    network: torch.nn.Module, micro_batch: Batch, spec: ForwardSpec, *, input_layout: InputLayout, chunk_size: int
 ) -> ForwardOutput:
     """Run `network` on one micro-batch (tensors on the network's device) and return its `(b, T)` outputs."""
-    inputs = lay_out(micro_batch, spec, packing)
+    inputs = lay_out(micro_batch, spec.response_only, input_layout)
     return network(
         inputs.input_ids,
         inputs.position_ids,
@@ -107,6 +108,7 @@ def forward_micro_batch(
         inputs.rows,
         inputs.cols,
         inputs.shape,
+        inputs.prefix,
         spec,
         chunk_size,
     )

@@ -1,35 +1,49 @@
-"""The two model-input layouts of a micro-batch: packed (one row, no padding) and padded (its rows, trimmed).
+"""The model-input layouts of a micro-batch: packed (one row, no padding), padded (its rows, trimmed) and
+shared-prefix (padded, with a prompt several rows share run once; `_shared_prefix.py`).
 
 Packed: the micro-batch's valid tokens are concatenated into a single row whose `position_ids` restart at
 0 for each sequence, with `attention_mask=None` and no KV cache, so transformers separates the sequences
 from the positions alone (checked-facts.md: with a mask or a cache it silently does not). Padded: the
 rows as given, with the columns that are padding in every row cut off. Both layouts also give, for
 every target token, the flat index of the hidden state that predicts it, so the heads and the scatter
-back to `(B, T)` are shared and the two paths agree.
+back to `(B, T)` are shared and the layouts agree.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import NamedTuple
 
 import torch
 
 from rl_engines.training._errors import BatchError
+from rl_engines.training._shared_prefix import PrefixInputs, shared_prefix_layout
 from rl_engines.training._types import Batch
+
+
+class InputLayout(enum.Enum):
+    """How the engine lays out its micro-batches (`TrainEngineConfig` and the model decide)."""
+
+    PACKED = "packed"
+    PADDED = "padded"
+    SHARED_PREFIX = "shared_prefix"
+    """Padded, with a prefix that several rows share run once; plain padded when no two rows share one."""
 
 
 class ModelInputs(NamedTuple):
     """A micro-batch laid out for the model, and where its outputs go.
 
     Attributes:
-        input_ids: `(R, L)` int64 token ids fed to the model.
+        input_ids: `(R, L)` int64 token ids fed to the model (the rows' continuations under a shared prefix).
         position_ids: `(R, L)` int64 positions.
-        attention_mask: `(R, L)` padding mask, or None for the packed layout.
-        source: `(N,)` int64 index into the model's `(R * L, H)` hidden states of the state predicting each target.
+        attention_mask: `(R, L)` padding mask (`(R, Wp + L)` under a shared prefix), or None for the packed layout.
+        source: `(N,)` int64 index into the model's `(R * L, H)` hidden states of the state predicting each target
+            (into the `shared_prefix_hidden` table under a shared prefix).
         labels: `(N,)` int64 target token ids.
         rows: `(N,)` int64 row of each target in the micro-batch's `(B, T)` grid.
         cols: `(N,)` int64 column of each target in that grid.
         shape: `(B, T)` of the micro-batch.
+        prefix: the distinct prefixes under the shared-prefix layout, else None.
     """
 
     input_ids: torch.Tensor
@@ -40,6 +54,7 @@ class ModelInputs(NamedTuple):
     rows: torch.Tensor
     cols: torch.Tensor
     shape: tuple[int, int]
+    prefix: PrefixInputs | None = None
 
 
 def _mask(batch: Batch) -> torch.Tensor:
@@ -93,13 +108,54 @@ def padded_inputs(batch: Batch, response_only: bool) -> ModelInputs:
     )
 
 
+def _has_default_positions(batch: Batch, mask: torch.Tensor) -> bool:
+    if "position_ids" not in batch:
+        return True
+    positions = _default_positions(mask)
+    return torch.equal(batch["position_ids"][mask].to(positions.dtype), positions[mask])
+
+
+def shared_prefix_inputs(batch: Batch, response_only: bool) -> ModelInputs | None:
+    """The shared-prefix layout of `batch`, or None where it does not apply (no two rows share a prefix, no
+    `response_mask`, position ids other than the default numbering, a row with a gap or without a prefix)."""
+    mask = _mask(batch)
+    if "response_mask" not in batch or not _has_default_positions(batch, mask):
+        return None
+    input_ids = batch["input_ids"]
+    layout = shared_prefix_layout(input_ids, mask, batch["response_mask"].bool())
+    if layout is None:
+        return None
+    prefixes, continuation_ids, continuation_positions, attention_mask, table_index = layout
+    rows, cols = target_mask(batch, response_only).nonzero(as_tuple=True)
+    return ModelInputs(
+        input_ids=continuation_ids,
+        position_ids=continuation_positions,
+        attention_mask=attention_mask,
+        source=table_index[rows, cols - 1],
+        labels=input_ids[rows, cols],
+        rows=rows,
+        cols=cols,
+        shape=(input_ids.shape[0], input_ids.shape[1]),
+        prefix=prefixes,
+    )
+
+
+def lay_out(batch: Batch, response_only: bool, layout: InputLayout) -> ModelInputs:
+    """`batch` in `layout` (the shared-prefix layout falling back to padded rows where it does not apply)."""
+    if layout is InputLayout.PACKED:
+        return packed_inputs(batch, response_only)
+    if layout is InputLayout.SHARED_PREFIX and (shared := shared_prefix_inputs(batch, response_only)) is not None:
+        return shared
+    return padded_inputs(batch, response_only)
+
+
 def packed_inputs(batch: Batch, response_only: bool) -> ModelInputs:
     """The packed layout of `batch`: every row's valid tokens, one after another, in a single row."""
     input_ids = batch["input_ids"]
     mask = _mask(batch)
     targets = target_mask(batch, response_only)
     positions = _default_positions(mask)
-    if "position_ids" in batch and not torch.equal(batch["position_ids"][mask].to(positions.dtype), positions[mask]):
+    if not _has_default_positions(batch, mask):
         raise BatchError(
             "the packed layout numbers each sequence's tokens 0, 1, 2, ... but the batch's position_ids differ on "
             "valid tokens; set MicroBatchConfig.packing=False to use the batch's position_ids"

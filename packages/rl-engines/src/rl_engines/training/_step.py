@@ -24,6 +24,7 @@ from rl_engines.training._errors import BatchError
 from rl_engines.training._forward import forward_micro_batch
 from rl_engines.training._fsdp import ProcessLayout, all_reduce_sum, collective_device, full_tensor
 from rl_engines.training._micro_batches import select_rows
+from rl_engines.training._packing import InputLayout
 from rl_engines.training._replicate import all_reduce_gradients
 from rl_engines.training._types import Batch, ForwardSpec, LossFn, StepResult
 
@@ -39,7 +40,7 @@ def backward_micro_batches(
     spec: ForwardSpec,
     *,
     device: torch.device,
-    packing: bool,
+    input_layout: InputLayout,
     chunk_size: int,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Forward and backward every micro-batch, accumulating gradients; return this rank's summed loss and
@@ -48,7 +49,7 @@ def backward_micro_batches(
     metric_sums: dict[str, torch.Tensor] = {}
     for rows in plan:
         micro_batch = select_rows(batch, rows, device)
-        outputs = forward_micro_batch(network, micro_batch, spec, packing=packing, chunk_size=chunk_size)
+        outputs = forward_micro_batch(network, micro_batch, spec, input_layout=input_layout, chunk_size=chunk_size)
         loss, metrics = loss_fn(outputs, micro_batch, normalizer)
         if loss.dim() != 0:
             raise BatchError(f"loss_fn must return a 0-dim loss, got shape {tuple(loss.shape)}")
@@ -108,7 +109,7 @@ def train_step(
     spec: ForwardSpec,
     *,
     layout: ProcessLayout,
-    packing: bool,
+    input_layout: InputLayout,
     chunk_size: int,
     max_grad_norm: float | None,
     keep_gradients: bool = False,
@@ -120,7 +121,15 @@ def train_step(
     network.train()
     optimizer.zero_grad(set_to_none=True)
     local_loss, metrics = backward_micro_batches(
-        network, batch, plan, normalizer, loss_fn, spec, device=layout.device, packing=packing, chunk_size=chunk_size
+        network,
+        batch,
+        plan,
+        normalizer,
+        loss_fn,
+        spec,
+        device=layout.device,
+        input_layout=input_layout,
+        chunk_size=chunk_size,
     )
     loss = _sum_gradients_and_loss(network, local_loss, layout)
     lr = float(optimizer.param_groups[0]["lr"])
