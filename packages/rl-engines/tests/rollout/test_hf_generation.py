@@ -60,3 +60,19 @@ def test_seeded_samples_of_a_shared_prompt_are_those_of_the_prompt_alone(
     alone = [engine.generate([r])[0] for r in group]
     assert [o.output_ids for o in batched[:3]] == [o.output_ids for o in alone]
     assert len({o.output_ids for o in alone}) > 1
+
+
+def test_decode_steps_with_a_ready_boolean_mask_match_the_padding_mask(
+    engine: HFEngine, models: ConformanceModels
+) -> None:
+    assert engine._setup.boolean_mask  # the conformance model runs SDPA with full attention
+    prompts = models.prompts(4, min_len=2, max_len=12)
+    requests = [request(f"m{i}", p, 10) for i, p in enumerate(prompts)]
+    with_boolean = engine.generate(requests)
+    engine._setup.boolean_mask = False
+    engine.flush_cache()
+    with_padding = engine.generate([request(f"p{i}", p, 10) for i, p in enumerate(prompts)])
+    for got, want in zip(with_boolean, with_padding, strict=True):
+        assert got.output_ids == want.output_ids
+        got_logprobs, want_logprobs = torch.tensor(got.output_logprobs), torch.tensor(want.output_logprobs)
+        torch.testing.assert_close(got_logprobs, want_logprobs, atol=LOGIT_TOL, rtol=0)

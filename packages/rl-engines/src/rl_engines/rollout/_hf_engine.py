@@ -12,6 +12,7 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
+from rl_engines._attention import takes_boolean_4d_mask
 from rl_engines.rollout._errors import (
     EngineAsleepError,
     EngineStateError,
@@ -101,6 +102,7 @@ class HFEngine:
             step_lock=threading.Lock(),
             shared_generator=generator,
             weights_epoch=lambda: self._epoch,
+            boolean_mask=takes_boolean_4d_mask(self.model.config.get_text_config()),
         )
         self._cache = PrefillCache(self.config.prefill_cache_size)
         self._mutation_lock = threading.Lock()

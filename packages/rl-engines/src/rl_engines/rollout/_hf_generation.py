@@ -34,6 +34,9 @@ class DecodeSetup:
     step_lock: threading.Lock
     shared_generator: torch.Generator
     weights_epoch: Callable[[], int]
+    boolean_mask: bool = False
+    """Hand decode steps a ready `(B, 1, 1, W)` boolean mask (`takes_boolean_4d_mask`): transformers then skips
+    building one from the padding mask each step, a tenth of a small model's decode step."""
 
 
 class PrefillCache:
@@ -198,7 +201,7 @@ def decode_batch(
             version = gate.version
             out = setup.model(
                 input_ids=tokens.unsqueeze(-1),
-                attention_mask=mask,
+                attention_mask=mask[:, None, None, :].bool() if setup.boolean_mask else mask,
                 position_ids=last_pos.unsqueeze(-1),
                 use_cache=True,
                 **{cache_arg(type(setup.model)): cache},

@@ -15,9 +15,8 @@ from typing import Any, NamedTuple
 import torch
 from transformers import DynamicCache
 
+from rl_engines._attention import full_attention_only
 from rl_engines._kv_cache import cache_arg
-
-FULL_ATTENTION = "full_attention"
 
 
 class PrefixInputs(NamedTuple):
@@ -39,10 +38,7 @@ class PrefixInputs(NamedTuple):
 def supports_shared_prefix(config: Any) -> bool:
     """Whether a model with this (text) config can run the layout: every layer attends to the whole context (a
     sliding-window layer's cache would keep only the window), so the continuation sees the whole prefix."""
-    layer_types = getattr(config, "layer_types", None)
-    if layer_types is not None:
-        return all(kind == FULL_ATTENTION for kind in layer_types)
-    return getattr(config, "sliding_window", None) is None
+    return full_attention_only(config)
 
 
 def _span_bounds(mask: torch.Tensor, response: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
