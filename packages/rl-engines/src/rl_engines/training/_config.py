@@ -197,7 +197,9 @@ class MicroBatchConfig:
         share_prefixes: with padded rows, run a prefix that several rows of a micro-batch share (a GRPO group's
             prompt) once, its KV cache serving each row's continuation: the same outputs and gradients up to
             floating-point order, for less work. Applies to models whose layers all attend to the whole context,
-            without gradient checkpointing; otherwise, or set False, the rows run padded.
+            without gradient checkpointing; otherwise, or set False, the rows run padded. Under FSDP2 the two
+            forwards gather each layer twice: where gathers dominate (short prompts, large sharded models), off
+            may be faster.
     """
 
     max_tokens_per_micro_batch: int = DEFAULT_MAX_TOKENS_PER_MICRO_BATCH
