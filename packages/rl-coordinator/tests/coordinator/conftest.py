@@ -1,12 +1,19 @@
-"""One real Ray runtime for the Ray tests of this folder (starting one costs seconds), and one coordinator."""
+"""One real Ray runtime for the Ray tests of this folder (starting one costs seconds), and one coordinator; the
+folder's helper modules made importable by its tests."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+_HERE = str(Path(__file__).parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
 NUM_CPUS = 2  # the machines running CI have two cores
 
