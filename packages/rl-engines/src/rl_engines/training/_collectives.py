@@ -19,14 +19,14 @@ RECURSIVE_DOUBLING_MAX_BYTES = 4 * 2**20
 GLOO = "gloo"
 
 
-def _recursive_doubling(tensor: torch.Tensor) -> bool:
+def _recursive_doubling(tensor: torch.Tensor, message_bytes: int) -> bool:
+    """Whether `tensor` goes by recursive doubling when the largest message of the collective has `message_bytes`."""
     world = dist.get_world_size()
     return (
         dist.get_backend() == GLOO
         and tensor.device.type == "cpu"
         and world & (world - 1) == 0
-        and tensor.nbytes <= RECURSIVE_DOUBLING_MAX_BYTES
-        and tensor.is_contiguous()
+        and message_bytes <= RECURSIVE_DOUBLING_MAX_BYTES
     )
 
 
@@ -41,7 +41,7 @@ def _swap(mine: torch.Tensor, peer: int) -> torch.Tensor:
 
 def all_reduce_sum_(tensor: torch.Tensor) -> None:
     """Replace `tensor` (any shape) in place by its sum over the ranks of the default group, identical on every rank."""
-    if not _recursive_doubling(tensor):
+    if not (tensor.is_contiguous() and _recursive_doubling(tensor, tensor.nbytes)):
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return
     rank, world, distance = dist.get_rank(), dist.get_world_size(), 1
@@ -53,7 +53,8 @@ def all_reduce_sum_(tensor: torch.Tensor) -> None:
 def all_gather_stacked(values: torch.Tensor) -> torch.Tensor:
     """`(world, *values.shape)`: every rank's `values`, row `r` from rank `r`."""
     world = dist.get_world_size()
-    if not _recursive_doubling(values.expand(world, *values.shape)):
+    # The last round sends half of the gathered rows.
+    if not _recursive_doubling(values, world // 2 * values.nbytes):
         rows = [torch.empty_like(values) for _ in range(world)]
         dist.all_gather(rows, values.contiguous())
         return torch.stack(rows)
