@@ -13,6 +13,10 @@ prompts, responses, right padding), with the same micro-batches and the same PPO
   engine-fsdp1  the engine under a world-size-1 process group, i.e. FSDP2-wrapped as a launcher would run
           it on one device (`--no-fsdp-one` skips it).
 
+`--group-size G` (> 1) makes rows share prompts in groups of G, as a GRPO batch does: the engine then runs padded
+rows with each shared prompt run once (`MicroBatchConfig.share_prefixes`), and `engine-padded`, the same engine
+with sharing off, is timed too, so the line `engine/engine-padded` is the shared-prefix gain in the same run.
+
 Timing: one warm-up step each, then plain, engine, engine-fsdp1, plain, ... (`--reps` of each, default 5) in
 the same process; tokens/s = valid tokens of the batch / median step seconds. Peak memory: each side runs
 build + 3 steps in its own fresh child process; CPU reports the peak resident set (VmHWM), CUDA
@@ -45,6 +49,9 @@ MEMORY_STEPS = 3
 MIB = 2**20
 SIZES: dict[str, dict[str, int]] = {
     # ~5M parameters: a step takes a fraction of a second on a 2-core CPU.
+    # The embedded default's Llama shape (bench/grpo_vs_trl.py trains it).
+    "embedded": dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, vocab_size=106),
     "tiny": dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=4096),
     # Qwen2.5-0.5B's shape.
@@ -69,12 +76,17 @@ def _batch(args: argparse.Namespace, rows: int, seed: int, vocab: int) -> dict[s
     width = args.max_len
     attention = torch.zeros(rows, width, dtype=torch.int64)
     response = torch.zeros(rows, width, dtype=torch.int64)
+    input_ids = torch.randint(1, vocab, (rows, width), generator=gen)
     for row in range(rows):
-        prompt = int(torch.randint(prompt_width // 4, prompt_width + 1, (1,), generator=gen))
+        if row % args.group_size == 0:
+            prompt = int(torch.randint(prompt_width // 4, prompt_width + 1, (1,), generator=gen))
+            leader = row
+        else:  # a sibling of the group's first row: the same prompt tokens
+            input_ids[row, :prompt_width] = input_ids[leader, :prompt_width]
         length = int(torch.randint((width - prompt_width) // 4, width - prompt_width + 1, (1,), generator=gen))
         attention[row, prompt_width - prompt : prompt_width + length] = 1
         response[row, prompt_width : prompt_width + length] = 1
-    input_ids = torch.randint(1, vocab, (rows, width), generator=gen) * attention
+    input_ids = input_ids * attention
     return {
         "input_ids": input_ids,
         "attention_mask": attention,
@@ -140,7 +152,7 @@ class PlainLoop:
         self.optimizer.zero_grad(set_to_none=True)
 
 
-def _engine(args: argparse.Namespace) -> Any:
+def _engine(args: argparse.Namespace, *, share_prefixes: bool = True) -> Any:
     from rl_engines.training import (
         FSDPEngine,
         MicroBatchConfig,
@@ -154,7 +166,10 @@ def _engine(args: argparse.Namespace) -> Any:
         model=ModelConfig(hf_config=_hf_config(args), init_seed=args.seed),
         precision=PrecisionConfig(param_dtype=args.dtype),
         optimizer=OptimizerConfig(lr=args.lr, weight_decay=0.01, max_grad_norm=1.0),
-        micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=args.budget, packing=True),
+        # Grouped rows run padded, so that shared prompts can run once; distinct rows run packed.
+        micro_batch=MicroBatchConfig(
+            max_tokens_per_micro_batch=args.budget, packing=args.group_size == 1, share_prefixes=share_prefixes
+        ),
         device=args.device,
     )
     return FSDPEngine.from_config(config)
@@ -219,6 +234,9 @@ def _measure_one_process(args: argparse.Namespace) -> dict[str, Any]:
     runners = {"plain": PlainLoop(args, device).step}
     engine = _engine(args)  # built before any process group exists: one unsharded process
     runners["engine"] = lambda b, p, n: _engine_step(engine, b, p, n)
+    if args.group_size > 1:
+        padded = _engine(args, share_prefixes=False)
+        runners["engine-padded"] = lambda b, p, n: _engine_step(padded, b, p, n)
     if args.fsdp_one:
         _init_one_process_group(device)
         sharded = _engine(args)
@@ -328,12 +346,18 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--group-size", type=int, default=1, help="rows sharing a prompt (a GRPO group); 1: every prompt distinct"
+    )
     parser.add_argument("--dist", action=argparse.BooleanOptionalAction, default=True, help="also run 2 processes")
     parser.add_argument(
         "--fsdp-one", action=argparse.BooleanOptionalAction, default=True, help="also time FSDP2 at world size 1"
     )
     parser.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True, help="measure peak memory")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.group_size < 1:
+        parser.error("--group-size must be >= 1")
+    return args
 
 
 def main() -> None:
@@ -356,6 +380,9 @@ def main() -> None:
             f"(fastest {tokens / fastest:,.0f} tokens/s; runs: {spread})"
         )
     print(f"  engine/plain tokens/s ratio: {ratio:.3f} (one unsharded process)")
+    if "engine-padded" in rates:
+        gain = rates["engine"] / rates["engine-padded"]
+        print(f"  engine/engine-padded ratio: {gain:.3f} (prompts shared by groups of {args.group_size} run once)")
     if "engine-fsdp1" in rates:
         print(f"  engine-fsdp1/plain ratio: {rates['engine-fsdp1'] / rates['plain']:.3f} (FSDP2, world size 1)")
     if args.dist and device.type == "cpu":
