@@ -80,6 +80,25 @@ def test_gradients_equal_one_forward_per_sequence(make_config) -> None:
         torch.testing.assert_close(got[name], grad, atol=TOLERANCE, rtol=TOLERANCE)
 
 
+def test_tokens_inside_the_continuation_outside_the_response_are_inputs_only() -> None:
+    batch = grouped_batch(GROUPS, SAMPLES, seed=5)
+    # A multi-turn row: a tool's output (not trained on) sits between two generated parts.
+    response = batch["response_mask"].clone()
+    lengths = response.sum(dim=-1)
+    for row in range(response.shape[0]):
+        if lengths[row] >= 4:
+            start = int(response[row].nonzero()[0])
+            response[row, start + 1 : start + 3] = 0
+    batch = dict(batch, response_mask=response)
+    inputs = shared_prefix_inputs(batch, response_only=True)
+    assert inputs is not None and inputs.prefix is not None
+    plan = [list(range(GROUPS * SAMPLES + 1))]
+    spec = ForwardSpec(entropy=True)
+    got, want = _engine().forward(batch, plan, spec), _engine(share_prefixes=False).forward(batch, plan, spec)
+    torch.testing.assert_close(got.log_probs, want.log_probs, atol=TOLERANCE, rtol=0)
+    assert torch.equal(got.log_probs != 0, response.bool())
+
+
 def test_where_the_layout_does_not_apply_the_rows_run_padded() -> None:
     assert shared_prefix_inputs(rollout_batch(6, seed=0), response_only=True) is None  # no shared prompt
     batch = grouped_batch(GROUPS, SAMPLES, seed=3)
