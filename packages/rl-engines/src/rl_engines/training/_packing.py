@@ -125,18 +125,17 @@ def shared_prefix_inputs(batch: Batch, response_only: bool) -> ModelInputs | Non
     layout = shared_prefix_layout(input_ids, mask, batch["response_mask"].bool())
     if layout is None:
         return None
-    prefixes, continuation_ids, continuation_positions, attention_mask, table_index = layout
     rows, cols = target_mask(batch, response_only).nonzero(as_tuple=True)
     return ModelInputs(
-        input_ids=continuation_ids,
-        position_ids=continuation_positions,
-        attention_mask=attention_mask,
-        source=table_index[rows, cols - 1],
+        input_ids=layout.continuation_ids,
+        position_ids=layout.continuation_positions,
+        attention_mask=layout.attention_mask,
+        source=layout.table_index[rows, cols - 1],
         labels=input_ids[rows, cols],
         rows=rows,
         cols=cols,
         shape=(input_ids.shape[0], input_ids.shape[1]),
-        prefix=prefixes,
+        prefix=layout.prefixes,
     )
 
 

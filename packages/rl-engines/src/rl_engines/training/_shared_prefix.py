@@ -35,6 +35,25 @@ class PrefixInputs(NamedTuple):
     row_prefix: torch.Tensor
 
 
+class SharedPrefixLayout(NamedTuple):
+    """A micro-batch laid out for `shared_prefix_hidden`.
+
+    Attributes:
+        prefixes: the distinct prefixes and which one each row continues.
+        continuation_ids: `(B, Wc)` int64, each row's tokens from its first response token on, right-padded.
+        continuation_positions: `(B, Wc)` int64.
+        attention_mask: `(B, Wp + Wc)` int64 of the continuation forward, over its cached prefix and itself.
+        table_index: `(B, T)` int64 index of the hidden state at each original position in the table
+            `[prefix states (P * Wp), continuation states (B * Wc)]` (meaningful on valid positions).
+    """
+
+    prefixes: PrefixInputs
+    continuation_ids: torch.Tensor
+    continuation_positions: torch.Tensor
+    attention_mask: torch.Tensor
+    table_index: torch.Tensor
+
+
 def supports_shared_prefix(config: Any) -> bool:
     """Whether a model with this (text) config can run the layout: every layer attends to the whole context (a
     sliding-window layer's cache would keep only the window), so the continuation sees the whole prefix."""
@@ -58,18 +77,13 @@ def _span_bounds(mask: torch.Tensor, response: torch.Tensor) -> tuple[torch.Tens
 
 def shared_prefix_layout(
     input_ids: torch.Tensor, mask: torch.Tensor, response: torch.Tensor
-) -> tuple[PrefixInputs, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None:
+) -> SharedPrefixLayout | None:
     """The layout of a `(B, T)` micro-batch, or None when no two rows share a prefix (or a row has none).
 
     Args:
         input_ids: `(B, T)` int64.
         mask: `(B, T)` bool valid tokens.
-        response: `(B, T)` bool response tokens (within `mask`).
-
-    Returns:
-        (prefixes, continuation ids `(B, Wc)`, continuation positions `(B, Wc)`, attention mask `(B, Wp + Wc)` of
-        the continuation forward over cached prefix and continuation, `(B, T)` int64 index of the hidden state at
-        each original position in the table `[prefix states (P * Wp), continuation states (B * Wc)]`).
+        response: `(B, T)` bool response tokens.
     """
     bounds = _span_bounds(mask, response & mask)
     if bounds is None:
@@ -100,7 +114,6 @@ def shared_prefix_layout(
     continuation_positions = prefix_len[:, None] + steps
     attention_mask = torch.cat([prefix_mask[row_prefix], valid.long()], dim=-1)
 
-    # Where each original (row, column)'s hidden state lands in the table (meaningful on valid columns only).
     grid = torch.arange(width, device=device).expand(rows, width)
     in_prefix = (
         row_prefix[:, None] * prefix_width + (grid - first_valid[:, None]) + (prefix_width - prefix_len)[:, None]
@@ -110,7 +123,7 @@ def shared_prefix_layout(
     ) - first_response[:, None]
     table_index = torch.where(grid < first_response[:, None], in_prefix, in_continuation)
     prefixes = PrefixInputs(prefix_ids, prefix_positions, prefix_mask, row_prefix)
-    return prefixes, continuation_ids, continuation_positions, attention_mask, table_index
+    return SharedPrefixLayout(prefixes, continuation_ids, continuation_positions, attention_mask, table_index)
 
 
 def shared_prefix_hidden(
