@@ -42,151 +42,21 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _train_engine_sides import (
+    SIZES,
+    PlainLoop,
+    build_engine,
+    engine_step,
+    hf_config,
+    plan_micro_batches,
+    rollout_batch,
+    workload,
+)
 
 GOAL_RATIO = 0.9
 WARMUP_STEPS = 1
 MEMORY_STEPS = 3
 MIB = 2**20
-SIZES: dict[str, dict[str, int]] = {
-    # ~5M parameters: a step takes a fraction of a second on a 2-core CPU.
-    # The embedded default's Llama shape (bench/grpo_vs_trl.py trains it).
-    "embedded": dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                     num_key_value_heads=2, vocab_size=106),
-    "tiny": dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=4096),
-    # Qwen2.5-0.5B's shape.
-    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                 num_key_value_heads=2, vocab_size=151936),
-    # Qwen2.5-1.5B's shape.
-    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                 num_key_value_heads=2, vocab_size=151936),
-}  # fmt: skip
-
-
-def _hf_config(args: argparse.Namespace) -> Any:
-    from transformers import Qwen2Config
-
-    return Qwen2Config(**SIZES[args.size], max_position_embeddings=max(4096, args.max_len), tie_word_embeddings=False)
-
-
-def _batch(args: argparse.Namespace, rows: int, seed: int, vocab: int) -> dict[str, torch.Tensor]:
-    """Rollout-shaped rows: prompt lengths up to a third of max_len, responses filling up to max_len."""
-    gen = torch.Generator().manual_seed(seed)
-    prompt_width = args.max_len // 3
-    width = args.max_len
-    attention = torch.zeros(rows, width, dtype=torch.int64)
-    response = torch.zeros(rows, width, dtype=torch.int64)
-    input_ids = torch.randint(1, vocab, (rows, width), generator=gen)
-    for row in range(rows):
-        if row % args.group_size == 0:
-            prompt = int(torch.randint(prompt_width // 4, prompt_width + 1, (1,), generator=gen))
-            leader = row
-        else:  # a sibling of the group's first row: the same prompt tokens
-            input_ids[row, :prompt_width] = input_ids[leader, :prompt_width]
-        length = int(torch.randint((width - prompt_width) // 4, width - prompt_width + 1, (1,), generator=gen))
-        attention[row, prompt_width - prompt : prompt_width + length] = 1
-        response[row, prompt_width : prompt_width + length] = 1
-    input_ids = input_ids * attention
-    return {
-        "input_ids": input_ids,
-        "attention_mask": attention,
-        "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
-        "response_mask": response,
-        "old_log_probs": (-torch.log(torch.tensor(float(vocab))) + 0.1 * torch.randn(rows, width, generator=gen))
-        * response,
-        "advantages": torch.randn(rows, width, generator=gen) * response,
-    }
-
-
-def _plan(lengths: list[int], budget: int) -> list[list[int]]:
-    """First-fit decreasing under the token budget (what rl-coordinator's planner does, simplified)."""
-    bins: list[tuple[int, list[int]]] = []
-    for row in sorted(range(len(lengths)), key=lambda r: -lengths[r]):
-        for index, (used, rows) in enumerate(bins):
-            if used + lengths[row] <= budget:
-                bins[index] = (used + lengths[row], [*rows, row])
-                break
-        else:
-            bins.append((lengths[row], [row]))
-    return [sorted(rows) for _, rows in bins]
-
-
-def _ppo_loss(log_probs: torch.Tensor, micro: dict[str, torch.Tensor], normalizer: Any) -> torch.Tensor:
-    from rl_core.losses import PolicyLossInputs, ppo
-
-    inputs = PolicyLossInputs(log_probs, micro["old_log_probs"], micro["advantages"], micro["response_mask"])
-    return ppo(inputs, normalizer=normalizer).loss
-
-
-class PlainLoop:
-    """A straightforward transformers + AdamW training step over the given micro-batches."""
-
-    def __init__(self, args: argparse.Namespace, device: torch.device) -> None:
-        from transformers import AutoModelForCausalLM
-
-        torch.manual_seed(args.seed)
-        dtype = getattr(torch, args.dtype)
-        self.model = AutoModelForCausalLM.from_config(_hf_config(args), dtype=dtype, attn_implementation="sdpa")
-        self.model.to(device).train()
-        self.device = device
-        fused = device.type == "cuda"
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=0.01, fused=fused or None)
-
-    def step(self, batch: dict[str, torch.Tensor], plan: list[list[int]], normalizer: Any) -> None:
-        for rows in plan:
-            micro = {k: v[rows].to(self.device) for k, v in batch.items()}
-            used = micro["attention_mask"].any(0).nonzero()
-            cols = slice(int(used[0]), int(used[-1]) + 1)
-            micro = {k: v[:, cols] for k, v in micro.items()}
-            logits = self.model(
-                input_ids=micro["input_ids"],
-                attention_mask=micro["attention_mask"],
-                position_ids=micro["position_ids"],
-                use_cache=False,
-            ).logits
-            token_lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, micro["input_ids"][:, 1:, None])
-            log_probs = torch.cat([torch.zeros_like(token_lp[:, :1, 0]), token_lp[..., 0]], dim=1)
-            _ppo_loss(log_probs, micro, normalizer).backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-
-
-def _engine(args: argparse.Namespace, *, share_prefixes: bool = True) -> Any:
-    from rl_engines.training import (
-        FSDPEngine,
-        MicroBatchConfig,
-        ModelConfig,
-        OptimizerConfig,
-        PrecisionConfig,
-        TrainEngineConfig,
-    )
-
-    config = TrainEngineConfig(
-        model=ModelConfig(hf_config=_hf_config(args), init_seed=args.seed),
-        precision=PrecisionConfig(param_dtype=args.dtype),
-        optimizer=OptimizerConfig(lr=args.lr, weight_decay=0.01, max_grad_norm=1.0),
-        # Grouped rows run padded, so that shared prompts can run once; distinct rows run packed.
-        micro_batch=MicroBatchConfig(
-            max_tokens_per_micro_batch=args.budget, packing=args.group_size == 1, share_prefixes=share_prefixes
-        ),
-        device=args.device,
-    )
-    return FSDPEngine.from_config(config)
-
-
-def _engine_loss(outputs: Any, micro: dict[str, torch.Tensor], normalizer: Any) -> Any:
-    from rl_engines.training import LossOutput
-
-    return LossOutput(_ppo_loss(outputs.log_probs, micro, normalizer), {})
-
-
-def _engine_step(engine: Any, batch: dict[str, torch.Tensor], plan: list[list[int]], normalizer: Any) -> None:
-    from rl_engines.training import ForwardSpec
-
-    result = engine.train_step(batch, plan, normalizer, _engine_loss, ForwardSpec())
-    if result.skipped:
-        raise RuntimeError(f"engine skipped a benchmark step: {result}")
 
 
 def _sync(device: torch.device) -> None:
@@ -200,14 +70,6 @@ def _timed(fn: Any, device: torch.device) -> float:
     fn()
     _sync(device)
     return time.perf_counter() - start
-
-
-def _workload(args: argparse.Namespace, vocab: int) -> tuple[dict[str, torch.Tensor], list[list[int]], Any]:
-    from rl_core.losses import LossNormalizer
-
-    batch = _batch(args, args.batch, seed=args.seed, vocab=vocab)
-    lengths = batch["attention_mask"].sum(-1).tolist()
-    return batch, _plan(lengths, args.budget), LossNormalizer.from_mask(batch["response_mask"])
 
 
 def _init_one_process_group(device: torch.device) -> None:
@@ -230,17 +92,17 @@ def _measure_one_process(args: argparse.Namespace) -> dict[str, Any]:
 
     device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
     vocab = SIZES[args.size]["vocab_size"]
-    batch, plan, normalizer = _workload(args, vocab)
+    batch, plan, normalizer = workload(args, vocab)
     runners = {"plain": PlainLoop(args, device).step}
-    engine = _engine(args)  # built before any process group exists: one unsharded process
-    runners["engine"] = lambda b, p, n: _engine_step(engine, b, p, n)
+    engine = build_engine(args)  # built before any process group exists: one unsharded process
+    runners["engine"] = lambda b, p, n: engine_step(engine, b, p, n)
     if args.group_size > 1:
-        padded = _engine(args, share_prefixes=False)
-        runners["engine-padded"] = lambda b, p, n: _engine_step(padded, b, p, n)
+        padded = build_engine(args, share_prefixes=False)
+        runners["engine-padded"] = lambda b, p, n: engine_step(padded, b, p, n)
     if args.fsdp_one:
         _init_one_process_group(device)
-        sharded = _engine(args)
-        runners["engine-fsdp1"] = lambda b, p, n: _engine_step(sharded, b, p, n)
+        sharded = build_engine(args)
+        runners["engine-fsdp1"] = lambda b, p, n: engine_step(sharded, b, p, n)
     for run in runners.values():
         for _ in range(WARMUP_STEPS):
             run(batch, plan, normalizer)
@@ -262,11 +124,11 @@ def _dist_rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
         vocab = SIZES[args.size]["vocab_size"]
-        full = _batch(args, args.batch, seed=args.seed, vocab=vocab)
+        full = rollout_batch(args, args.batch, seed=args.seed, vocab=vocab)
         half = args.batch // 2
         batch = {k: v[rank * half : (rank + 1) * half] for k, v in full.items()}
-        engine = _engine(args)
-        plan = _plan(batch["attention_mask"].sum(-1).tolist(), args.budget)
+        engine = build_engine(args)
+        plan = plan_micro_batches(batch["attention_mask"].sum(-1).tolist(), args.budget)
         # Equal micro-batch counts on both ranks (FSDP2 pairs collectives per forward): split the largest.
         most = torch.tensor(len(plan))
         dist.all_reduce(most, op=dist.ReduceOp.MAX)
@@ -275,11 +137,11 @@ def _dist_rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None
             biggest = plan.pop()
             plan += [biggest[: len(biggest) // 2], biggest[len(biggest) // 2 :]] if len(biggest) > 1 else [biggest]
         normalizer = engine.global_normalizer(batch["response_mask"])
-        _engine_step(engine, batch, plan, normalizer)
+        engine_step(engine, batch, plan, normalizer)
         times = []
         for _ in range(args.reps):
             dist.barrier()
-            times.append(_timed(lambda: _engine_step(engine, batch, plan, normalizer), torch.device("cpu")))
+            times.append(_timed(lambda: engine_step(engine, batch, plan, normalizer), torch.device("cpu")))
         if rank == 0:
             Path(out).write_text(repr(statistics.median(times)))
     finally:
@@ -306,13 +168,13 @@ def _peak_child(variant: str, args: argparse.Namespace, sender: Any) -> None:
         device = torch.device(
             args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         )
-        batch, plan, normalizer = _workload(args, SIZES[args.size]["vocab_size"])
-        runner = PlainLoop(args, device) if variant == "plain" else _engine(args)
+        batch, plan, normalizer = workload(args, SIZES[args.size]["vocab_size"])
+        runner = PlainLoop(args, device) if variant == "plain" else build_engine(args)
         for _ in range(MEMORY_STEPS):
             if variant == "plain":
                 runner.step(batch, plan, normalizer)
             else:
-                _engine_step(runner, batch, plan, normalizer)
+                engine_step(runner, batch, plan, normalizer)
         if device.type == "cuda":
             peak = torch.cuda.max_memory_allocated(device)
         else:
@@ -390,7 +252,7 @@ def main() -> None:
         print(
             f"  engine, 2 gloo processes (FSDP2, 1 thread each): {seconds:.3f} s/step  {tokens / seconds:,.0f} tokens/s"
         )
-    flops = estimate_train_flops(_hf_config(args), measured["lengths"])
+    flops = estimate_train_flops(hf_config(args), measured["lengths"])
     peak = peak_flops() if device.type == "cuda" else None
     for name in medians:
         achieved = flops / medians[name]
