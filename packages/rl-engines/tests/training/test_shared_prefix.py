@@ -20,9 +20,9 @@ from _training_helpers import (
 )
 from transformers import MistralConfig, Qwen2Config
 
+from rl_engines._attention import full_attention_only
 from rl_engines.training import ForwardSpec, FSDPEngine, MicroBatchConfig, ModelConfig, TrainConfigError
 from rl_engines.training._packing import InputLayout, padded_inputs, shared_prefix_inputs
-from rl_engines.training._shared_prefix import supports_shared_prefix
 
 TOLERANCE = 1e-5
 GROUPS, SAMPLES = 3, 4
@@ -122,10 +122,10 @@ def test_the_engine_picks_the_layout_from_its_config_and_model() -> None:
     assert engine.input_layout is InputLayout.PADDED
     sliding = qwen_config().to_dict() | {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 0}
     sliding.pop("layer_types", None)
-    assert not supports_shared_prefix(Qwen2Config(**sliding))
-    assert not supports_shared_prefix(MistralConfig(vocab_size=VOCAB, sliding_window=8))
-    assert supports_shared_prefix(MistralConfig(vocab_size=VOCAB, sliding_window=None))
-    assert supports_shared_prefix(qwen_config()) and supports_shared_prefix(llama_config())
+    assert not full_attention_only(Qwen2Config(**sliding))
+    assert not full_attention_only(MistralConfig(vocab_size=VOCAB, sliding_window=8))
+    assert full_attention_only(MistralConfig(vocab_size=VOCAB, sliding_window=None))
+    assert full_attention_only(qwen_config()) and full_attention_only(llama_config())
     with pytest.raises(TrainConfigError, match="share_prefixes must be True or False"):
         MicroBatchConfig(share_prefixes="yes")
 

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from rl_core.losses import LossNormalizer
+from rl_engines._attention import full_attention_only
 from rl_engines.training import _checkpoint, _export
 from rl_engines.training._config import TrainEngineConfig
 from rl_engines.training._errors import BatchError, TrainConfigError
@@ -30,7 +31,6 @@ from rl_engines.training._micro_batches import check_micro_batches, select_rows
 from rl_engines.training._optim import build_optimizer, build_scheduler
 from rl_engines.training._packing import InputLayout
 from rl_engines.training._replicate import broadcast_rank0_weights
-from rl_engines.training._shared_prefix import supports_shared_prefix
 from rl_engines.training._step import train_step
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, StepResult
 
@@ -45,7 +45,7 @@ def _input_layout(config: TrainEngineConfig, text_config: Any) -> InputLayout:
     shares = (
         config.micro_batch.share_prefixes
         and not config.model.gradient_checkpointing
-        and supports_shared_prefix(text_config)
+        and full_attention_only(text_config)
     )
     return InputLayout.SHARED_PREFIX if shares else InputLayout.PADDED
 

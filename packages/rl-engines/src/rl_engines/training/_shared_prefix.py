@@ -5,17 +5,18 @@ Two forwards replace the padded one: the distinct prefixes, left-padded, with a 
 continuation (its tokens from the first response token on), right-padded, attending to its prefix's cached keys and
 values, which carry gradient, so the backward sums each row's contribution into the shared prompt. The outputs
 equal the padded layout's up to floating-point reduction order. A row's prefix is its valid tokens before the first
-response token; the rows' position ids must be the default numbering (0, 1, ... over valid tokens).
+response token; the rows' position ids must be the default numbering (0, 1, ... over valid tokens). Every layer
+must attend to the whole context (`rl_engines._attention.full_attention_only`): a sliding-window layer's cache
+would keep only the window of the prefix.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from transformers import DynamicCache
 
-from rl_engines._attention import full_attention_only
 from rl_engines._kv_cache import cache_arg
 
 
@@ -52,12 +53,6 @@ class SharedPrefixLayout(NamedTuple):
     continuation_positions: torch.Tensor
     attention_mask: torch.Tensor
     table_index: torch.Tensor
-
-
-def supports_shared_prefix(config: Any) -> bool:
-    """Whether a model with this (text) config can run the layout: every layer attends to the whole context (a
-    sliding-window layer's cache would keep only the window), so the continuation sees the whole prefix."""
-    return full_attention_only(config)
 
 
 def _span_bounds(mask: torch.Tensor, response: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
