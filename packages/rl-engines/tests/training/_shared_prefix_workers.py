@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from _training_helpers import PROMPT, RESPONSE, VOCAB, engine_config, ppo_loss_fn, qwen_config
+from _training_helpers import PROMPT, RESPONSE, VOCAB, engine_config, ppo_loss_fn, qwen_config, with_ppo_fields
 
 from rl_engines.training import ForwardSpec, FSDPEngine, MicroBatchConfig
 
@@ -26,14 +26,7 @@ def grouped_batch(groups: int, samples: int, seed: int) -> dict[str, torch.Tenso
         input_ids[row, PROMPT : PROMPT + length] = torch.randint(1, VOCAB, (length,), generator=gen)
         attention_mask[row, PROMPT - len(prompt) : PROMPT + length] = 1
         response_mask[row, PROMPT : PROMPT + length] = 1
-    return {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "position_ids": (attention_mask.cumsum(-1) - 1).clamp(min=0),
-        "response_mask": response_mask,
-        "old_log_probs": (-4.85 + 0.1 * torch.randn(rows, width, generator=gen)) * response_mask,
-        "advantages": torch.randn(rows, width, generator=gen) * response_mask,
-    }
+    return with_ppo_fields(input_ids, attention_mask, response_mask, gen)
 
 
 def shared_prefix_scenario(rank: int, out: Path) -> None:

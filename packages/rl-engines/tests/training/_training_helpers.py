@@ -87,15 +87,22 @@ def rollout_batch(batch_size: int, seed: int) -> dict[str, torch.Tensor]:
         response = int(torch.randint(1, RESPONSE + 1, (1,), generator=gen))
         attention_mask[row, PROMPT - prompt : PROMPT + response] = 1
         response_mask[row, PROMPT : PROMPT + response] = 1
-    input_ids = input_ids * attention_mask
+    return with_ppo_fields(input_ids * attention_mask, attention_mask, response_mask, gen)
+
+
+def with_ppo_fields(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, response_mask: torch.Tensor, gen: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """The batch of these `(B, T)` rows with default position ids and random old log-probs and advantages."""
+    shape = tuple(input_ids.shape)
     return {
         "input_ids": input_ids,
         "attention_mask": attention_mask,
         "position_ids": (attention_mask.cumsum(-1) - 1).clamp(min=0),
         "response_mask": response_mask,
         # Near the tiny model's log-probs (about -log(VOCAB)), so most PPO ratios stay inside the clip range.
-        "old_log_probs": (-4.85 + 0.1 * torch.randn(batch_size, width, generator=gen)) * response_mask,
-        "advantages": torch.randn(batch_size, width, generator=gen) * response_mask,
+        "old_log_probs": (-4.85 + 0.1 * torch.randn(shape, generator=gen)) * response_mask,
+        "advantages": torch.randn(shape, generator=gen) * response_mask,
     }
 
 
