@@ -108,18 +108,18 @@ def padded_inputs(batch: Batch, response_only: bool) -> ModelInputs:
     )
 
 
-def _has_default_positions(batch: Batch, mask: torch.Tensor) -> bool:
+def _has_default_positions(batch: Batch, mask: torch.Tensor, defaults: torch.Tensor) -> bool:
+    """Whether the batch's position ids (if any) equal `defaults` (`_default_positions(mask)`) on valid tokens."""
     if "position_ids" not in batch:
         return True
-    positions = _default_positions(mask)
-    return torch.equal(batch["position_ids"][mask].to(positions.dtype), positions[mask])
+    return torch.equal(batch["position_ids"][mask].to(defaults.dtype), defaults[mask])
 
 
 def shared_prefix_inputs(batch: Batch, response_only: bool) -> ModelInputs | None:
     """The shared-prefix layout of `batch`, or None where it does not apply (no two rows share a prefix, no
     `response_mask`, position ids other than the default numbering, a row with a gap or without a prefix)."""
     mask = _mask(batch)
-    if "response_mask" not in batch or not _has_default_positions(batch, mask):
+    if "response_mask" not in batch or not _has_default_positions(batch, mask, _default_positions(mask)):
         return None
     input_ids = batch["input_ids"]
     layout = shared_prefix_layout(input_ids, mask, batch["response_mask"].bool())
@@ -154,7 +154,7 @@ def packed_inputs(batch: Batch, response_only: bool) -> ModelInputs:
     mask = _mask(batch)
     targets = target_mask(batch, response_only)
     positions = _default_positions(mask)
-    if not _has_default_positions(batch, mask):
+    if not _has_default_positions(batch, mask, positions):
         raise BatchError(
             "the packed layout numbers each sequence's tokens 0, 1, 2, ... but the batch's position_ids differ on "
             "valid tokens; set MicroBatchConfig.packing=False to use the batch's position_ids"
