@@ -169,6 +169,8 @@ def decode_batch(
                 state = _prefill(setup, [rows[i] for i in active])
                 prefill_cache.put(key, setup.weights_epoch(), state)
             cache, logits, mask, last_pos = state
+            if setup.boolean_mask:
+                mask = mask.bool()  # once, so that each step passes a view
     while active:
         tokens, logprobs = sampler(logits)
         events = []
@@ -201,7 +203,7 @@ def decode_batch(
             version = gate.version
             out = setup.model(
                 input_ids=tokens.unsqueeze(-1),
-                attention_mask=mask[:, None, None, :].bool() if setup.boolean_mask else mask,
+                attention_mask=mask[:, None, None, :] if setup.boolean_mask else mask,
                 position_ids=last_pos.unsqueeze(-1),
                 use_cache=True,
                 **{cache_arg(type(setup.model)): cache},
