@@ -7,6 +7,9 @@ import pytest
 from rl_engines.rollout import HFEngine, HFEngineConfig, InferenceEngine
 from rl_engines.testing import ConformanceModels, InferenceEngineConformance, ProcessEngine
 
+STEP_DELAY_S = 0.002
+"""Slows the child's decoding so a long request stays in flight while the lifecycle checks pause or abort it."""
+
 
 class TestHFEngineConformance(InferenceEngineConformance):
     def make_engine(self, models: ConformanceModels) -> InferenceEngine:
@@ -28,4 +31,4 @@ class TestProcessEngineConformance(InferenceEngineConformance):
         config = HFEngineConfig(
             model_path=str(models.v1_dir), initial_version="v1", admission_timeout_s=30.0, drain_timeout_s=30.0
         )
-        return ProcessEngine(config)
+        return ProcessEngine(config, step_delay_s=STEP_DELAY_S)

@@ -36,6 +36,10 @@ class HFEngineConfig:
     """Tokens that end a request unless it sets `ignore_eos`; default: the model's generation config."""
     pad_token_id: int | None = None
     attn_implementation: str | None = None
+    fast_decode: bool = True
+    """Run decode steps of Llama, Qwen2, Qwen3 and (full-attention) Mistral models through the engine's own
+    functional step (`FastDecoder`) instead of transformers' forward: the same function with less overhead per
+    step. Other models, and False, decode through transformers."""
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:

@@ -20,6 +20,7 @@ from rl_engines.rollout._errors import (
     PromptTooLongError,
     WeightUpdateError,
 )
+from rl_engines.rollout._fast_decode import FastDecoder
 from rl_engines.rollout._gate import RequestGate
 from rl_engines.rollout._handles import SharedTensorBucket, open_shared_bucket
 from rl_engines.rollout._hf_config import HFEngineConfig
@@ -103,6 +104,7 @@ class HFEngine:
             shared_generator=generator,
             weights_epoch=lambda: self._epoch,
             boolean_mask=takes_boolean_4d_mask(self.model.config.get_text_config()),
+            fast_decoder=FastDecoder.for_model(self.model) if self.config.fast_decode else None,
         )
         self._cache = PrefillCache(self.config.prefill_cache_size)
         self._mutation_lock = threading.Lock()

@@ -17,6 +17,8 @@ import torch
 from transformers import DynamicCache
 
 from rl_engines._kv_cache import cache_arg
+from rl_engines.rollout._decode_step import DecodeStep, FastStep, ModelStep
+from rl_engines.rollout._fast_decode import FastDecoder
 from rl_engines.rollout._gate import RequestGate, Ticket
 from rl_engines.rollout._sampling import BatchSampler
 from rl_engines.rollout._types import FinishReason, GenerateOutput, GenerateRequest, TokenCallback, VersionSpan
@@ -37,6 +39,19 @@ class DecodeSetup:
     boolean_mask: bool = False
     """Hand decode steps a ready `(B, 1, 1, W)` boolean mask (`takes_boolean_4d_mask`): transformers then skips
     building one from the padding mask each step, a tenth of a small model's decode step."""
+    fast_decoder: FastDecoder | None = None
+    """Decode steps through `FastDecoder` instead of the model's forward (the prefill always takes the forward)."""
+
+    def step_for(self, cache: DynamicCache) -> DecodeStep:
+        """The decode step of one batch whose prefill filled `cache`."""
+        if self.fast_decoder is not None:
+            return FastStep(self.fast_decoder, cache)
+        return ModelStep(self.model, cache, self.boolean_mask)
+
+    @property
+    def mask_is_boolean(self) -> bool:
+        """Whether decode steps take the attention mask as bool (True: attend) rather than 0/1 integers."""
+        return self.fast_decoder is not None or self.boolean_mask
 
 
 class PrefillCache:
@@ -169,7 +184,8 @@ def decode_batch(
                 state = _prefill(setup, [rows[i] for i in active])
                 prefill_cache.put(key, setup.weights_epoch(), state)
             cache, logits, mask, last_pos = state
-            if setup.boolean_mask:
+            step = setup.step_for(cache)
+            if setup.mask_is_boolean:
                 mask = mask.bool()  # once, so that each step passes a view
     while active:
         tokens, logprobs = sampler(logits)
@@ -193,7 +209,7 @@ def decode_batch(
             break
         if len(keep) < len(active):
             index = torch.tensor(keep, device=setup.device)
-            cache.batch_select_indices(index)
+            step.select(index)
             mask, last_pos, tokens = mask[index], last_pos[index], tokens[index]
             sampler.select(keep)
             active = [active[j] for j in keep]
@@ -201,14 +217,7 @@ def decode_batch(
         last_pos = last_pos + 1
         with setup.step_lock:
             version = gate.version
-            out = setup.model(
-                input_ids=tokens.unsqueeze(-1),
-                attention_mask=mask[:, None, None, :] if setup.boolean_mask else mask,
-                position_ids=last_pos.unsqueeze(-1),
-                use_cache=True,
-                **{cache_arg(type(setup.model)): cache},
-            )
-        logits = out.logits[:, -1, :].float()
+            logits = step(tokens, last_pos, mask)
     outputs = []
     for row in rows:
         return_logprobs = row.request.return_logprobs

@@ -13,6 +13,7 @@ import concurrent.futures
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -27,14 +28,16 @@ START_TIMEOUT_S = 180.0
 _STOP = "__stop__"
 
 
-def _serve(conn: Any, config: HFEngineConfig) -> None:  # runs in the child
+def _serve(conn: Any, config: HFEngineConfig, step_delay_s: float) -> None:  # runs in the child
     engine = HFEngine.from_config(config)
+    slow_steps = {"on_tokens": lambda events: time.sleep(step_delay_s)} if step_delay_s > 0 else {}
     send_lock = threading.Lock()
     conn.send((None, True, {"capabilities": engine.capabilities - {"stream"}, "logprob_mode": engine.logprob_mode}))
 
     def run(call_id: int, method: str, args: tuple, kwargs: dict) -> None:
         try:
-            reply = (call_id, True, getattr(engine, method)(*args, **kwargs))
+            extra = slow_steps if method == "generate" else {}
+            reply = (call_id, True, getattr(engine, method)(*args, **kwargs, **extra))
         except Exception as error:
             reply = (call_id, False, error)
         with send_lock:
@@ -53,10 +56,12 @@ def _serve(conn: Any, config: HFEngineConfig) -> None:  # runs in the child
 class ProcessEngine:
     """Implements `InferenceEngine` by forwarding every call to an `HFEngine` in a child process."""
 
-    def __init__(self, config: HFEngineConfig, *, call_timeout_s: float = 120.0) -> None:
+    def __init__(self, config: HFEngineConfig, *, call_timeout_s: float = 120.0, step_delay_s: float = 0.0) -> None:
+        """`step_delay_s`: the child sleeps this long after each decode step, so that lifecycle checks, which cannot
+        watch tokens stream across the process boundary, still find a long request in flight."""
         context = mp.get_context("spawn")
         self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child, config), daemon=True)
+        self._process = context.Process(target=_serve, args=(child, config, step_delay_s), daemon=True)
         self._process.start()
         child.close()
         self.call_timeout_s = call_timeout_s

@@ -1,0 +1,168 @@
+"""`FastDecoder` computes transformers' decode step for the families it takes, and refuses the others."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    DynamicCache,
+    GemmaConfig,
+    LlamaConfig,
+    MistralConfig,
+    PretrainedConfig,
+    Qwen2Config,
+    Qwen3Config,
+)
+
+from rl_engines._kv_cache import cache_arg
+from rl_engines.rollout import HFEngine, HFEngineConfig
+from rl_engines.rollout._decode_step import FastStep, ModelStep
+from rl_engines.rollout._fast_decode import FastDecoder
+from rl_engines.testing import Harness
+
+VOCAB = 97
+STEPS = 6
+LOGIT_TOL = {torch.float32: 1e-5, torch.bfloat16: 5e-2}
+_SIZES = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
+
+
+def _model(config: PretrainedConfig, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).to(dtype).eval()
+    with torch.no_grad():  # random biases and norm gains so that each term of the layer shows in the logits
+        for name, parameter in model.named_parameters():
+            if name.endswith(("bias", "norm.weight", "layernorm.weight")):
+                parameter.add_(torch.randn_like(parameter) * 0.5)
+    return model
+
+
+SUPPORTED = {
+    "llama-tied": lambda: LlamaConfig(**_SIZES, tie_word_embeddings=True),
+    "llama-biases": lambda: LlamaConfig(**_SIZES, attention_bias=True, mlp_bias=True),
+    "llama3-rope": lambda: LlamaConfig(
+        **_SIZES,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16,
+        },
+    ),
+    "qwen2": lambda: Qwen2Config(**_SIZES),
+    "qwen3": lambda: Qwen3Config(**_SIZES, head_dim=16),
+    "mistral": lambda: MistralConfig(**_SIZES, sliding_window=None),
+}
+
+
+def _prefill(model: torch.nn.Module, prompts: list[list[int]]) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
+    """Left-padded prompts through the forward: cache, last tokens `(B,)` and padding mask `(B, W)`."""
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros((len(prompts), width), dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, prompt in enumerate(prompts):
+        ids[i, width - len(prompt) :] = torch.tensor(prompt)
+        mask[i, width - len(prompt) :] = 1
+    cache = DynamicCache(config=model.config)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    kwargs = {cache_arg(type(model)): cache}
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs)
+    return cache, out.logits[:, -1].argmax(-1), mask
+
+
+def _decode(step: FastStep | ModelStep, tokens: torch.Tensor, mask: torch.Tensor, boolean: bool) -> list[torch.Tensor]:
+    """STEPS greedy steps, dropping row 0 after the second; the logits of each step."""
+    positions = mask.sum(-1) - 1
+    mask = mask.bool() if boolean else mask
+    history = []
+    for index in range(STEPS):
+        if index == 2:
+            keep = torch.arange(1, tokens.shape[0])
+            step.select(keep)
+            tokens, positions, mask = tokens[keep], positions[keep], mask[keep]
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
+        positions = positions + 1
+        logits = step(tokens, positions, mask)
+        history.append(logits)
+        tokens = logits.argmax(-1)
+    return history
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("family", sorted(SUPPORTED))
+@torch.inference_mode()
+def test_fast_steps_give_the_logits_of_the_forward(family: str, dtype: torch.dtype) -> None:
+    model = _model(SUPPORTED[family](), dtype)
+    decoder = FastDecoder.for_model(model)
+    assert decoder is not None
+    prompts = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [15, 16], [17, 18, 19, 20]]
+    cache, tokens, mask = _prefill(model, prompts)
+    fast = _decode(FastStep(decoder, cache), tokens, mask, boolean=True)
+    cache, tokens, mask = _prefill(model, prompts)
+    reference = _decode(ModelStep(model, cache, boolean_mask=False), tokens, mask, boolean=False)
+    for got, want in zip(fast, reference, strict=True):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, want, atol=LOGIT_TOL[dtype], rtol=0)
+
+
+@torch.inference_mode()
+def test_fast_steps_extend_the_cache_the_forward_fills() -> None:
+    model = _model(SUPPORTED["qwen2"]())
+    cache, tokens, mask = _prefill(model, [[3, 4, 5], [6, 7]])
+    step = FastStep(FastDecoder.for_model(model), cache)
+    width = cache.layers[0].keys.shape[2]
+    step(tokens, mask.sum(-1), torch.cat([mask, mask.new_ones((2, 1))], dim=-1).bool())
+    reference, _, _ = _prefill(model, [[3, 4, 5, int(tokens[0])], [0, 6, 7, int(tokens[1])]])
+    keys = step._state.keys[1]
+    assert keys.shape[2] == width + 1
+    torch.testing.assert_close(keys[0], reference.layers[1].keys[0], atol=1e-6, rtol=0)
+
+
+UNSUPPORTED = {
+    "gemma": (lambda: GemmaConfig(**_SIZES, head_dim=8), "model type"),
+    "sliding window": (lambda: MistralConfig(**_SIZES, sliding_window=8), "sliding window"),
+    "gelu MLP": (lambda: LlamaConfig(**_SIZES, hidden_act="gelu"), "activation"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSUPPORTED))
+def test_other_architectures_decode_through_transformers(case: str, caplog: pytest.LogCaptureFixture) -> None:
+    build, reason = UNSUPPORTED[case]
+    model = _model(build())
+    with caplog.at_level("INFO", logger="rl_engines.rollout._fast_decode"):
+        assert FastDecoder.for_model(model) is None
+    assert reason in caplog.text
+    assert HFEngine(model, HFEngineConfig())._setup.fast_decoder is None
+
+
+def test_rotary_embeddings_must_cover_whole_heads(caplog: pytest.LogCaptureFixture) -> None:
+    model = _model(SUPPORTED["llama-tied"]())
+    narrow = LlamaConfig(**{**_SIZES, "num_attention_heads": 8, "num_key_value_heads": 4})  # head_dim 4 of 8
+    model.model.rotary_emb = type(model.model.rotary_emb)(narrow)
+    with caplog.at_level("INFO", logger="rl_engines.rollout._fast_decode"):
+        assert FastDecoder.for_model(model) is None
+    assert "rotary embeddings cover 4 of 8" in caplog.text
+
+
+def test_the_engine_samples_the_same_tokens_with_and_without_the_fast_step() -> None:
+    model = _model(SUPPORTED["llama-tied"]())
+    fast = HFEngine(model, HFEngineConfig(seed=3))
+    plain = HFEngine(model, HFEngineConfig(seed=3, fast_decode=False))
+    assert fast._setup.fast_decoder is not None and plain._setup.fast_decoder is None
+    prompts = [[5, 6, 7], [8, 9, 10, 11], [5, 6, 7]]
+    requests = [Harness.request(f"r{i}", p, 12, temperature=1.0, seed=i) for i, p in enumerate(prompts)]
+    got, want = fast.generate(requests), plain.generate(requests)
+    for a, b in zip(got, want, strict=True):
+        assert a.output_ids == b.output_ids
+        torch.testing.assert_close(torch.tensor(a.output_logprobs), torch.tensor(b.output_logprobs), atol=1e-5, rtol=0)
