@@ -95,6 +95,7 @@ def full_data() -> dict[str, Any]:
             "strategy": "even",
             "node_cohesion": False,
             "node_load": False,
+            "retain_host_memory": False,
         },
         "trainer": {
             "total_epochs": 3,

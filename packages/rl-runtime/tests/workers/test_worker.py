@@ -166,10 +166,12 @@ def test_a_rank_that_never_finishes_building_is_named_at_the_ready_timeout(ray_r
 
 def test_workers_run_at_normal_priority_where_the_os_allows_it(ray_runtime: None) -> None:
     graph = TaskGraph("g", [node("gen", "fake_generate", num_samples=1, width=1)])
-    with _workers(graph, 2) as workers:
+    with _workers(graph, 2, retain_host_memory=True) as workers:
         import ray
 
         niceness = ray.get([worker.scheduling_niceness.remote() for worker in workers])
+        retains = ray.get([worker.__ray_call__.remote(lambda self: self.retains_host_memory) for worker in workers])
+    assert retains == [sys.platform.startswith("linux")] * 2
     # Ray starts workers at niceness 15; only a privileged process may lower it (CI and dev machines run as root).
     expected = WORKER_NICENESS if os.geteuid() == 0 else 15
     assert niceness == [expected, expected]

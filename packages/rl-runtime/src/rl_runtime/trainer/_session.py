@@ -105,6 +105,7 @@ class TrainingSession:
             coordinator_timeout_s=self.config.trainer.step_timeout_s,
             slots=self._slots,
             actor_options=options,
+            retain_host_memory=self.config.placement.retain_host_memory,
         )
         self._driver = Driver(self._workers, self.config.trainer.step_timeout_s)
 

@@ -14,6 +14,7 @@ from rl_coordinator.coordinator import DEFAULT_TIMEOUT_S, CoordinatorClient
 from rl_runtime.planning import Placement, SlotGroups, WorkerAssignment
 from rl_runtime.workers._errors import WorkerError, WorkerStartError
 from rl_runtime.workers._executor import GraphExecutor
+from rl_runtime.workers._host_memory import retain_freed_host_memory
 from rl_runtime.workers._operations import NodeOperation, bind_operations
 from rl_runtime.workers._routing import WorkerRoutes, plan_routes
 
@@ -97,6 +98,7 @@ class DAGWorker:
         coordinator: the DataCoordinator actor handle, or None when the worker has no coordinator edge.
         operations: operation name -> function; None binds from this process's NODE_OPERATIONS.
         coordinator_timeout_s: how long a consumer waits for its share of a coordinator edge.
+        retain_host_memory: keep freed host memory in this process's heap (`retain_freed_host_memory`).
     """
 
     def __init__(
@@ -107,8 +109,10 @@ class DAGWorker:
         coordinator: Any = None,
         operations: Mapping[str, NodeOperation] | None = None,
         coordinator_timeout_s: float = DEFAULT_TIMEOUT_S,
+        retain_host_memory: bool = False,
     ) -> None:
         self.niceness = raise_priority()
+        self.retains_host_memory = retain_host_memory and retain_freed_host_memory()
         client = None if coordinator is None else CoordinatorClient(coordinator, timeout_s=coordinator_timeout_s)
         resources = (resources_factory or _no_resources)(assignment)
         self._executor = GraphExecutor(assignment, routes, resources, client, operations)
@@ -173,12 +177,14 @@ def start_workers(
     slots: SlotGroups | None = None,
     actor_options: Mapping[str, Any] | None = None,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    retain_host_memory: bool = False,
 ) -> list[Any]:
     """One DAGWorker per rank of `placement` (list index = rank), built and ready.
 
     Binding and routing are checked here first, so an unregistered operation or an unroutable edge fails before
     any actor starts. The operations bound in this process are shipped to the workers. `slots` pins each rank to
-    its reserved slot; `actor_options` override DEFAULT_WORKER_OPTIONS.
+    its reserved slot; `actor_options` override DEFAULT_WORKER_OPTIONS; `retain_host_memory` is passed to every
+    worker.
     """
     plans = []
     for assignment in placement.workers:
@@ -196,7 +202,13 @@ def start_workers(
             rank_options["scheduling_strategy"] = slots.strategy_for(assignment.rank)
         workers.append(
             DAGWorker.options(**rank_options).remote(
-                assignment, routes, resources_factory, coordinator, operations, coordinator_timeout_s
+                assignment,
+                routes,
+                resources_factory,
+                coordinator,
+                operations,
+                coordinator_timeout_s,
+                retain_host_memory,
             )
         )
     _wait_until_ready(workers, ready_timeout_s)
