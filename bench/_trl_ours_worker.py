@@ -1,8 +1,9 @@
-"""Our side of `grpo_vs_trl.py`: the `grpo` recipe on the shared model and prompts, driven one step at a time.
+"""Our side of `grpo_vs_trl.py`: the `grpo` recipe on the shared model and prompts, driven as `rl-recipes train` is.
 
 Runs in the dev environment. The config is the packaged `grpo` recipe with the warm start off, the shared SFT
 model and training rows, the benchmark's batch, completion length, learning rate and slots; the steps run through
-the Trainer's session API (`Trainer(...).session()`, `run.step()`), which is what `rl-recipes train grpo` runs.
+the Trainer's session API (`Trainer(...).session()`, `run.steps(n)`) in calls of the recipe's
+`trainer.steps_per_call` steps, which is what `rl-recipes train grpo` runs.
 Each window reports its wall time and, from the step metrics, the completions and response tokens generated and
 the mean of every `timing_s/*` metric.
 """
@@ -100,6 +101,7 @@ def main() -> None:
 
     config = load_recipe_config("grpo", overrides=recipe_overrides(args))
     get_recipe("grpo").check(config)
+    per_call = config.trainer.steps_per_call  # as `Trainer.fit` calls the workers
     # A Ray instance of this process's own (what the session starts when none is running), so that the workers
     # of each slot setting never join another process's cluster.
     os.environ.setdefault("RAY_worker_niceness", "0")  # as the Trainer does when it starts Ray itself
@@ -110,10 +112,11 @@ def main() -> None:
             while (command := receive_command())["cmd"] == RUN:
                 start = last = time.perf_counter()
                 steps, step_seconds = [], []
-                for _ in range(int(command["steps"])):
-                    steps.append(run.step())
+                while len(steps) < int(command["steps"]):
+                    chunk = run.steps(min(per_call, int(command["steps"]) - len(steps)))
                     now = time.perf_counter()
-                    step_seconds.append(now - last)
+                    steps += chunk
+                    step_seconds += [(now - last) / len(chunk)] * len(chunk)
                     last = now
                 send(protocol, window_report(last - start, steps, step_seconds))
     finally:

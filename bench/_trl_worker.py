@@ -10,6 +10,7 @@ tokens TRL actually generated (through the first eos, as TRL masks them).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import tempfile
@@ -50,8 +51,9 @@ def make_reward(count: GenerationCount) -> Any:
     return gsm8k_exact_match_reward
 
 
-def make_gate(protocol: Any, count: GenerationCount) -> Any:
-    """A TrainerCallback that runs the driver's windows: it blocks until told how many steps to run next."""
+def make_gate(protocol: Any, count: GenerationCount, setup: dict[str, Any]) -> Any:
+    """A TrainerCallback that runs the driver's windows: it blocks until told how many steps to run next. `setup`
+    goes into the ready message."""
     from transformers import TrainerCallback
 
     class WindowGate(TrainerCallback):
@@ -73,7 +75,8 @@ def make_gate(protocol: Any, count: GenerationCount) -> Any:
             return control
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-            send(protocol, {"ready": {"threads": _threads(), "trl": _version("trl"), "torch": _version("torch")}})
+            versions = {"trl": _version("trl"), "torch": _version("torch")}
+            send(protocol, {"ready": {**setup, "threads": _threads(), **versions}})
             return self._wait(control)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -131,6 +134,15 @@ def _dataset(prompts_file: Path, tokenizer: Any) -> Any:
     return Dataset.from_list([{"prompt": row["prompt"], "ground_truth": row["ground_truth"]} for row in rows])
 
 
+def _retain_host_memory() -> bool:
+    """rl_runtime's `retain_freed_host_memory`, loaded from its file: the TRL venv lacks rl_runtime's dependencies."""
+    path = REPO / "packages/rl-runtime/src/rl_runtime/workers/_host_memory.py"
+    spec = importlib.util.spec_from_file_location("_host_memory", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.retain_freed_host_memory()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True, help="HF model folder with its tokenizer")
@@ -142,6 +154,9 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads; 0 keeps torch's default")
+    parser.add_argument(
+        "--retain-host-memory", action="store_true", help="raise glibc's mmap/trim thresholds as our workers do"
+    )
     args = parser.parse_args()
     protocol = claim_stdout()
     sys.path[:0] = [str(source) for source in SOURCES]
@@ -150,6 +165,8 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.retain_host_memory and not _retain_host_memory():
+        raise SystemExit("--retain-host-memory: this C library has no mallopt")
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
     from trl import GRPOConfig, GRPOTrainer
 
@@ -186,7 +203,7 @@ def main() -> None:
             args=config,
             train_dataset=_dataset(args.prompts_file, tokenizer),
             processing_class=tokenizer,
-            callbacks=[make_gate(protocol, count)],
+            callbacks=[make_gate(protocol, count, {"retain_host_memory": args.retain_host_memory})],
         )
         trainer.train()
 

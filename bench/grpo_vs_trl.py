@@ -11,10 +11,13 @@ optimizer step per generation batch, and no reference model or KL (beta=0):
         use_cpu=True, bf16=False, per_device_train_batch_size=64, num_generations=8, steps_per_generation=1,
         beta=0, gradient_checkpointing=False (ours does not recompute activations either). `--trl-threads 0 1`
         runs it twice, with torch's default intra-op threads (one per core) and with one thread: on a loaded
-        2-core machine two OpenMP threads can be several times slower than one, so the faster TRL setting of
-        the run is the baseline of the ratio.
+        2-core machine two OpenMP threads can be several times slower than one. `--trl-malloc default retain`
+        runs each thread setting with glibc's allocator defaults and with freed host memory retained, as our
+        workers run (`placement.retain_host_memory`, ~10 % of a small CPU step), so that setting is no edge of
+        ours. The fastest TRL setting of the run is the baseline of the ratio.
   ours  the packaged `grpo` recipe (warm_start=null, data on the SFT rows, no validation or checkpoints) driven
-        step by step through `Trainer(...).session()` on the full multi-controller runtime: Ray, one DAG worker
+        through `Trainer(...).session()` in calls of the recipe's `trainer.steps_per_call` steps, as `rl-recipes
+        train` drives it, on the full multi-controller runtime: Ray, one DAG worker
         per slot, FSDP2 actor and HF rollout engine per worker. `--slots 2 1` measures 2 slots (the embedded
         default as users run it) and 1 slot.
 
@@ -46,6 +49,8 @@ STARTUP_TIMEOUT_S = 900.0
 """Loading TRL, or starting Ray and its workers, on a busy 2-core machine."""
 WINDOW_TIMEOUT_S = 900.0
 TRL = "trl"
+MALLOC_DEFAULT = "default"
+MALLOC_RETAIN = "retain"
 STATIONARY_LR = 1e-6
 """Small enough that the policy stays at the SFT start for the whole run (every step still runs the full backward
 and AdamW update): at the embedded default's 1e-3 each side's policy drifts its own way within a few steps (one
@@ -54,7 +59,9 @@ run's completions shrank from 14 to 7 tokens), so the sides would no longer gene
 
 def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=4, help="training steps per window")
+    parser.add_argument(
+        "--steps", type=int, default=5, help="training steps per window (the grpo recipe runs 5 per worker call)"
+    )
     parser.add_argument("--windows", type=int, default=5, help="measured windows per side (after one warm-up)")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
     parser.add_argument("--samples", type=int, default=8, help="completions per prompt")
@@ -67,6 +74,14 @@ def _parse() -> argparse.Namespace:
         nargs="+",
         default=[0, 1],
         help="TRL's torch threads settings to run (0: torch's default, one per core); the fastest is the baseline",
+    )
+    parser.add_argument(
+        "--trl-malloc",
+        nargs="+",
+        choices=[MALLOC_DEFAULT, MALLOC_RETAIN],
+        default=[MALLOC_DEFAULT, MALLOC_RETAIN],
+        help="TRL's host-memory settings to run: glibc's defaults, or retained as our workers keep it "
+        "(placement.retain_host_memory); each with every --trl-threads setting",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trl-version", default="1.16.*")
@@ -91,8 +106,13 @@ def _shared(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def _trl_name(threads: int) -> str:
-    return TRL if threads == 0 else f"{TRL}-{threads}thread"
+def _trl_settings(args: argparse.Namespace) -> list[tuple[int, str]]:
+    return [(threads, malloc) for malloc in args.trl_malloc for threads in args.trl_threads]
+
+
+def _trl_name(threads: int, malloc: str) -> str:
+    name = TRL if threads == 0 else f"{TRL}-{threads}thread"
+    return name if malloc == MALLOC_DEFAULT else f"{name}-{malloc}"
 
 
 def _start_workers(args: argparse.Namespace, trl_python: Path, model: Path, train_file: Path) -> dict[str, Any]:
@@ -100,12 +120,11 @@ def _start_workers(args: argparse.Namespace, trl_python: Path, model: Path, trai
     rows = write_prompt_rows(model, train_file, prompts_file)
     print(f"prompts: {rows} training rows from {train_file}")
     workers = {}
-    for threads in args.trl_threads:
-        name = _trl_name(threads)
+    for threads, malloc in _trl_settings(args):
+        name = _trl_name(threads, malloc)
         command = [str(trl_python), str(BENCH / "_trl_worker.py"), f"--model={model}", f"--prompts-file={prompts_file}"]
-        workers[name] = WorkerProcess(
-            name, [*command, f"--threads={threads}", *_shared(args)], args.work_dir / f"{name}.log"
-        )
+        command += [f"--threads={threads}", *(["--retain-host-memory"] if malloc == MALLOC_RETAIN else [])]
+        workers[name] = WorkerProcess(name, [*command, *_shared(args)], args.work_dir / f"{name}.log")
     for slots in args.slots:
         name = f"ours-{slots}slot"
         command = [
@@ -181,7 +200,7 @@ def main() -> None:
         f"lr {args.lr}, fp32 CPU; {args.windows} windows of {args.steps} steps each, alternating; medians"
     )
     summaries = {name: _print_side(name, ready[name], reports[name], expected) for name in workers}
-    trl_names = [_trl_name(threads) for threads in args.trl_threads]
+    trl_names = [_trl_name(threads, malloc) for threads, malloc in _trl_settings(args)]
     baseline = max(trl_names, key=lambda name: summaries[name]["samples_per_s"])
     for name in workers:
         if name not in trl_names:
