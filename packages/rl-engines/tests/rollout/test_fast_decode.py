@@ -18,7 +18,7 @@ from transformers import (
 from rl_engines._kv_cache import cache_arg
 from rl_engines.rollout import HFEngine, HFEngineConfig
 from rl_engines.rollout._decode_step import FastStep, ModelStep
-from rl_engines.rollout._fast_decode import FastDecoder
+from rl_engines.rollout._fast_decode import INITIAL_DECODE_COLUMNS, FastDecoder
 from rl_engines.testing import Harness
 
 VOCAB = 97
@@ -81,22 +81,26 @@ def _prefill(model: torch.nn.Module, prompts: list[list[int]]) -> tuple[DynamicC
     return cache, out.logits[:, -1].argmax(-1), mask
 
 
-def _decode(step: FastStep | ModelStep, tokens: torch.Tensor, mask: torch.Tensor, boolean: bool) -> list[torch.Tensor]:
+def _decode(step: FastStep | ModelStep, tokens: torch.Tensor) -> list[torch.Tensor]:
     """STEPS greedy steps, dropping row 0 after the second; the logits of each step."""
-    positions = mask.sum(-1) - 1
-    mask = mask.bool() if boolean else mask
     history = []
     for index in range(STEPS):
         if index == 2:
             keep = torch.arange(1, tokens.shape[0])
             step.select(keep)
-            tokens, positions, mask = tokens[keep], positions[keep], mask[keep]
-        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
-        positions = positions + 1
-        logits = step(tokens, positions, mask)
+            tokens = tokens[keep]
+        logits = step(tokens)
         history.append(logits)
         tokens = logits.argmax(-1)
     return history
+
+
+def _steps(model: torch.nn.Module, prompts: list[list[int]], capacity: int) -> tuple[FastStep, ModelStep, torch.Tensor]:
+    """A fast and a forward step, each on its own prefill of `prompts`, and the prefill's greedy tokens."""
+    cache, tokens, mask = _prefill(model, prompts)
+    fast = FastStep(FastDecoder.for_model(model), cache, mask, mask.sum(-1) - 1, capacity)
+    cache, _, mask = _prefill(model, prompts)
+    return fast, ModelStep(model, cache, mask, mask.sum(-1) - 1, boolean_mask=False), tokens
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
@@ -104,29 +108,40 @@ def _decode(step: FastStep | ModelStep, tokens: torch.Tensor, mask: torch.Tensor
 @torch.inference_mode()
 def test_fast_steps_give_the_logits_of_the_forward(family: str, dtype: torch.dtype) -> None:
     model = _model(SUPPORTED[family](), dtype)
-    decoder = FastDecoder.for_model(model)
-    assert decoder is not None
+    assert FastDecoder.for_model(model) is not None
     prompts = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [15, 16], [17, 18, 19, 20]]
-    cache, tokens, mask = _prefill(model, prompts)
-    fast = _decode(FastStep(decoder, cache), tokens, mask, boolean=True)
-    cache, tokens, mask = _prefill(model, prompts)
-    reference = _decode(ModelStep(model, cache, boolean_mask=False), tokens, mask, boolean=False)
-    for got, want in zip(fast, reference, strict=True):
+    fast, reference, tokens = _steps(model, prompts, capacity=7 + STEPS)
+    for got, want in zip(_decode(fast, tokens), _decode(reference, tokens), strict=True):
         assert got.dtype == torch.float32
         torch.testing.assert_close(got, want, atol=LOGIT_TOL[dtype], rtol=0)
+
+
+@torch.inference_mode()
+def test_the_cache_grows_past_its_first_allocation() -> None:
+    model = _model(SUPPORTED["qwen2"]())
+    long_run = INITIAL_DECODE_COLUMNS + 10
+    fast, reference, tokens = _steps(model, [[3, 4, 5], [6, 7]], capacity=3 + long_run)
+    for _ in range(long_run):
+        got, want = fast(tokens), reference(tokens)
+        torch.testing.assert_close(got, want, atol=LOGIT_TOL[torch.float32], rtol=0)
+        tokens = want.argmax(-1)
+    assert fast._state.width == 3 + long_run and fast._state.bias.shape[1] == 3 + long_run
+    with pytest.raises(ValueError, match="full"):
+        fast(tokens)
 
 
 @torch.inference_mode()
 def test_fast_steps_extend_the_cache_the_forward_fills() -> None:
     model = _model(SUPPORTED["qwen2"]())
     cache, tokens, mask = _prefill(model, [[3, 4, 5], [6, 7]])
-    step = FastStep(FastDecoder.for_model(model), cache)
-    width = cache.layers[0].keys.shape[2]
-    step(tokens, mask.sum(-1), torch.cat([mask, mask.new_ones((2, 1))], dim=-1).bool())
-    reference, _, _ = _prefill(model, [[3, 4, 5, int(tokens[0])], [0, 6, 7, int(tokens[1])]])
-    keys = step._state.keys[1]
-    assert keys.shape[2] == width + 1
-    torch.testing.assert_close(keys[0], reference.layers[1].keys[0], atol=1e-6, rtol=0)
+    fast = FastStep(FastDecoder.for_model(model), cache, mask, mask.sum(-1) - 1, capacity=8)
+    fast(tokens)
+    reference, _, _ = _prefill(model, [[3, 4, 5, int(tokens[0])], [6, 7, int(tokens[1])]])
+    state = fast._state
+    assert state.width == 4
+    torch.testing.assert_close(state.keys[1][:, :, :4], reference.layers[1].keys, atol=1e-6, rtol=0)
+    torch.testing.assert_close(state.values[1][:, :, :4], reference.layers[1].values, atol=1e-6, rtol=0)
+    assert state.bias[1, :4].tolist() == [float("-inf"), 0.0, 0.0, 0.0]
 
 
 UNSUPPORTED = {

@@ -12,31 +12,40 @@ from rl_engines.rollout._fast_decode import FastDecoder, KVState
 
 
 class DecodeStep(Protocol):
-    """One token per row of a batch through the model, holding the batch's KV cache."""
+    """One token per row of a batch through the model; holds the batch's KV cache, attention mask and positions."""
 
     def select(self, index: torch.Tensor) -> None:
         """Keep only the rows at `index: (B',)`."""
 
-    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """`tokens, positions: (B,)` int64, `mask: (B, W)` (W counts the new token) -> next-token logits `(B, V)`
-        float32."""
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed `tokens: (B,)` int64 at each row's next position -> next-token logits `(B, V)` float32."""
 
 
 class ModelStep:
-    """Through the model's forward and a transformers `DynamicCache`; `mask` is 0/1, or bool when `boolean_mask`."""
+    """Through the model's forward and a transformers `DynamicCache`. With `boolean_mask` the forward takes a ready
+    `(B, 1, 1, W)` boolean mask (`takes_boolean_4d_mask`) and skips building one from the padding mask each step,
+    a tenth of a small model's decode step."""
 
-    def __init__(self, model: torch.nn.Module, cache: DynamicCache, boolean_mask: bool) -> None:
+    def __init__(
+        self, model: torch.nn.Module, cache: DynamicCache, mask: torch.Tensor, last: torch.Tensor, boolean_mask: bool
+    ) -> None:
+        """`mask: (B, W)` 0/1 padding mask of the prefill, `last: (B,)` each row's last position."""
         self._model, self._cache, self._boolean_mask = model, cache, boolean_mask
+        self._mask = mask.bool() if boolean_mask else mask  # converted once, so each step passes a view
+        self._positions = last
         self._cache_arg = cache_arg(type(model))
 
     def select(self, index: torch.Tensor) -> None:
         self._cache.batch_select_indices(index)
+        self._mask, self._positions = self._mask[index], self._positions[index]
 
-    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        self._mask = torch.cat([self._mask, self._mask.new_ones((len(tokens), 1))], dim=-1)
+        self._positions = self._positions + 1
         out = self._model(
             input_ids=tokens.unsqueeze(-1),
-            attention_mask=mask[:, None, None, :] if self._boolean_mask else mask,
-            position_ids=positions.unsqueeze(-1),
+            attention_mask=self._mask[:, None, None, :] if self._boolean_mask else self._mask,
+            position_ids=self._positions.unsqueeze(-1),
             use_cache=True,
             **{self._cache_arg: self._cache},
         )
@@ -44,13 +53,18 @@ class ModelStep:
 
 
 class FastStep:
-    """Through `FastDecoder`; `mask` is bool."""
+    """Through `FastDecoder`, on a `KVState` taken over from the prefill's cache."""
 
-    def __init__(self, decoder: FastDecoder, cache: DynamicCache) -> None:
-        self._decoder, self._state = decoder, KVState.from_cache(cache)
+    def __init__(
+        self, decoder: FastDecoder, cache: DynamicCache, mask: torch.Tensor, last: torch.Tensor, capacity: int
+    ) -> None:
+        """`mask` and `last` as for `ModelStep`; `capacity`: the most columns (prompt and decode) a row can fill."""
+        self._decoder, self._state, self._positions = decoder, KVState(cache, mask, capacity), last
 
     def select(self, index: torch.Tensor) -> None:
         self._state.select(index)
+        self._positions = self._positions[index]
 
-    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self._decoder.step(self._state, tokens, positions, mask[:, None, None, :]).float()
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        self._positions = self._positions + 1
+        return self._decoder.step(self._state, tokens, self._positions).float()

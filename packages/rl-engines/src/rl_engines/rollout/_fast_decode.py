@@ -15,7 +15,6 @@ between two steps of a batch.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,6 +27,8 @@ logger = logging.getLogger(__name__)
 FAST_DECODE_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "mistral"})
 """Model types whose decoder layer is exactly the one this module computes."""
 _SILU = "silu"
+INITIAL_DECODE_COLUMNS = 64
+"""Columns a batch's KV cache first holds beyond its prompts; it doubles when full."""
 _LAYER_PARTS = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
 _ATTENTION_PARTS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _MLP_PARTS = ("gate_proj", "up_proj", "down_proj")
@@ -45,27 +46,58 @@ def _linear(x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding of `x: (B, H, 1, D)` with `cos, sin: (B, 1, 1, D)`."""
+    """Rotary position embedding of `x: (B, H, D)` with `cos, sin: (B, 1, D)`."""
     half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
-@dataclass
 class KVState:
-    """Per-layer keys and values `(B, kv_heads, W, head_dim)` of the rows still decoding."""
+    """The keys and values `(B, kv_heads, capacity, head_dim)` of each layer for the rows still decoding, and an
+    additive attention bias `(B, capacity)` (0 where a row attends, -inf at padding and unfilled columns).
 
-    keys: list[torch.Tensor]
-    values: list[torch.Tensor]
+    Columns `[0, width)` are filled. Each step writes one column in place; the buffers double when full, so a
+    step never copies the whole cache (concatenating a step's keys onto the cache had been a quarter of a small
+    model's step)."""
 
-    @classmethod
-    def from_cache(cls, cache: Any) -> KVState:
-        """Take over the layers of a transformers `DynamicCache` filled by a prefill."""
-        return cls([layer.keys for layer in cache.layers], [layer.values for layer in cache.layers])
+    def __init__(self, cache: Any, mask: torch.Tensor, capacity: int) -> None:
+        """Take over a transformers `DynamicCache` filled by a prefill of rows with padding mask `mask: (B, W)`;
+        `capacity` bounds the columns the rows can ever fill."""
+        self.width = mask.shape[-1]
+        self.capacity = capacity
+        allocated = min(capacity, self.width + INITIAL_DECODE_COLUMNS)
+        self.keys = [self._widen(layer.keys, allocated) for layer in cache.layers]
+        self.values = [self._widen(layer.values, allocated) for layer in cache.layers]
+        bias = torch.full((mask.shape[0], self.width), float("-inf"), dtype=self.keys[0].dtype, device=mask.device)
+        self.bias = self._widen(bias.masked_fill_(mask.bool(), 0.0), allocated, float("-inf"))
+
+    @staticmethod
+    def _widen(filled: torch.Tensor, columns: int, fill: float = 0.0) -> torch.Tensor:
+        """`filled` copied into a new tensor of `columns` along its column dimension (2 for caches, 1 for bias)."""
+        dim = 2 if filled.dim() == 4 else 1
+        shape = list(filled.shape)
+        shape[dim] = columns
+        out = filled.new_full(shape, fill)
+        out.narrow(dim, 0, filled.shape[dim]).copy_(filled)
+        return out
+
+    def append(self) -> int:
+        """Open the next column for every row (attended); its index."""
+        if self.width == self.bias.shape[1]:
+            if self.width >= self.capacity:
+                raise ValueError(f"the KV cache is full at {self.capacity} columns")
+            columns = min(self.capacity, 2 * self.width)
+            self.keys = [self._widen(k[:, :, : self.width], columns) for k in self.keys]
+            self.values = [self._widen(v[:, :, : self.width], columns) for v in self.values]
+            self.bias = self._widen(self.bias[:, : self.width], columns, float("-inf"))
+        self.bias[:, self.width] = 0.0
+        self.width += 1
+        return self.width - 1
 
     def select(self, index: torch.Tensor) -> None:
         """Keep only the rows at `index: (B',)`."""
         self.keys = [k.index_select(0, index) for k in self.keys]
         self.values = [v.index_select(0, index) for v in self.values]
+        self.bias = self.bias.index_select(0, index)
 
 
 class FastDecoder:
@@ -89,33 +121,32 @@ class FastDecoder:
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         return cls(model, float(config.rms_norm_eps), int(head_dim))
 
-    def step(self, state: KVState, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Append one token per row and return its next-token logits.
+    def step(self, state: KVState, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Append one token per row at `positions` and return its next-token logits.
 
-        `tokens, positions: (B,)` int64; `mask: (B, 1, 1, W)` bool, True where a row attends (W counts the new
-        token); `state` grows by one position. Returns `(B, V)` in the model's dtype."""
+        `tokens, positions: (B,)` int64; `state` grows by one column. Returns `(B, V)` in the model's dtype."""
         rows, head_dim, eps = tokens.shape[0], self._head_dim, self._eps
         decoder = self._decoder
         hidden = F.embedding(tokens, decoder.embed_tokens.weight)
         cos, sin = decoder.rotary_emb(hidden, positions.unsqueeze(-1))
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        column = state.append()
+        bias = state.bias[:, None, None, : column + 1]
         for i, layer in enumerate(decoder.layers):
             attention = layer.self_attn
             x = _rms_norm(hidden, layer.input_layernorm.weight, eps)
             q = _linear(x, attention.q_proj).view(rows, -1, head_dim)
             k = _linear(x, attention.k_proj).view(rows, -1, head_dim)
-            v = _linear(x, attention.v_proj).view(rows, -1, 1, head_dim)
             if hasattr(attention, "q_norm"):
                 q = _rms_norm(q, attention.q_norm.weight, eps)
                 k = _rms_norm(k, attention.k_norm.weight, eps)
-            q = _rotate(q.unsqueeze(2), cos, sin)
-            k = _rotate(k.unsqueeze(2), cos, sin)
-            state.keys[i] = torch.cat((state.keys[i], k), dim=2)
-            state.values[i] = torch.cat((state.values[i], v), dim=2)
-            out = F.scaled_dot_product_attention(
-                q, state.keys[i], state.values[i], attn_mask=mask, scale=attention.scaling, enable_gqa=True
-            )
-            hidden = hidden + _linear(out.view(rows, -1), attention.o_proj)
+            state.keys[i][:, :, column] = _rotate(k, cos, sin)
+            state.values[i][:, :, column] = _linear(x, attention.v_proj).view(rows, -1, head_dim)
+            keys, values = state.keys[i][:, :, : column + 1], state.values[i][:, :, : column + 1]
+            # Each key-value head serves a group of consecutive query heads (transformers' repeat_kv).
+            q = _rotate(q, cos, sin).view(rows, keys.shape[1], -1, head_dim)
+            scores = torch.matmul(q, keys.transpose(-1, -2)).mul_(attention.scaling).add_(bias)
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+            hidden = hidden + _linear(torch.matmul(probs, values).view(rows, -1), attention.o_proj)
             x = _rms_norm(hidden, layer.post_attention_layernorm.weight, eps)
             mlp = layer.mlp
             hidden = hidden + _linear(F.silu(_linear(x, mlp.gate_proj)) * _linear(x, mlp.up_proj), mlp.down_proj)

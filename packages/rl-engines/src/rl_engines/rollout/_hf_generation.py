@@ -37,21 +37,16 @@ class DecodeSetup:
     shared_generator: torch.Generator
     weights_epoch: Callable[[], int]
     boolean_mask: bool = False
-    """Hand decode steps a ready `(B, 1, 1, W)` boolean mask (`takes_boolean_4d_mask`): transformers then skips
-    building one from the padding mask each step, a tenth of a small model's decode step."""
+    """Decode steps through the forward take a ready boolean mask (see `ModelStep`)."""
     fast_decoder: FastDecoder | None = None
     """Decode steps through `FastDecoder` instead of the model's forward (the prefill always takes the forward)."""
 
-    def step_for(self, cache: DynamicCache) -> DecodeStep:
-        """The decode step of one batch whose prefill filled `cache`."""
+    def step_for(self, cache: DynamicCache, mask: torch.Tensor, last: torch.Tensor, capacity: int) -> DecodeStep:
+        """The decode step of one batch whose prefill filled `cache`, with padding mask `mask: (B, W)` and last
+        positions `last: (B,)`; no row fills more than `capacity` columns."""
         if self.fast_decoder is not None:
-            return FastStep(self.fast_decoder, cache)
-        return ModelStep(self.model, cache, self.boolean_mask)
-
-    @property
-    def mask_is_boolean(self) -> bool:
-        """Whether decode steps take the attention mask as bool (True: attend) rather than 0/1 integers."""
-        return self.fast_decoder is not None or self.boolean_mask
+            return FastStep(self.fast_decoder, cache, mask, last, capacity)
+        return ModelStep(self.model, cache, mask, last, self.boolean_mask)
 
 
 class PrefillCache:
@@ -184,9 +179,7 @@ def decode_batch(
                 state = _prefill(setup, [rows[i] for i in active])
                 prefill_cache.put(key, setup.weights_epoch(), state)
             cache, logits, mask, last_pos = state
-            step = setup.step_for(cache)
-            if setup.mask_is_boolean:
-                mask = mask.bool()  # once, so that each step passes a view
+            step = setup.step_for(cache, mask, last_pos, mask.shape[-1] + max(rows[i].budget for i in active))
     while active:
         tokens, logprobs = sampler(logits)
         events = []
@@ -210,14 +203,12 @@ def decode_batch(
         if len(keep) < len(active):
             index = torch.tensor(keep, device=setup.device)
             step.select(index)
-            mask, last_pos, tokens = mask[index], last_pos[index], tokens[index]
+            tokens = tokens[index]
             sampler.select(keep)
             active = [active[j] for j in keep]
-        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=-1)
-        last_pos = last_pos + 1
         with setup.step_lock:
             version = gate.version
-            logits = step(tokens, last_pos, mask)
+            logits = step(tokens)
     outputs = []
     for row in rows:
         return_logprobs = row.request.return_logprobs
