@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -29,15 +30,18 @@ class RecordingEngine:
 
     def __init__(self, *, lie_checksum: bool = False, ignore_version: bool = False, hang_s: float = 0.0) -> None:
         self.calls: list[str] = []
+        self.threads: set[str] = set()
         self.tensors: dict[str, torch.Tensor] = {}
         self.version = "0"
         self.lie_checksum, self.ignore_version, self.hang_s = lie_checksum, ignore_version, hang_s
 
     def pause(self, mode: str = "abort", *, timeout_s: float | None = None) -> None:
         self.calls.append(f"pause:{mode}")
+        self.threads.add(threading.current_thread().name)
 
     def update_weights_from_tensors(self, tensors: list) -> None:
         self.calls.append("update")
+        self.threads.add(threading.current_thread().name)
         time.sleep(self.hang_s)
         if any(name.startswith("bad") for name, _ in tensors):
             raise UnknownParameterError("no such tensor")
@@ -104,6 +108,31 @@ def test_a_hung_engine_call_times_out() -> None:
     sync = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(timeout_s=0.2))
     with pytest.raises(SyncTimeoutError, match=r"update_weights_from_tensors on engine 0 did not return within 0.2 s"):
         sync.sync(_buckets(), "v1")
+
+
+def test_engine_calls_run_on_workers_unless_inline() -> None:
+    on_workers, inline = RecordingEngine(), RecordingEngine()
+    WeightSync([on_workers], ReferenceTransport()).sync(_buckets(), "v1")
+    WeightSync([inline], ReferenceTransport(), WeightSyncConfig(inline_calls=True)).sync(_buckets(), "v1")
+    assert all(name.startswith("weight-sync") for name in on_workers.threads)
+    assert inline.threads == {threading.current_thread().name}
+    assert inline.calls == on_workers.calls
+
+
+def test_an_inline_call_past_its_bound_is_reported_when_it_returns() -> None:
+    engine = RecordingEngine(hang_s=0.3)
+    sync = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(timeout_s=0.2, inline_calls=True))
+    with pytest.raises(SyncTimeoutError, match=r"update_weights_from_tensors on engine 0 returned after 0.3 s, past"):
+        sync.sync(_buckets(), "v1")
+    assert engine.calls[-1] == "resume"
+
+
+def test_an_inline_engine_rejection_propagates_and_the_engine_resumes() -> None:
+    engine = RecordingEngine()
+    sync = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(inline_calls=True))
+    with pytest.raises(UnknownParameterError, match="no such tensor"):
+        sync.sync([[("bad", torch.ones(1))]], "v1")
+    assert engine.calls[-1] == "resume" and "version" not in engine.calls
 
 
 def test_input_rejections() -> None:

@@ -181,3 +181,8 @@ def test_a_slot_without_the_engine_or_out_of_step_refuses(tmp_path: Path, call, 
     res = _resources(tmp_path, _Arrives("5"))
     with pytest.raises(StepDataError, match=message):
         call(res)
+
+
+def test_the_in_process_engine_is_synced_on_the_trainer_thread(engine: HFEngine) -> None:
+    # HFEngine bounds its own waits, so its calls skip the worker threads that enforce deadlines on other engines.
+    assert local_weight_sync(engine, "float32").config.inline_calls

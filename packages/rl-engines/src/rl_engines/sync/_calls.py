@@ -3,11 +3,18 @@
 Engines enforce their own timeouts, but the trainer must not depend on that: every call of a sync runs on
 a worker thread and the trainer waits at most `timeout_s` for it. A call that times out keeps running on
 its (daemon) worker; the sync reports the failure and the engine must be treated as broken.
+
+An inline caller runs `call_all` on the caller's own thread instead, for engines in the trainer's process that
+bound their own waits (`HFEngine`'s drain and admission timeouts): each call then saves two thread hand-offs,
+which cost ~0.3 ms apiece in a loaded training process (a sync makes seven such calls), and a call that overruns
+its bound is reported when it returns. `submit` always uses a worker: transports that overlap engine calls with
+the trainer's own work need one.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -19,8 +26,9 @@ T = TypeVar("T")
 class EngineCaller:
     """Runs engine calls on worker threads and waits for them with a timeout."""
 
-    def __init__(self, max_workers: int) -> None:
+    def __init__(self, max_workers: int, *, inline: bool = False) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="weight-sync")
+        self.inline = inline
 
     def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
         """Start `fn(*args)` on a worker."""
@@ -41,12 +49,36 @@ class EngineCaller:
         return self.wait(self.submit(fn, *args), timeout_s, what)
 
     def call_all(self, calls: Sequence[tuple[Callable[..., Any], tuple]], timeout_s: float, what: str) -> list[Any]:
-        """Run calls concurrently; wait for all; re-raise the first failure after all have ended or timed out."""
+        """Run calls concurrently (inline: one after another); wait for all; re-raise the first failure after all
+        have ended or timed out."""
+        if self.inline:
+            return self._call_all_inline(calls, timeout_s, what)
         futures = [self.submit(fn, *args) for fn, args in calls]
         results, first_error = [], None
         for index, future in enumerate(futures):
             try:
                 results.append(self.wait(future, timeout_s, f"{what} on engine {index}"))
+            except Exception as error:
+                first_error = first_error or error
+                results.append(None)
+        if first_error is not None:
+            raise first_error
+        return results
+
+    def _call_all_inline(
+        self, calls: Sequence[tuple[Callable[..., Any], tuple]], timeout_s: float, what: str
+    ) -> list[Any]:
+        results, first_error = [], None
+        for index, (fn, args) in enumerate(calls):
+            start = time.monotonic()
+            try:
+                results.append(fn(*args))
+                elapsed = time.monotonic() - start
+                if elapsed > timeout_s:
+                    raise SyncTimeoutError(
+                        f"{what} on engine {index} returned after {elapsed:.1f} s, past its {timeout_s} s bound; the "
+                        "engine may be stalling (raise WeightSyncConfig.timeout_s for very large models)"
+                    )
             except Exception as error:
                 first_error = first_error or error
                 results.append(None)

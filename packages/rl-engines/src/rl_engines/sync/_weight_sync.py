@@ -44,6 +44,10 @@ class WeightSyncConfig:
     """Compare each engine's version and weights checksum with the trainer's after the update."""
     dtype: str | None = None
     """Cast tensors to this dtype before sending (the engine's dtype, e.g. "bfloat16"); None sends as is."""
+    inline_calls: bool = False
+    """Run the engine calls the sync awaits one by one (pause, flush, version, verify, resume, the reference
+    transport's sends) on the trainer's thread rather than on workers with a deadline: for engines in the trainer's
+    process that bound their own waits, such as `HFEngine`. An overrun is then reported when the call returns."""
 
     def __post_init__(self) -> None:
         if self.pause_mode not in _PAUSE_MODES:
@@ -86,7 +90,7 @@ class WeightSync:
                     f"engine {index} ({type(engine).__name__}) lacks capability {transport.capability!r} needed by "
                     f"the {transport.name} transport; it supports {sorted(engine.capabilities)}"
                 )
-        self._caller = EngineCaller(max_workers=max(4, 2 * len(self.engines)))
+        self._caller = EngineCaller(max_workers=max(4, 2 * len(self.engines)), inline=self.config.inline_calls)
         self._dtype = parse_dtype(self.config.dtype) if self.config.dtype else None
 
     @classmethod
