@@ -7,7 +7,8 @@ import hashlib
 import pytest
 import torch
 
-from rl_engines.rollout import tensor_checksum, weights_checksum
+from rl_engines.rollout import _checksum, tensor_checksum, weights_checksum
+from rl_engines.rollout._checksum import tensor_checksums
 
 CHUNK = 2**19
 
@@ -83,3 +84,34 @@ def test_digest_covers_dtype_shape_and_name() -> None:
 def test_duplicate_names_are_rejected() -> None:
     with pytest.raises(ValueError, match="'w' appears twice"):
         weights_checksum([("w", torch.ones(1)), ("w", torch.ones(1))])
+
+
+def _mixed_tensors() -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(3)
+    values = torch.randn(CHUNK + 9, generator=generator) * 1000
+    all_ones = torch.full((CHUNK,), -1, dtype=torch.int32)  # the largest word at every weight: no overflow
+    return [
+        values[:40].reshape(8, 5).t(),
+        all_ones,
+        torch.zeros(0),
+        values[:33].bfloat16(),
+        values.to(torch.float64)[:11],
+        values,  # past one chunk: summed on its own
+        values[:6] > 0,
+        values[:17].to(torch.int8),
+        values[100:131],
+    ]
+
+
+def test_tensors_summed_together_get_their_own_checksums() -> None:
+    tensors = _mixed_tensors()
+    assert tensor_checksums(tensors) == [tensor_checksum(t) for t in tensors]
+    assert tensor_checksums(tensors[:1]) == [reference_sum(tensors[0].contiguous())]
+    assert tensor_checksums(tensors[1:2]) == [reference_sum(tensors[1])]
+
+
+def test_groups_split_at_their_word_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    tensors = [torch.arange(n, dtype=torch.float32) for n in (5, 9, 3, 12, 1)]
+    expected = [tensor_checksum(t) for t in tensors]
+    monkeypatch.setattr(_checksum, "_GROUP_WORDS", 12)
+    assert tensor_checksums(tensors) == expected

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rl_engines.rollout import InferenceEngine, PauseMode, parse_dtype
-from rl_engines.rollout._checksum import checksum_record, digest_records
+from rl_engines.rollout._checksum import checksum_records, digest_records
 from rl_engines.sync._calls import EngineCaller
 from rl_engines.sync._errors import SyncConfigError, SyncError
 from rl_engines.sync._transport import Bucket, SyncContext, WeightTransport
@@ -165,15 +165,17 @@ class WeightSync:
         return records, count, nbytes
 
     def _prepare(self, bucket: Bucket, records: dict[str, str]) -> Bucket:
-        out = []
+        out, names = [], set()
         for name, tensor in bucket:
-            if name in records:
+            if name in records or name in names:
                 raise SyncError(f"tensor {name!r} was exported twice in one sync; each name must appear once")
             tensor = tensor.detach()
             if self._dtype is not None and tensor.is_floating_point() and tensor.dtype != self._dtype:
                 tensor = tensor.to(self._dtype)
-            records[name] = checksum_record(name, tensor) if self.config.verify else ""
             out.append((name, tensor))
+            names.add(name)
+        lines = checksum_records(out) if self.config.verify else [""] * len(out)
+        records.update((name, line) for (name, _), line in zip(out, lines, strict=True))
         return out
 
     def _verify(self, ctx: SyncContext, version: str, names: list[str], checksum: str) -> None:
