@@ -181,3 +181,21 @@ def test_the_engine_samples_the_same_tokens_with_and_without_the_fast_step() -> 
     for a, b in zip(got, want, strict=True):
         assert a.output_ids == b.output_ids
         torch.testing.assert_close(torch.tensor(a.output_logprobs), torch.tensor(b.output_logprobs), atol=1e-5, rtol=0)
+
+
+@torch.inference_mode()
+def test_weights_swapped_under_the_decoder_are_the_ones_it_uses() -> None:
+    model, other = _model(SUPPORTED["qwen3"]()), _model(SUPPORTED["qwen3"]())
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.mul_(1.5)
+    decoder = FastDecoder.for_model(model)  # built before the swap, as an engine's decoder is
+    for mine, theirs in zip(model.parameters(), other.parameters(), strict=True):
+        mine.data = theirs.data  # how an update hands the engine tensors it owns
+    prompts = [[5, 6, 7], [8, 9]]
+    cache, tokens, mask = _prefill(other, prompts)
+    fast = FastStep(decoder, cache, mask, mask.sum(-1) - 1, capacity=3 + STEPS)
+    cache, _, mask = _prefill(other, prompts)
+    reference = ModelStep(other, cache, mask, mask.sum(-1) - 1, boolean_mask=False)
+    for got, want in zip(_decode(fast, tokens), _decode(reference, tokens), strict=True):
+        torch.testing.assert_close(got, want, atol=LOGIT_TOL[torch.float32], rtol=0)
