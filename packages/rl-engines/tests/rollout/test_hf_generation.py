@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from rl_engines.rollout import HFEngine
-from rl_engines.rollout._hf_generation import _prefill, _Row
+from rl_engines.rollout._hf_generation import _prefill, _Row, _spans
+from rl_engines.rollout._types import VersionSpan
 from rl_engines.testing import ConformanceModels, Harness, greedy_mismatch, reference_greedy, reference_logprobs
 
 TIE_TOL = 1e-3
@@ -77,3 +78,10 @@ def test_decode_steps_with_a_ready_boolean_mask_match_the_padding_mask(
         assert got.output_ids == want.output_ids
         got_logprobs, want_logprobs = torch.tensor(got.output_logprobs), torch.tensor(want.output_logprobs)
         torch.testing.assert_close(got_logprobs, want_logprobs, atol=LOGIT_TOL, rtol=0)
+
+
+def test_version_spans_cover_each_run_of_one_version() -> None:
+    assert _spans([]) == ()
+    assert _spans(["v1", "v1", "v2", "v2", "v2", "v1"]) == (
+        VersionSpan("v1", 0, 2), VersionSpan("v2", 2, 5), VersionSpan("v1", 5, 6),
+    )  # fmt: skip

@@ -136,11 +136,11 @@ def _prefill(setup: DecodeSetup, rows: list[_Row]) -> tuple:
 
 def _spans(versions: list[str]) -> tuple[VersionSpan, ...]:
     spans: list[VersionSpan] = []
-    for i, version in enumerate(versions):
-        if spans and spans[-1].version == version:
-            spans[-1] = VersionSpan(version, spans[-1].start, i + 1)
-        else:
-            spans.append(VersionSpan(version, i, i + 1))
+    start = 0
+    for end in range(1, len(versions) + 1):
+        if end == len(versions) or versions[end] != versions[start]:
+            spans.append(VersionSpan(versions[start], start, end))
+            start = end
     return tuple(spans)
 
 
