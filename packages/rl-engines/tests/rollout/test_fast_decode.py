@@ -18,7 +18,7 @@ from transformers import (
 from rl_engines._kv_cache import cache_arg
 from rl_engines.rollout import HFEngine, HFEngineConfig
 from rl_engines.rollout._decode_step import FastStep, ModelStep
-from rl_engines.rollout._fast_decode import INITIAL_DECODE_COLUMNS, FastDecoder
+from rl_engines.rollout._fast_decode import INITIAL_DECODE_COLUMNS, FastDecoder, PrefillKV
 from rl_engines.testing import Harness
 
 VOCAB = 97
@@ -95,12 +95,55 @@ def _decode(step: FastStep | ModelStep, tokens: torch.Tensor) -> list[torch.Tens
     return history
 
 
+def _fast_prefill(
+    decoder: FastDecoder, prompts: list[list[int]]
+) -> tuple[PrefillKV, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Left-padded prompts through `decoder.prefill`: its keys and values, logits `(B, V)`, greedy tokens `(B,)` and
+    padding mask `(B, W)`."""
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros((len(prompts), width), dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, prompt in enumerate(prompts):
+        ids[i, width - len(prompt) :] = torch.tensor(prompt)
+        mask[i, width - len(prompt) :] = 1
+    kv, logits = decoder.prefill(ids, mask, (mask.cumsum(-1) - 1).clamp(min=0))
+    return kv, logits, logits.argmax(-1), mask
+
+
 def _steps(model: torch.nn.Module, prompts: list[list[int]], capacity: int) -> tuple[FastStep, ModelStep, torch.Tensor]:
-    """A fast and a forward step, each on its own prefill of `prompts`, and the prefill's greedy tokens."""
+    """A fast step on the fast prefill and a forward step on the forward's prefill of `prompts`, and the forward
+    prefill's greedy tokens."""
+    kv, _, _, mask = _fast_prefill(FastDecoder.for_model(model), prompts)
+    fast = FastStep(FastDecoder.for_model(model), kv, mask, mask.sum(-1) - 1, capacity)
     cache, tokens, mask = _prefill(model, prompts)
-    fast = FastStep(FastDecoder.for_model(model), cache, mask, mask.sum(-1) - 1, capacity)
-    cache, _, mask = _prefill(model, prompts)
     return fast, ModelStep(model, cache, mask, mask.sum(-1) - 1, boolean_mask=False), tokens
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("family", sorted(SUPPORTED))
+@torch.inference_mode()
+def test_the_fast_prefill_gives_the_forward_s_cache_and_logits(family: str, dtype: torch.dtype) -> None:
+    model = _model(SUPPORTED[family](), dtype)
+    prompts = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [15], [17, 18, 19, 20]]
+    kv, logits, _, mask = _fast_prefill(FastDecoder.for_model(model), prompts)
+    cache, _, _ = _prefill(model, prompts)
+    forward_logits = torch.stack([_last_logits(model, p) for p in prompts])
+    torch.testing.assert_close(logits.float(), forward_logits, atol=LOGIT_TOL[dtype], rtol=0)
+    valid = mask.bool()
+    for mine, theirs in zip(kv.keys + kv.values, _layers(cache), strict=True):
+        assert mine.shape == theirs.shape
+        # Padding positions hold whatever the pad token makes of them; no valid position attends to them.
+        torch.testing.assert_close(
+            mine.transpose(1, 2)[valid], theirs.transpose(1, 2)[valid], atol=LOGIT_TOL[dtype], rtol=0
+        )
+
+
+def _last_logits(model: torch.nn.Module, prompt: list[int]) -> torch.Tensor:
+    return model(input_ids=torch.tensor([prompt])).logits[0, -1].float()
+
+
+def _layers(cache: DynamicCache) -> list[torch.Tensor]:
+    return [layer.keys for layer in cache.layers] + [layer.values for layer in cache.layers]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
@@ -134,7 +177,7 @@ def test_the_cache_grows_past_its_first_allocation() -> None:
 def test_fast_steps_extend_the_cache_the_forward_fills() -> None:
     model = _model(SUPPORTED["qwen2"]())
     cache, tokens, mask = _prefill(model, [[3, 4, 5], [6, 7]])
-    fast = FastStep(FastDecoder.for_model(model), cache, mask, mask.sum(-1) - 1, capacity=8)
+    fast = FastStep(FastDecoder.for_model(model), PrefillKV(*_split(_layers(cache))), mask, mask.sum(-1) - 1, 8)
     fast(tokens)
     reference, _, _ = _prefill(model, [[3, 4, 5, int(tokens[0])], [6, 7, int(tokens[1])]])
     state = fast._state
@@ -142,6 +185,11 @@ def test_fast_steps_extend_the_cache_the_forward_fills() -> None:
     torch.testing.assert_close(state.keys[1][:, :, :4], reference.layers[1].keys, atol=1e-6, rtol=0)
     torch.testing.assert_close(state.values[1][:, :, :4], reference.layers[1].values, atol=1e-6, rtol=0)
     assert state.bias[1, :4].tolist() == [float("-inf"), 0.0, 0.0, 0.0]
+
+
+def _split(layers: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    half = len(layers) // 2
+    return layers[:half], layers[half:]
 
 
 UNSUPPORTED = {
@@ -193,8 +241,8 @@ def test_weights_swapped_under_the_decoder_are_the_ones_it_uses() -> None:
     for mine, theirs in zip(model.parameters(), other.parameters(), strict=True):
         mine.data = theirs.data  # how an update hands the engine tensors it owns
     prompts = [[5, 6, 7], [8, 9]]
-    cache, tokens, mask = _prefill(other, prompts)
-    fast = FastStep(decoder, cache, mask, mask.sum(-1) - 1, capacity=3 + STEPS)
+    kv, _, tokens, mask = _fast_prefill(decoder, prompts)
+    fast = FastStep(decoder, kv, mask, mask.sum(-1) - 1, capacity=3 + STEPS)
     cache, _, mask = _prefill(other, prompts)
     reference = ModelStep(other, cache, mask, mask.sum(-1) - 1, boolean_mask=False)
     for got, want in zip(_decode(fast, tokens), _decode(reference, tokens), strict=True):

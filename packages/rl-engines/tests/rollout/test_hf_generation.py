@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
+from transformers import DynamicCache
 
 from rl_engines.rollout import HFEngine
+from rl_engines.rollout._fast_decode import PrefillKV
 from rl_engines.rollout._hf_generation import _prefill, _Row, _spans
 from rl_engines.rollout._types import VersionSpan
 from rl_engines.testing import ConformanceModels, Harness, greedy_mismatch, reference_greedy, reference_logprobs
@@ -18,9 +21,12 @@ def _rows(prompts: list[list[int]]) -> list[_Row]:
     return [_Row(request(f"r{i}", p, 4), budget=4) for i, p in enumerate(prompts)]
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-prefill", "forward-prefill"])
 def test_prefill_of_repeated_prompts_equals_a_forward_over_every_row(
-    engine: HFEngine, models: ConformanceModels
+    engine: HFEngine, models: ConformanceModels, fast: bool
 ) -> None:
+    if not fast:
+        engine._setup.fast_decoder = None
     a, b, c = models.prompts(3, min_len=2, max_len=9)
     prompts = [a, b, a, c, b, a]
     cache, logits, mask, last_pos = _prefill(engine._setup, _rows(prompts))
@@ -28,9 +34,8 @@ def test_prefill_of_repeated_prompts_equals_a_forward_over_every_row(
     order = torch.tensor([0, 1, 0, 2, 1, 0])
     torch.testing.assert_close(logits, reference[1][order], atol=0, rtol=0)
     assert torch.equal(mask, reference[2][order]) and torch.equal(last_pos, reference[3][order])
-    for layer, reference_layer in zip(cache.layers, reference[0].layers, strict=True):
-        assert torch.equal(layer.keys, reference_layer.keys[order])
-        assert torch.equal(layer.values, reference_layer.values[order])
+    for mine, theirs in zip(_layer_tensors(cache), _layer_tensors(reference[0]), strict=True):
+        assert torch.equal(mine, theirs[order])
     width = max(len(p) for p in prompts)
     for row, prompt in enumerate(prompts):
         with torch.no_grad():
@@ -38,6 +43,12 @@ def test_prefill_of_repeated_prompts_equals_a_forward_over_every_row(
         torch.testing.assert_close(logits[row], alone, atol=LOGIT_TOL, rtol=0)
         assert mask[row].tolist() == [0] * (width - len(prompt)) + [1] * len(prompt)
         assert int(last_pos[row]) == len(prompt) - 1
+
+
+def _layer_tensors(cache: DynamicCache | PrefillKV) -> list[torch.Tensor]:
+    if isinstance(cache, PrefillKV):
+        return [*cache.keys, *cache.values]
+    return [layer.keys for layer in cache.layers] + [layer.values for layer in cache.layers]
 
 
 def test_greedy_outputs_of_repeated_prompts_match_transformers(engine: HFEngine, models: ConformanceModels) -> None:

@@ -8,7 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from rl_engines._kv_cache import cache_arg
-from rl_engines.rollout._fast_decode import FastDecoder, KVState
+from rl_engines.rollout._fast_decode import FastDecoder, KVState, PrefillKV
 
 
 class DecodeStep(Protocol):
@@ -53,10 +53,10 @@ class ModelStep:
 
 
 class FastStep:
-    """Through `FastDecoder`, on a `KVState` taken over from the prefill's cache."""
+    """Through `FastDecoder`, on a `KVState` taken over from its prefill."""
 
     def __init__(
-        self, decoder: FastDecoder, cache: DynamicCache, mask: torch.Tensor, last: torch.Tensor, capacity: int
+        self, decoder: FastDecoder, cache: PrefillKV, mask: torch.Tensor, last: torch.Tensor, capacity: int
     ) -> None:
         """`mask` and `last` as for `ModelStep`; `capacity`: the most columns (prompt and decode) a row can fill."""
         self._decoder, self._state, self._positions = decoder, KVState(cache, mask, capacity), last

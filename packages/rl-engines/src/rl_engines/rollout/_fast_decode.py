@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -93,9 +92,23 @@ class _Layer:
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding of `x: (B, H, D)` with `cos, sin: (B, 1, D)`."""
+    """Rotary position embedding of `x: (B, H, D)` with `cos, sin: (B, 1, D)`, or of `x: (B, H, W, D)` with `cos,
+    sin: (B, 1, W, D)`."""
     half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+class PrefillKV:
+    """Each layer's keys and values `(P, kv_heads, W, head_dim)` after `FastDecoder.prefill`: what a transformers
+    `DynamicCache` holds after the forward's prefill, with the same row selection."""
+
+    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+        self.keys, self.values = keys, values
+
+    def batch_select_indices(self, index: torch.Tensor) -> None:
+        """Keep (or repeat) the rows at `index: (B,)`."""
+        self.keys = [k.index_select(0, index) for k in self.keys]
+        self.values = [v.index_select(0, index) for v in self.values]
 
 
 class KVState:
@@ -106,14 +119,14 @@ class KVState:
     step never copies the whole cache (concatenating a step's keys onto the cache had been a quarter of a small
     model's step)."""
 
-    def __init__(self, cache: Any, mask: torch.Tensor, capacity: int) -> None:
-        """Take over a transformers `DynamicCache` filled by a prefill of rows with padding mask `mask: (B, W)`;
-        `capacity` bounds the columns the rows can ever fill."""
+    def __init__(self, prefill: PrefillKV, mask: torch.Tensor, capacity: int) -> None:
+        """Take over a prefill of rows with padding mask `mask: (B, W)`; `capacity` bounds the columns the rows can
+        ever fill."""
         self.width = mask.shape[-1]
         self.capacity = capacity
         allocated = min(capacity, self.width + INITIAL_DECODE_COLUMNS)
-        self.keys = [self._widen(layer.keys, allocated) for layer in cache.layers]
-        self.values = [self._widen(layer.values, allocated) for layer in cache.layers]
+        self.keys = [self._widen(k, allocated) for k in prefill.keys]
+        self.values = [self._widen(v, allocated) for v in prefill.values]
         bias = torch.full((mask.shape[0], self.width), float("-inf"), dtype=self.keys[0].dtype, device=mask.device)
         self.bias = self._widen(bias.masked_fill_(mask.bool(), 0.0), allocated, float("-inf"))
 
@@ -168,6 +181,43 @@ class FastDecoder:
         config = model.config
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         return cls(model, float(config.rms_norm_eps), int(head_dim))
+
+    def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> tuple[PrefillKV, torch.Tensor]:
+        """Run left-padded prompts through the model: their keys and values, and the next-token logits `(P, V)` (in
+        the model's dtype) after each prompt's last token.
+
+        `ids, mask, positions: (P, W)` int64: tokens, 0/1 padding mask and positions. Attention is causal over
+        each prompt's own tokens; a padding position attends to itself only, so no softmax runs over nothing."""
+        prompts, width = ids.shape
+        head_dim, eps = self._head_dim, self._eps
+        hidden = F.embedding(ids, self._embedding)
+        cos, sin = self._rotary(hidden, positions)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        causal = torch.ones(width, width, dtype=torch.bool, device=ids.device).tril()
+        allowed = causal & mask.bool()[:, None, :] | torch.eye(width, dtype=torch.bool, device=ids.device)
+        allowed = allowed.unsqueeze(1)
+        keys, values = [], []
+        for layer in self._layers:
+            x = _rms_norm(hidden, layer.input_norm, eps)
+            q = _linear(x, layer.q).view(prompts, width, -1, head_dim)
+            k = _linear(x, layer.k).view(prompts, width, -1, head_dim)
+            if layer.q_norm is not None:
+                q = _rms_norm(q, layer.q_norm, eps)
+                k = _rms_norm(k, layer.k_norm, eps)
+            keys.append(_rotate(k.transpose(1, 2), cos, sin))
+            values.append(_linear(x, layer.v).view(prompts, width, -1, head_dim).transpose(1, 2))
+            out = F.scaled_dot_product_attention(
+                _rotate(q.transpose(1, 2), cos, sin),
+                keys[-1],
+                values[-1],
+                attn_mask=allowed,
+                scale=layer.scaling,
+                enable_gqa=True,
+            )
+            hidden = hidden + _linear(out.transpose(1, 2).reshape(prompts, width, -1), layer.o)
+            x = _rms_norm(hidden, layer.post_norm, eps)
+            hidden = hidden + _linear(F.silu(_linear(x, layer.gate)) * _linear(x, layer.up), layer.down)
+        return PrefillKV(keys, values), _linear(_rms_norm(hidden[:, -1], self._norm, eps), self._head)
 
     def step(self, state: KVState, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Append one token per row at `positions` and return its next-token logits.

@@ -18,7 +18,7 @@ from transformers import DynamicCache
 
 from rl_engines._kv_cache import cache_arg
 from rl_engines.rollout._decode_step import DecodeStep, FastStep, ModelStep
-from rl_engines.rollout._fast_decode import FastDecoder
+from rl_engines.rollout._fast_decode import FastDecoder, PrefillKV
 from rl_engines.rollout._gate import RequestGate, Ticket
 from rl_engines.rollout._sampling import BatchSampler
 from rl_engines.rollout._types import FinishReason, GenerateOutput, GenerateRequest, TokenCallback, VersionSpan
@@ -39,9 +39,11 @@ class DecodeSetup:
     boolean_mask: bool = False
     """Decode steps through the forward take a ready boolean mask (see `ModelStep`)."""
     fast_decoder: FastDecoder | None = None
-    """Decode steps through `FastDecoder` instead of the model's forward (the prefill always takes the forward)."""
+    """Prefill and decode steps through `FastDecoder` instead of the model's forward."""
 
-    def step_for(self, cache: DynamicCache, mask: torch.Tensor, last: torch.Tensor, capacity: int) -> DecodeStep:
+    def step_for(
+        self, cache: DynamicCache | PrefillKV, mask: torch.Tensor, last: torch.Tensor, capacity: int
+    ) -> DecodeStep:
         """The decode step of one batch whose prefill filled `cache`, with padding mask `mask: (B, W)` and last
         positions `last: (B,)`; no row fills more than `capacity` columns."""
         if self.fast_decoder is not None:
@@ -102,7 +104,8 @@ class _Row:
 
 
 def _prefill(setup: DecodeSetup, rows: list[_Row]) -> tuple:
-    """KV cache, last logits `(B, V)`, attention mask `(B, W)` and last positions `(B,)` of the rows' prompts.
+    """KV cache (a `PrefillKV` under the fast decoder, else a `DynamicCache`), last logits `(B, V)`, attention mask
+    `(B, W)` and last positions `(B,)` of the rows' prompts.
 
     A prompt that several rows share (a GRPO group's samples) runs through the model once; its cache and logits
     are then copied to each of its rows, which is what a forward over the repeated rows would compute."""
@@ -117,16 +120,20 @@ def _prefill(setup: DecodeSetup, rows: list[_Row]) -> tuple:
         mask[i, width - len(prompt) :] = 1
     ids, mask = ids.to(setup.device), mask.to(setup.device)
     positions = (mask.cumsum(-1) - 1).clamp_(min=0)
-    cache = DynamicCache(config=setup.model.config)
-    out = setup.model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=positions,
-        use_cache=True,
-        logits_to_keep=1,
-        **{cache_arg(type(setup.model)): cache},
-    )
-    logits, last_pos = out.logits[:, -1, :].float(), positions[:, -1]
+    if setup.fast_decoder is not None:
+        cache, logits = setup.fast_decoder.prefill(ids, mask, positions)
+    else:
+        cache = DynamicCache(config=setup.model.config)
+        out = setup.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **{cache_arg(type(setup.model)): cache},
+        )
+        logits = out.logits[:, -1, :]
+    logits, last_pos = logits.float(), positions[:, -1]
     if len(prompts) < len(rows):
         index = torch.tensor(source, device=setup.device)
         cache.batch_select_indices(index)
