@@ -1,4 +1,5 @@
-"""A decode step for Llama-family decoders, computed from the model's own modules with torch functional ops.
+"""Prefill and decode steps for Llama-family decoders, computed from the model's own parameters with torch
+functional ops.
 
 For one new token per row, transformers' forward spends most of a small model's step outside arithmetic: mask and
 cache bookkeeping, per-module hooks and output records (0.58 ms of a 2-layer, 64-wide model's step for 32 rows; this
