@@ -66,16 +66,21 @@ SUPPORTED = {
 }
 
 
-def _prefill(model: torch.nn.Module, prompts: list[list[int]]) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
-    """Left-padded prompts through the forward: cache, last tokens `(B,)` and padding mask `(B, W)`."""
+def _left_padded(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token ids, 0/1 padding mask and positions `(B, W)` of left-padded prompts."""
     width = max(len(p) for p in prompts)
     ids = torch.zeros((len(prompts), width), dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for i, prompt in enumerate(prompts):
         ids[i, width - len(prompt) :] = torch.tensor(prompt)
         mask[i, width - len(prompt) :] = 1
+    return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def _prefill(model: torch.nn.Module, prompts: list[list[int]]) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
+    """Left-padded prompts through the forward: cache, last tokens `(B,)` and padding mask `(B, W)`."""
+    ids, mask, positions = _left_padded(prompts)
     cache = DynamicCache(config=model.config)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
     kwargs = {cache_arg(type(model)): cache}
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs)
     return cache, out.logits[:, -1].argmax(-1), mask
@@ -100,13 +105,8 @@ def _fast_prefill(
 ) -> tuple[PrefillKV, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Left-padded prompts through `decoder.prefill`: its keys and values, logits `(B, V)`, greedy tokens `(B,)` and
     padding mask `(B, W)`."""
-    width = max(len(p) for p in prompts)
-    ids = torch.zeros((len(prompts), width), dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, prompt in enumerate(prompts):
-        ids[i, width - len(prompt) :] = torch.tensor(prompt)
-        mask[i, width - len(prompt) :] = 1
-    kv, logits = decoder.prefill(ids, mask, (mask.cumsum(-1) - 1).clamp(min=0))
+    ids, mask, positions = _left_padded(prompts)
+    kv, logits = decoder.prefill(ids, mask, positions)
     return kv, logits, logits.argmax(-1), mask
 
 

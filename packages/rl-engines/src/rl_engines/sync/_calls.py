@@ -14,6 +14,7 @@ the trainer's own work need one.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -51,41 +52,46 @@ class EngineCaller:
     def call_all(self, calls: Sequence[tuple[Callable[..., Any], tuple]], timeout_s: float, what: str) -> list[Any]:
         """Run calls concurrently (inline: one after another); wait for all; re-raise the first failure after all
         have ended or timed out."""
+        labels = [f"{what} on engine {index}" for index in range(len(calls))]
         if self.inline:
-            return self._call_all_inline(calls, timeout_s, what)
-        futures = [self.submit(fn, *args) for fn, args in calls]
-        results, first_error = [], None
-        for index, future in enumerate(futures):
-            try:
-                results.append(self.wait(future, timeout_s, f"{what} on engine {index}"))
-            except Exception as error:
-                first_error = first_error or error
-                results.append(None)
-        if first_error is not None:
-            raise first_error
-        return results
+            outcomes = [
+                functools.partial(self._call_inline, fn, args, timeout_s, label)
+                for (fn, args), label in zip(calls, labels, strict=True)
+            ]
+        else:
+            futures = [self.submit(fn, *args) for fn, args in calls]
+            outcomes = [
+                functools.partial(self.wait, future, timeout_s, label)
+                for future, label in zip(futures, labels, strict=True)
+            ]
+        return _every_result(outcomes)
 
-    def _call_all_inline(
-        self, calls: Sequence[tuple[Callable[..., Any], tuple]], timeout_s: float, what: str
-    ) -> list[Any]:
-        results, first_error = [], None
-        for index, (fn, args) in enumerate(calls):
-            start = time.monotonic()
-            try:
-                results.append(fn(*args))
-                elapsed = time.monotonic() - start
-                if elapsed > timeout_s:
-                    raise SyncTimeoutError(
-                        f"{what} on engine {index} returned after {elapsed:.1f} s, past its {timeout_s} s bound; the "
-                        "engine may be stalling (raise WeightSyncConfig.timeout_s for very large models)"
-                    )
-            except Exception as error:
-                first_error = first_error or error
-                results.append(None)
-        if first_error is not None:
-            raise first_error
-        return results
+    @staticmethod
+    def _call_inline(fn: Callable[..., T], args: tuple, timeout_s: float, what: str) -> T:
+        start = time.monotonic()
+        result = fn(*args)
+        elapsed = time.monotonic() - start
+        if elapsed > timeout_s:
+            raise SyncTimeoutError(
+                f"{what} returned after {elapsed:.1f} s, past its {timeout_s} s bound; the engine may be stalling "
+                "(raise WeightSyncConfig.timeout_s for very large models)"
+            )
+        return result
 
     def close(self) -> None:
         """Stop accepting calls; running ones finish in the background."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _every_result(outcomes: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Each outcome's result, in order, once all have run; the first failure re-raised after the last."""
+    results, first_error = [], None
+    for outcome in outcomes:
+        try:
+            results.append(outcome())
+        except Exception as error:
+            first_error = first_error or error
+            results.append(None)
+    if first_error is not None:
+        raise first_error
+    return results
