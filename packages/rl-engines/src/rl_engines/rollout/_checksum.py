@@ -49,10 +49,11 @@ def _weights(device: torch.device) -> torch.Tensor:
 
 def tensor_checksum(tensor: torch.Tensor) -> int:
     """The exact weighted sum `s` of one tensor's bit pattern (step 2 of the module doc), in [0, 2**64)."""
-    words = _words(tensor)
-    if words.numel() == 0:
-        return 0
-    width = tensor.element_size()
+    return _sum_words(_words(tensor), tensor.element_size())
+
+
+def _sum_words(words: torch.Tensor, width: int) -> int:
+    """`tensor_checksum` of a tensor of element size `width` whose words (`_words`) are `words`."""
     table = _weights(words.device)
     total = 0
     for start in range(0, words.numel(), _CHUNK):
@@ -101,7 +102,7 @@ def tensor_checksums(tensors: Sequence[torch.Tensor]) -> list[int]:
     for index, tensor in enumerate(tensors):
         words = _words(tensor)
         if words.numel() > _CHUNK:
-            sums[index] = tensor_checksum(tensor)
+            sums[index] = _sum_words(words, tensor.element_size())
         elif words.numel():
             groups.setdefault((words.device, tensor.element_size()), []).append((index, words))
     for (_, width), members in groups.items():
