@@ -92,6 +92,25 @@ class _Layer:
         )
 
 
+def _queries_and_keys(layer: _Layer, x: torch.Tensor, shape: tuple[int, ...], eps: float) -> tuple[torch.Tensor, ...]:
+    """The layer's queries and keys of normed hidden states `x`, viewed as `shape` (ending in heads, head_dim),
+    before their rotary embedding."""
+    q, k = _linear(x, layer.q).view(shape), _linear(x, layer.k).view(shape)
+    if layer.q_norm is not None:
+        q, k = _rms_norm(q, layer.q_norm, eps), _rms_norm(k, layer.k_norm, eps)
+    return q, k
+
+
+def _mlp_residual(layer: _Layer, hidden: torch.Tensor, eps: float) -> torch.Tensor:
+    """`hidden` plus the layer's SwiGLU MLP of its normed self."""
+    x = _rms_norm(hidden, layer.post_norm, eps)
+    return hidden + _linear(F.silu(_linear(x, layer.gate)) * _linear(x, layer.up), layer.down)
+
+
+def _head_dim(config: object) -> int:
+    return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+
+
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary position embedding of `x: (B, H, D)` with `cos, sin: (B, 1, D)`, or of `x: (B, H, W, D)` with `cos,
     sin: (B, 1, W, D)`."""
@@ -162,7 +181,7 @@ class KVState:
 
 
 class FastDecoder:
-    """One decode step of a supported model; see the module doc."""
+    """Prefill and decode steps of a supported model; see the module doc."""
 
     def __init__(self, model: torch.nn.Module, eps: float, head_dim: int) -> None:
         decoder = model.model
@@ -179,9 +198,7 @@ class FastDecoder:
         if reason is not None:
             logger.info("decoding through transformers' forward: %s", reason)
             return None
-        config = model.config
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        return cls(model, float(config.rms_norm_eps), int(head_dim))
+        return cls(model, float(model.config.rms_norm_eps), _head_dim(model.config))
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> tuple[PrefillKV, torch.Tensor]:
         """Run left-padded prompts through the model: their keys and values, and the next-token logits `(P, V)` (in
@@ -200,11 +217,7 @@ class FastDecoder:
         keys, values = [], []
         for layer in self._layers:
             x = _rms_norm(hidden, layer.input_norm, eps)
-            q = _linear(x, layer.q).view(prompts, width, -1, head_dim)
-            k = _linear(x, layer.k).view(prompts, width, -1, head_dim)
-            if layer.q_norm is not None:
-                q = _rms_norm(q, layer.q_norm, eps)
-                k = _rms_norm(k, layer.k_norm, eps)
+            q, k = _queries_and_keys(layer, x, (prompts, width, -1, head_dim), eps)
             keys.append(_rotate(k.transpose(1, 2), cos, sin))
             values.append(_linear(x, layer.v).view(prompts, width, -1, head_dim).transpose(1, 2))
             out = F.scaled_dot_product_attention(
@@ -216,8 +229,7 @@ class FastDecoder:
                 enable_gqa=True,
             )
             hidden = hidden + _linear(out.transpose(1, 2).reshape(prompts, width, -1), layer.o)
-            x = _rms_norm(hidden, layer.post_norm, eps)
-            hidden = hidden + _linear(F.silu(_linear(x, layer.gate)) * _linear(x, layer.up), layer.down)
+            hidden = _mlp_residual(layer, hidden, eps)
         return PrefillKV(keys, values), _linear(_rms_norm(hidden[:, -1], self._norm, eps), self._head)
 
     def step(self, state: KVState, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -231,11 +243,7 @@ class FastDecoder:
         bias = state.bias[:, None, None, : column + 1]
         for i, layer in enumerate(self._layers):
             x = _rms_norm(hidden, layer.input_norm, eps)
-            q = _linear(x, layer.q).view(rows, -1, head_dim)
-            k = _linear(x, layer.k).view(rows, -1, head_dim)
-            if layer.q_norm is not None:
-                q = _rms_norm(q, layer.q_norm, eps)
-                k = _rms_norm(k, layer.k_norm, eps)
+            q, k = _queries_and_keys(layer, x, (rows, -1, head_dim), eps)
             state.keys[i][:, :, column] = _rotate(k, cos, sin)
             state.values[i][:, :, column] = _linear(x, layer.v).view(rows, -1, head_dim)
             keys, values = state.keys[i][:, :, : column + 1], state.values[i][:, :, : column + 1]
@@ -244,8 +252,7 @@ class FastDecoder:
             scores = torch.matmul(q, keys.transpose(-1, -2)).mul_(layer.scaling).add_(bias)
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
             hidden = hidden + _linear(torch.matmul(probs, values).view(rows, -1), layer.o)
-            x = _rms_norm(hidden, layer.post_norm, eps)
-            hidden = hidden + _linear(F.silu(_linear(x, layer.gate)) * _linear(x, layer.up), layer.down)
+            hidden = _mlp_residual(layer, hidden, eps)
         return _linear(_rms_norm(hidden, self._norm, eps), self._head)
 
 
@@ -265,7 +272,7 @@ def _unsupported(model: torch.nn.Module) -> str | None:
         return "the model lacks the model.{embed_tokens,layers,norm,rotary_emb} and lm_head modules"
     if len(decoder.layers) != config.num_hidden_layers:
         return "the model runs fewer layers than it holds"
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    head_dim = _head_dim(config)
     for layer in decoder.layers:
         if not all(hasattr(layer, p) for p in _LAYER_PARTS):
             return f"a decoder layer lacks one of {_LAYER_PARTS}"
