@@ -60,7 +60,10 @@ run's completions shrank from 14 to 7 tokens), so the sides would no longer gene
 def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--steps", type=int, default=5, help="training steps per window (the grpo recipe runs 5 per worker call)"
+        "--steps",
+        type=int,
+        default=5,
+        help="training steps per window (ours runs them in calls of the recipe's trainer.steps_per_call)",
     )
     parser.add_argument("--windows", type=int, default=5, help="measured windows per side (after one warm-up)")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
