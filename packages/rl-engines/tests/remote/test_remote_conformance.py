@@ -36,6 +36,8 @@ class TestRemoteEngineConformance(InferenceEngineConformance):
         server = ServerProcess(str(models.v1_dir), "--prefill-cache-size", "4", "--timeout-s", "30")
         _servers.append(server)
         probe = RemoteEngine(RemoteEngineConfig(server.url))
+        # The served HFEngine bounds its calls in its own process; the client's calls cross HTTP.
+        assert "bounded_calls" not in probe.capabilities
         capabilities = probe.capabilities - {"stream"}
         probe.shutdown()
         return RemoteEngine(RemoteEngineConfig(server.url, timeout_s=60.0, capabilities=capabilities))

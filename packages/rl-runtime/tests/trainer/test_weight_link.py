@@ -185,4 +185,15 @@ def test_a_slot_without_the_engine_or_out_of_step_refuses(tmp_path: Path, call, 
 
 def test_the_in_process_engine_is_synced_on_the_trainer_thread(engine: HFEngine) -> None:
     # HFEngine bounds its own waits, so its calls skip the worker threads that enforce deadlines on other engines.
+    assert "bounded_calls" in engine.capabilities
     assert local_weight_sync(engine, "float32").config.inline_calls
+
+
+class _UnboundedEngine:
+    """Test double: an engine that declares every capability except bounded calls."""
+
+    capabilities = HFEngine.capabilities - {"bounded_calls"}
+
+
+def test_an_engine_that_does_not_bound_its_calls_is_synced_through_watchdog_threads() -> None:
+    assert not local_weight_sync(_UnboundedEngine(), "float32").config.inline_calls

@@ -65,7 +65,8 @@ class RemoteEngine:
         self.model_info: dict[str, Any] = info
         self._extended = "capabilities" in info
         """Our server (as opposed to SGLang): it has /engine_status, /weights_checksum and pause "wait"."""
-        served = frozenset(info["capabilities"]) if self._extended else SGLANG_CAPABILITIES
+        # The served engine's calls may bound themselves in its own process; over HTTP they are this client's calls.
+        served = frozenset(info["capabilities"]) - {"bounded_calls"} if self._extended else SGLANG_CAPABILITIES
         self._capabilities = config.capabilities if config.capabilities is not None else served
         self._logprob_mode: LogprobMode = info.get("logprob_mode", "temperature")
 

@@ -72,7 +72,7 @@ class HFEngine:
     """
 
     capabilities = frozenset(
-        {"disk", "tensor", "distributed", "sleep", "pause", "abort", "prefix_cache", "seed", "stream"}
+        {"disk", "tensor", "distributed", "sleep", "pause", "abort", "prefix_cache", "seed", "stream", "bounded_calls"}
     )
 
     def __init__(self, model: torch.nn.Module, config: HFEngineConfig | None = None) -> None:

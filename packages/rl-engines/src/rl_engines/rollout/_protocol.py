@@ -28,12 +28,17 @@ from rl_engines.rollout._types import (
 )
 from rl_engines.rollout._weight_types import NamedTensors, WeightGroupSpec, WeightsMeta
 
-Capability = Literal["disk", "tensor", "distributed", "sleep", "pause", "abort", "prefix_cache", "seed", "stream"]
+Capability = Literal[
+    "disk", "tensor", "distributed", "sleep", "pause", "abort", "prefix_cache", "seed", "stream", "bounded_calls"
+]
 """What an engine supports beyond `generate`; the conformance suite skips checks for missing ones.
 
 disk / tensor / distributed: the three weight-update transports. sleep: `sleep`/`wake_up` release and
 restore weights. pause: the three pause modes. abort: `abort(rids)`. prefix_cache: caches prompt state
 (so `flush_cache` matters). seed: per-request seeds independent of batchmates. stream: `on_tokens`.
+bounded_calls: the engine runs in the caller's process and each of its control calls (pause, updates, version,
+checksum, resume) returns or raises within its own configured wait, so a weight sync may make them on the
+trainer's thread (`WeightSyncConfig.inline_calls`) instead of handing each to a watchdog thread.
 """
 
 

@@ -47,7 +47,8 @@ class WeightSyncConfig:
     inline_calls: bool = False
     """Run the engine calls the sync awaits one by one (pause, flush, version, verify, resume, the reference
     transport's sends) on the trainer's thread rather than on workers with a deadline: for engines in the trainer's
-    process that bound their own waits, such as `HFEngine`. An overrun is then reported when the call returns."""
+    process that bound their own waits (the "bounded_calls" capability, e.g. `HFEngine`). An overrun is then reported
+    when the call returns."""
 
     def __post_init__(self) -> None:
         if self.pause_mode not in _PAUSE_MODES:

@@ -198,6 +198,7 @@ def build_rollout(config: RunConfig, actor: ActorRole) -> tuple[InferenceEngine,
 
 def local_weight_sync(engine: InferenceEngine, dtype: str) -> WeightSync:
     """A sync of tensors into `engine` in this process, cast to `dtype` and verified by checksum. The engine's calls
-    run on this thread: an in-process `HFEngine` bounds its own waits."""
-    config = WeightSyncConfig(pause_mode="wait", dtype=dtype, inline_calls=isinstance(engine, HFEngine))
+    run on this thread when it bounds its own waits (the "bounded_calls" capability)."""
+    inline = "bounded_calls" in engine.capabilities
+    config = WeightSyncConfig(pause_mode="wait", dtype=dtype, inline_calls=inline)
     return WeightSync([engine], ReferenceTransport(), config)
