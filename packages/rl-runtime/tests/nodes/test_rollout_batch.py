@@ -38,6 +38,19 @@ def test_rollout_log_probs_sit_on_the_tokens_they_scored() -> None:
     assert torch.equal(_batch().batch["rollout_log_probs"], expected)
 
 
+def test_a_row_without_log_probs_keeps_zeros_and_the_others_stay_aligned() -> None:
+    prompts = [PromptItem((5,)), PromptItem((6, 7)), PromptItem((8,))]
+    outputs = [
+        _output("1", (9, 10), (-0.1, -0.2)),
+        GenerateOutput("2", (11,), None, "stop", "3", 0),
+        _output("3", (12, 13, 14), (-0.3, -0.4, -0.5)),
+    ]
+    batch = build_rollout_batch(prompts, outputs, [1, 2, 3], [1, 2, 3], policy_version=0).batch
+    expected = torch.tensor([[0.0, -0.1, -0.2, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, -0.3, -0.4, -0.5]])
+    assert torch.equal(batch["rollout_log_probs"], expected)
+    assert batch["input_ids"].tolist() == [[5, 9, 10, PAD_ID], [6, 7, 11, PAD_ID], [8, 12, 13, 14]]
+
+
 def test_mismatched_lengths_are_refused() -> None:
     with pytest.raises(StepDataError, match="as many prompts, outputs, uids and group ids"):
         build_rollout_batch([PromptItem((1,))], [], [1], [1], policy_version=0)
