@@ -10,11 +10,16 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from rl_engines.training._config import OptimizerConfig, ScheduleConfig
 
+FUSED_DEVICE_TYPES = frozenset({"cuda", "cpu"})
+"""Devices whose fused AdamW kernel we use: on CPU it steps a 137K-parameter model in 117 us against foreach's 372,
+a 5M-parameter one in 2.4 ms against 17 ms, and FSDP2's DTensor shards take it too."""
+
 
 def build_optimizer(parameters: Iterable[torch.nn.Parameter], config: OptimizerConfig) -> torch.optim.AdamW:
-    """AdamW over the trainable `parameters` (fused kernels on CUDA, multi-tensor `foreach` ops elsewhere)."""
+    """AdamW over the trainable `parameters`: fused kernels where torch has them for every parameter's device
+    (CUDA and CPU among them), multi-tensor `foreach` ops elsewhere."""
     trainable = [p for p in parameters if p.requires_grad]
-    fused = bool(trainable) and all(p.device.type == "cuda" for p in trainable)
+    fused = bool(trainable) and all(p.device.type in FUSED_DEVICE_TYPES for p in trainable)
     return torch.optim.AdamW(
         trainable,
         lr=config.lr,
@@ -22,8 +27,8 @@ def build_optimizer(parameters: Iterable[torch.nn.Parameter], config: OptimizerC
         eps=config.eps,
         weight_decay=config.weight_decay,
         fused=fused or None,
-        # torch picks the per-tensor loop off CUDA; on FSDP2's DTensors every one of its ops pays DTensor's
-        # dispatch, so the step took ~14 ms of a 2-layer model's ~120 ms update on CPU.
+        # Off the fused devices torch would pick the per-tensor loop; on FSDP2's DTensors every one of its ops
+        # pays DTensor's dispatch (~14 ms of a 2-layer model's ~120 ms update on CPU).
         foreach=None if fused else True,
     )
 
