@@ -38,4 +38,5 @@ def shared_prefix_scenario(rank: int, out: Path) -> None:
     engine = FSDPEngine.from_config(engine_config(qwen_config(), micro_batch=micro_batch))
     normalizer = engine.global_normalizer(batch["response_mask"])
     gradients = engine.compute_gradients(batch, [list(range(len(rows)))], normalizer, ppo_loss_fn, ForwardSpec())
-    torch.save({"layout": engine.input_layout.value, "gradients": gradients}, out / f"shared_rank{rank}.pt")
+    saved = {"layout": engine.input_layout.value, "fast": engine.network.fast_forward is not None}
+    torch.save(saved | {"gradients": gradients}, out / f"shared_rank{rank}.pt")

@@ -138,5 +138,6 @@ def test_fsdp2_gradients_equal_one_forward_per_sequence(tmp_path) -> None:
     for rank in range(2):
         saved = torch.load(tmp_path / f"shared_rank{rank}.pt", weights_only=False)
         assert saved["layout"] == InputLayout.SHARED_PREFIX.value
+        assert not saved["fast"]  # sharded parameters go through transformers' forward (FSDP2's hooks)
         for name, grad in want.items():
             torch.testing.assert_close(saved["gradients"][name], grad, atol=TOLERANCE, rtol=TOLERANCE)

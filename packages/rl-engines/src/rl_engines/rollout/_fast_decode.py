@@ -1,13 +1,10 @@
-"""Prefill and decode steps for Llama-family decoders, computed from the model's own parameters with torch
-functional ops.
+"""Prefill and decode steps for Llama-family decoders (`rl_engines._llama_family`), computed from the model's own
+parameters with torch functional ops.
 
 For one new token per row, transformers' forward spends most of a small model's step outside arithmetic: mask and
 cache bookkeeping, per-module hooks and output records (0.58 ms of a 2-layer, 64-wide model's step for 32 rows; this
-step takes 0.30 ms). The families in `FAST_DECODE_MODEL_TYPES` share one layer: RMSNorm -> attention with rotary
-positions (Qwen3 adds an RMSNorm over each head's queries and keys) -> residual -> RMSNorm -> SwiGLU MLP -> residual,
-then a final RMSNorm and the LM head. This module computes that function and nothing else, so a model is taken only
-when its config and modules match it exactly (`FastDecoder.for_model`); any other model decodes through
-transformers.
+step takes 0.30 ms). A model is taken only when its architecture matches the family's layer exactly
+(`FastDecoder.for_model`); any other model decodes through transformers.
 
 The decoder holds the model's `Parameter` objects, as `HFEngine`'s weight updates do: an update copies into a
 parameter or swaps its `.data`, so every step reads the current weights, also after an update between two steps of a
@@ -17,105 +14,25 @@ batch (looking them up through the modules each step had cost a twentieth of the
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from rl_engines._attention import full_attention_only
+from rl_engines._llama_family import (
+    Layer,
+    config_head_dim,
+    linear,
+    mlp_residual,
+    queries_and_keys,
+    rms_norm,
+    rotate,
+    unsupported,
+)
 
 logger = logging.getLogger(__name__)
 
-FAST_DECODE_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "mistral"})
-"""Model types whose decoder layer is exactly the one this module computes."""
-_SILU = "silu"
 INITIAL_DECODE_COLUMNS = 64
 """Columns a batch's KV cache first holds beyond its prompts; it doubles when full."""
-_LAYER_PARTS = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
-_ATTENTION_PARTS = ("q_proj", "k_proj", "v_proj", "o_proj")
-_MLP_PARTS = ("gate_proj", "up_proj", "down_proj")
-
-
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """transformers' Llama RMSNorm: normalised in float32, cast back, then scaled."""
-    if x.dtype == torch.float32:
-        return F.rms_norm(x, (x.shape[-1],), weight, eps)
-    return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
-
-
-_Linear = tuple[torch.nn.Parameter, torch.nn.Parameter | None]
-"""A linear layer's weight and bias."""
-
-
-def _linear(x: torch.Tensor, layer: _Linear) -> torch.Tensor:
-    return F.linear(x, layer[0], layer[1])
-
-
-def _params(module: torch.nn.Linear) -> _Linear:
-    return module.weight, module.bias
-
-
-@dataclass(frozen=True, slots=True)
-class _Layer:
-    """The parameters of one decoder layer."""
-
-    input_norm: torch.nn.Parameter
-    q: _Linear
-    k: _Linear
-    v: _Linear
-    o: _Linear
-    q_norm: torch.nn.Parameter | None
-    k_norm: torch.nn.Parameter | None
-    scaling: float
-    post_norm: torch.nn.Parameter
-    gate: _Linear
-    up: _Linear
-    down: _Linear
-
-    @classmethod
-    def of(cls, layer: torch.nn.Module) -> _Layer:
-        attention, mlp = layer.self_attn, layer.mlp
-        q_norm, k_norm = getattr(attention, "q_norm", None), getattr(attention, "k_norm", None)
-        return cls(
-            layer.input_layernorm.weight,
-            _params(attention.q_proj),
-            _params(attention.k_proj),
-            _params(attention.v_proj),
-            _params(attention.o_proj),
-            None if q_norm is None else q_norm.weight,
-            None if k_norm is None else k_norm.weight,
-            float(attention.scaling),
-            layer.post_attention_layernorm.weight,
-            _params(mlp.gate_proj),
-            _params(mlp.up_proj),
-            _params(mlp.down_proj),
-        )
-
-
-def _queries_and_keys(layer: _Layer, x: torch.Tensor, shape: tuple[int, ...], eps: float) -> tuple[torch.Tensor, ...]:
-    """The layer's queries and keys of normed hidden states `x`, viewed as `shape` (ending in heads, head_dim),
-    before their rotary embedding."""
-    q, k = _linear(x, layer.q).view(shape), _linear(x, layer.k).view(shape)
-    if layer.q_norm is not None:
-        q, k = _rms_norm(q, layer.q_norm, eps), _rms_norm(k, layer.k_norm, eps)
-    return q, k
-
-
-def _mlp_residual(layer: _Layer, hidden: torch.Tensor, eps: float) -> torch.Tensor:
-    """`hidden` plus the layer's SwiGLU MLP of its normed self."""
-    x = _rms_norm(hidden, layer.post_norm, eps)
-    return hidden + _linear(F.silu(_linear(x, layer.gate)) * _linear(x, layer.up), layer.down)
-
-
-def _head_dim(config: object) -> int:
-    return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding of `x: (B, H, D)` with `cos, sin: (B, 1, D)`, or of `x: (B, H, W, D)` with `cos,
-    sin: (B, 1, W, D)`."""
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
 class PrefillKV:
@@ -187,18 +104,18 @@ class FastDecoder:
         decoder = model.model
         self._eps, self._head_dim = eps, head_dim
         self._embedding, self._rotary = decoder.embed_tokens.weight, decoder.rotary_emb
-        self._layers = [_Layer.of(layer) for layer in decoder.layers]
-        self._norm, self._head = decoder.norm.weight, _params(model.lm_head)
+        self._layers = [Layer.of(layer) for layer in decoder.layers]
+        self._norm, self._head = decoder.norm.weight, (model.lm_head.weight, model.lm_head.bias)
 
     @classmethod
     def for_model(cls, model: torch.nn.Module) -> FastDecoder | None:
         """A decoder for `model`, or None (with the reason logged) when its architecture is not exactly the one
         computed here."""
-        reason = _unsupported(model)
+        reason = unsupported(model)
         if reason is not None:
             logger.info("decoding through transformers' forward: %s", reason)
             return None
-        return cls(model, float(model.config.rms_norm_eps), _head_dim(model.config))
+        return cls(model, float(model.config.rms_norm_eps), config_head_dim(model.config))
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> tuple[PrefillKV, torch.Tensor]:
         """Run left-padded prompts through the model: their keys and values, and the next-token logits `(P, V)` (in
@@ -216,21 +133,21 @@ class FastDecoder:
         allowed = allowed.unsqueeze(1)
         keys, values = [], []
         for layer in self._layers:
-            x = _rms_norm(hidden, layer.input_norm, eps)
-            q, k = _queries_and_keys(layer, x, (prompts, width, -1, head_dim), eps)
-            keys.append(_rotate(k.transpose(1, 2), cos, sin))
-            values.append(_linear(x, layer.v).view(prompts, width, -1, head_dim).transpose(1, 2))
+            x = rms_norm(hidden, layer.input_norm, eps)
+            q, k = queries_and_keys(layer, x, (prompts, width, -1, head_dim), eps)
+            keys.append(rotate(k.transpose(1, 2), cos, sin))
+            values.append(linear(x, layer.v).view(prompts, width, -1, head_dim).transpose(1, 2))
             out = F.scaled_dot_product_attention(
-                _rotate(q.transpose(1, 2), cos, sin),
+                rotate(q.transpose(1, 2), cos, sin),
                 keys[-1],
                 values[-1],
                 attn_mask=allowed,
                 scale=layer.scaling,
                 enable_gqa=True,
             )
-            hidden = hidden + _linear(out.transpose(1, 2).reshape(prompts, width, -1), layer.o)
-            hidden = _mlp_residual(layer, hidden, eps)
-        return PrefillKV(keys, values), _linear(_rms_norm(hidden[:, -1], self._norm, eps), self._head)
+            hidden = hidden + linear(out.transpose(1, 2).reshape(prompts, width, -1), layer.o)
+            hidden = mlp_residual(layer, hidden, eps)
+        return PrefillKV(keys, values), linear(rms_norm(hidden[:, -1], self._norm, eps), self._head)
 
     def step(self, state: KVState, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Append one token per row at `positions` and return its next-token logits.
@@ -242,47 +159,15 @@ class FastDecoder:
         column = state.append()
         bias = state.bias[:, None, None, : column + 1]
         for i, layer in enumerate(self._layers):
-            x = _rms_norm(hidden, layer.input_norm, eps)
-            q, k = _queries_and_keys(layer, x, (rows, -1, head_dim), eps)
-            state.keys[i][:, :, column] = _rotate(k, cos, sin)
-            state.values[i][:, :, column] = _linear(x, layer.v).view(rows, -1, head_dim)
+            x = rms_norm(hidden, layer.input_norm, eps)
+            q, k = queries_and_keys(layer, x, (rows, -1, head_dim), eps)
+            state.keys[i][:, :, column] = rotate(k, cos, sin)
+            state.values[i][:, :, column] = linear(x, layer.v).view(rows, -1, head_dim)
             keys, values = state.keys[i][:, :, : column + 1], state.values[i][:, :, : column + 1]
             # Each key-value head serves a group of consecutive query heads (transformers' repeat_kv).
-            q = _rotate(q, cos, sin).view(rows, keys.shape[1], -1, head_dim)
+            q = rotate(q, cos, sin).view(rows, keys.shape[1], -1, head_dim)
             scores = torch.matmul(q, keys.transpose(-1, -2)).mul_(layer.scaling).add_(bias)
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-            hidden = hidden + _linear(torch.matmul(probs, values).view(rows, -1), layer.o)
-            hidden = _mlp_residual(layer, hidden, eps)
-        return _linear(_rms_norm(hidden, self._norm, eps), self._head)
-
-
-def _unsupported(model: torch.nn.Module) -> str | None:
-    """Why `model` cannot take the fast step, or None when it can."""
-    config = getattr(model, "config", None)
-    model_type = getattr(config, "model_type", None)
-    if model_type not in FAST_DECODE_MODEL_TYPES:
-        return f"model type {model_type!r} is not one of {sorted(FAST_DECODE_MODEL_TYPES)}"
-    if not full_attention_only(config):
-        return "some layers attend to a sliding window"
-    if getattr(config, "hidden_act", None) != _SILU:
-        return f"the MLP activation is {config.hidden_act!r}, not {_SILU!r}"
-    decoder = getattr(model, "model", None)
-    parts = ("embed_tokens", "layers", "norm", "rotary_emb")
-    if decoder is None or not all(hasattr(decoder, p) for p in parts) or not hasattr(model, "lm_head"):
-        return "the model lacks the model.{embed_tokens,layers,norm,rotary_emb} and lm_head modules"
-    if len(decoder.layers) != config.num_hidden_layers:
-        return "the model runs fewer layers than it holds"
-    head_dim = _head_dim(config)
-    for layer in decoder.layers:
-        if not all(hasattr(layer, p) for p in _LAYER_PARTS):
-            return f"a decoder layer lacks one of {_LAYER_PARTS}"
-        if not all(hasattr(layer.self_attn, p) for p in _ATTENTION_PARTS) or not hasattr(layer.self_attn, "scaling"):
-            return f"an attention module lacks one of {_ATTENTION_PARTS} or its scaling"
-        if not all(hasattr(layer.mlp, p) for p in _MLP_PARTS):
-            return f"an MLP lacks one of {_MLP_PARTS}"
-    with torch.no_grad():
-        probe = decoder.embed_tokens.weight[:1].unsqueeze(0)
-        cos, _ = decoder.rotary_emb(probe, torch.zeros((1, 1), dtype=torch.long, device=probe.device))
-    if cos.shape[-1] != head_dim:
-        return f"rotary embeddings cover {cos.shape[-1]} of {head_dim} head dimensions"
-    return None
+            hidden = hidden + linear(torch.matmul(probs, values).view(rows, -1), layer.o)
+            hidden = mlp_residual(layer, hidden, eps)
+        return linear(rms_norm(hidden, self._norm, eps), self._head)

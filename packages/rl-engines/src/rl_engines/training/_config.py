@@ -54,6 +54,10 @@ class ModelConfig:
             when that folder holds tokenizer files. None with `hf_config` skips the check.
         attn_implementation: the transformers attention implementation ("sdpa", "eager", "flash_attention_2", ...).
         gradient_checkpointing: recompute each decoder layer's activations in backward (activation checkpointing).
+        fast_forward: compute a Llama-family decoder (llama, qwen2, qwen3, mistral) with the engine's own functional
+            forward instead of transformers' where the model is whole on each rank (not FSDP2-sharded), uses SDPA
+            attention and no activation checkpointing; same outputs and gradients, less overhead for small
+            models. Any other model runs through transformers either way.
         value_head: add a `(hidden, 1)` value head (the critic) and drop the LM head's training.
         init_seed: seed of the random initialisation from `hf_config` (identical on every rank).
         broadcast_from_rank0: in a sharded run, only rank 0 reads (or initialises) the full weights; the other
@@ -68,6 +72,7 @@ class ModelConfig:
     tokenizer_path: str | None = None
     attn_implementation: str = "sdpa"
     gradient_checkpointing: bool = False
+    fast_forward: bool = True
     value_head: bool = False
     init_seed: int = 0
     broadcast_from_rank0: bool = False

@@ -12,10 +12,11 @@ from typing import Any
 import torch
 
 from rl_core.losses import LossNormalizer
-from rl_engines._attention import full_attention_only
+from rl_engines._attention import SDPA, full_attention_only
 from rl_engines.training import _checkpoint, _export
 from rl_engines.training._config import TrainEngineConfig
 from rl_engines.training._errors import BatchError, TrainConfigError
+from rl_engines.training._fast_forward import FastForward
 from rl_engines.training._forward import PolicyNetwork, forward_micro_batch
 from rl_engines.training._fsdp import (
     ProcessLayout,
@@ -50,6 +51,19 @@ def _input_layout(config: TrainEngineConfig, text_config: Any) -> InputLayout:
     return InputLayout.SHARED_PREFIX if shares else InputLayout.PADDED
 
 
+def _takes_fast_forward(config: TrainEngineConfig, layout: ProcessLayout) -> bool:
+    """Whether the model's own parameters are whole here and its forward is the one `FastForward` computes: not
+    sharded (FSDP2 gathers a layer's parameters in the layer module's forward), not recomputed in backward, and SDPA
+    attention, whose result the fast forward's kernels give."""
+    model = config.model
+    return (
+        model.fast_forward
+        and not layout.sharded
+        and not model.gradient_checkpointing
+        and model.attn_implementation == SDPA
+    )
+
+
 class FSDPEngine:
     """A causal LM (optionally with a value head) sharded with FSDP2 over the default process group (or replicated
     on every rank under `TrainEngineConfig.data_parallel="ddp"`), with AdamW and a learning-rate schedule;
@@ -68,6 +82,8 @@ class FSDPEngine:
         self._global_step = 0
         self._offloaded = False
         self.input_layout = _input_layout(config, network.backbone.config.get_text_config())
+        if _takes_fast_forward(config, layout):
+            network.fast_forward = FastForward.for_model(network.backbone)
         if self.optimizer is None:
             network.requires_grad_(False)
 

@@ -13,6 +13,7 @@ from transformers import PreTrainedModel
 
 from rl_core.logprobs import log_probs_and_entropy_from_hidden
 from rl_engines.training._errors import TrainConfigError
+from rl_engines.training._fast_forward import FastForward
 from rl_engines.training._packing import InputLayout, lay_out
 from rl_engines.training._shared_prefix import PrefixInputs, shared_prefix_hidden
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec
@@ -24,11 +25,15 @@ DEFAULT_INITIALIZER_RANGE = 0.02
 
 
 class PolicyNetwork(torch.nn.Module):
-    """A Hugging Face causal LM (`backbone`) with an optional `(H, 1)` value head; the FSDP2 root module."""
+    """A Hugging Face causal LM (`backbone`) with an optional `(H, 1)` value head; the FSDP2 root module.
+
+    With `fast_forward` set, the backbone's hidden states come from it rather than from transformers' forward (the
+    engine sets it where the model and its layout allow)."""
 
     def __init__(self, backbone: PreTrainedModel, *, value_head: bool, init_seed: int = 0) -> None:
         super().__init__()
         self.backbone = backbone
+        self.fast_forward: FastForward | None = None
         self.value_head: torch.nn.Linear | None = None
         if value_head:
             hidden = backbone.config.get_text_config().hidden_size
@@ -63,15 +68,7 @@ class PolicyNetwork(torch.nn.Module):
 
         The `ModelInputs` tensors come flat, not as a tuple, so FSDP2's forward hooks see every one of them.
         """
-        base = self.backbone.base_model
-        if prefix is None:
-            hidden = base(
-                input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=False
-            ).last_hidden_state
-            hidden = hidden.reshape(-1, hidden.shape[-1])
-        else:
-            hidden = shared_prefix_hidden(base, prefix, input_ids, position_ids, attention_mask)
-        hidden = hidden[source]
+        hidden = self._hidden(input_ids, position_ids, attention_mask, prefix)[source]
         log_probs = entropy = values = None
         if spec.log_probs or spec.entropy:
             head = self.backbone.get_output_embeddings()
@@ -86,6 +83,26 @@ class PolicyNetwork(torch.nn.Module):
                 raise TrainConfigError("ForwardSpec(values=True) needs a value head: set ModelConfig.value_head=True")
             values = _scatter(self.value_head(hidden).squeeze(-1), rows, cols, shape)
         return ForwardOutput(log_probs, entropy, values)
+
+    def _hidden(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        prefix: PrefixInputs | None,
+    ) -> torch.Tensor:
+        """The backbone's `(N, H)` final hidden states of one laid-out micro-batch (`ModelInputs`)."""
+        fast, base = self.fast_forward, self.backbone.base_model
+        if prefix is not None:
+            if fast is not None:
+                return fast.shared_prefix_hidden(prefix, input_ids, position_ids, attention_mask)
+            return shared_prefix_hidden(base, prefix, input_ids, position_ids, attention_mask)
+        if fast is not None and attention_mask is not None:
+            return fast.hidden(input_ids, position_ids, attention_mask)
+        hidden = base(
+            input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=False
+        ).last_hidden_state
+        return hidden.reshape(-1, hidden.shape[-1])
 
 
 def _scatter(values: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:

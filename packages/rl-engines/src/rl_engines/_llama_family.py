@@ -1,0 +1,140 @@
+"""The decoder layer that Llama-family models share, computed with torch functional ops from the model's own
+parameters; the rollout's fast decode and the trainer's fast forward are built on it.
+
+The families in `LLAMA_FAMILY_MODEL_TYPES` share one layer: RMSNorm -> attention with rotary positions (Qwen3 adds
+an RMSNorm over each head's queries and keys) -> residual -> RMSNorm -> SwiGLU MLP -> residual, then a final RMSNorm
+and the LM head. A model is taken only when its config and modules match that exactly (`unsupported`); any other
+model runs through transformers' forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from rl_engines._attention import full_attention_only
+
+LLAMA_FAMILY_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "mistral"})
+"""Model types whose decoder layer is exactly the one this module computes."""
+_SILU = "silu"
+_LAYER_PARTS = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
+_ATTENTION_PARTS = ("q_proj", "k_proj", "v_proj", "o_proj")
+_MLP_PARTS = ("gate_proj", "up_proj", "down_proj")
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' Llama RMSNorm: normalised in float32, cast back, then scaled."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
+
+
+Linear = tuple[torch.nn.Parameter, torch.nn.Parameter | None]
+"""A linear layer's weight and bias."""
+
+
+def linear(x: torch.Tensor, layer: Linear) -> torch.Tensor:
+    """`layer` applied to `x`."""
+    return F.linear(x, layer[0], layer[1])
+
+
+def _params(module: torch.nn.Linear) -> Linear:
+    return module.weight, module.bias
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """The parameters of one decoder layer."""
+
+    input_norm: torch.nn.Parameter
+    q: Linear
+    k: Linear
+    v: Linear
+    o: Linear
+    q_norm: torch.nn.Parameter | None
+    k_norm: torch.nn.Parameter | None
+    scaling: float
+    post_norm: torch.nn.Parameter
+    gate: Linear
+    up: Linear
+    down: Linear
+
+    @classmethod
+    def of(cls, layer: torch.nn.Module) -> Layer:
+        """The parameters of a transformers decoder layer."""
+        attention, mlp = layer.self_attn, layer.mlp
+        q_norm, k_norm = getattr(attention, "q_norm", None), getattr(attention, "k_norm", None)
+        return cls(
+            layer.input_layernorm.weight,
+            _params(attention.q_proj),
+            _params(attention.k_proj),
+            _params(attention.v_proj),
+            _params(attention.o_proj),
+            None if q_norm is None else q_norm.weight,
+            None if k_norm is None else k_norm.weight,
+            float(attention.scaling),
+            layer.post_attention_layernorm.weight,
+            _params(mlp.gate_proj),
+            _params(mlp.up_proj),
+            _params(mlp.down_proj),
+        )
+
+
+def queries_and_keys(layer: Layer, x: torch.Tensor, shape: tuple[int, ...], eps: float) -> tuple[torch.Tensor, ...]:
+    """The layer's queries and keys of normed hidden states `x`, viewed as `shape` (ending in heads, head_dim),
+    before their rotary embedding."""
+    q, k = linear(x, layer.q).view(shape), linear(x, layer.k).view(shape)
+    if layer.q_norm is not None:
+        q, k = rms_norm(q, layer.q_norm, eps), rms_norm(k, layer.k_norm, eps)
+    return q, k
+
+
+def mlp_residual(layer: Layer, hidden: torch.Tensor, eps: float) -> torch.Tensor:
+    """`hidden` plus the layer's SwiGLU MLP of its normed self."""
+    x = rms_norm(hidden, layer.post_norm, eps)
+    return hidden + linear(F.silu(linear(x, layer.gate)) * linear(x, layer.up), layer.down)
+
+
+def config_head_dim(config: object) -> int:
+    """The attention head width of a model with this config."""
+    return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of `x: (B, H, D)` with `cos, sin: (B, 1, D)`, or of `x: (B, H, W, D)` with `cos,
+    sin: (B, 1, W, D)`."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def unsupported(model: torch.nn.Module) -> str | None:
+    """Why the causal LM `model` is not exactly the architecture computed here, or None when it is."""
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if model_type not in LLAMA_FAMILY_MODEL_TYPES:
+        return f"model type {model_type!r} is not one of {sorted(LLAMA_FAMILY_MODEL_TYPES)}"
+    if not full_attention_only(config):
+        return "some layers attend to a sliding window"
+    if getattr(config, "hidden_act", None) != _SILU:
+        return f"the MLP activation is {config.hidden_act!r}, not {_SILU!r}"
+    decoder = getattr(model, "model", None)
+    parts = ("embed_tokens", "layers", "norm", "rotary_emb")
+    if decoder is None or not all(hasattr(decoder, p) for p in parts) or not hasattr(model, "lm_head"):
+        return "the model lacks the model.{embed_tokens,layers,norm,rotary_emb} and lm_head modules"
+    if len(decoder.layers) != config.num_hidden_layers:
+        return "the model runs fewer layers than it holds"
+    for layer in decoder.layers:
+        if not all(hasattr(layer, p) for p in _LAYER_PARTS):
+            return f"a decoder layer lacks one of {_LAYER_PARTS}"
+        if not all(hasattr(layer.self_attn, p) for p in _ATTENTION_PARTS) or not hasattr(layer.self_attn, "scaling"):
+            return f"an attention module lacks one of {_ATTENTION_PARTS} or its scaling"
+        if not all(hasattr(layer.mlp, p) for p in _MLP_PARTS):
+            return f"an MLP lacks one of {_MLP_PARTS}"
+    with torch.no_grad():
+        probe = decoder.embed_tokens.weight[:1].unsqueeze(0)
+        cos, _ = decoder.rotary_emb(probe, torch.zeros((1, 1), dtype=torch.long, device=probe.device))
+    if cos.shape[-1] != config_head_dim(config):
+        return f"rotary embeddings cover {cos.shape[-1]} of {config_head_dim(config)} head dimensions"
+    return None
