@@ -14,6 +14,7 @@ from _training_helpers import (
 )
 
 from rl_engines.training import BatchError, ForwardSpec, FSDPEngine, ModelConfig, TrainConfigError
+from rl_engines.training._packing import padded_inputs, target_mask
 
 MICRO_BATCHES = [[0, 1, 2], [3, 4], [5]]
 TOLERANCE = 1e-5
@@ -33,6 +34,17 @@ def test_packed_and_padded_agree_with_one_forward_per_sequence(make_config) -> N
         torch.testing.assert_close(outputs.entropy, entropy, atol=TOLERANCE, rtol=0)
         assert outputs.values is None
     assert torch.equal(results[True].log_probs != 0, batch["response_mask"].bool())
+
+
+@pytest.mark.parametrize("response_only", [True, False])
+def test_padded_rows_end_at_the_last_column_that_predicts_a_target(response_only: bool) -> None:
+    batch = rollout_batch(6, seed=3)
+    batch["response_mask"][:, -1] = 0  # the last column holds no target: the columns up to it still run
+    inputs = padded_inputs(batch, response_only)
+    first = int(batch["attention_mask"].any(dim=0).nonzero()[0])
+    last_target = int(target_mask(batch, response_only).any(dim=0).nonzero()[-1])
+    assert inputs.input_ids.shape[1] == last_target - first
+    assert int(inputs.source.max()) < inputs.input_ids.numel()
 
 
 def test_temperature_divides_the_logits() -> None:

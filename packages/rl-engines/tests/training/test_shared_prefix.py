@@ -80,6 +80,30 @@ def test_gradients_equal_one_forward_per_sequence(make_config) -> None:
         torch.testing.assert_close(got[name], grad, atol=TOLERANCE, rtol=TOLERANCE)
 
 
+def test_continuations_leave_out_the_last_token_which_predicts_nothing() -> None:
+    batch = grouped_batch(GROUPS, SAMPLES, seed=6)
+    inputs = shared_prefix_inputs(batch, response_only=True)
+    assert inputs is not None
+    longest = int(batch["response_mask"].sum(dim=-1).max())
+    assert inputs.input_ids.shape[1] == longest - 1
+
+
+def test_one_token_responses_are_predicted_from_the_prefix_alone() -> None:
+    batch = grouped_batch(GROUPS, SAMPLES, seed=7)
+    first_response = batch["response_mask"].int().argmax(dim=-1)
+    keep = torch.arange(batch["input_ids"].shape[1])[None, :] <= first_response[:, None]
+    batch = dict(batch, attention_mask=batch["attention_mask"] * keep, response_mask=batch["response_mask"] * keep)
+    batch["input_ids"] = batch["input_ids"] * batch["attention_mask"]
+    inputs = shared_prefix_inputs(batch, response_only=True)
+    assert inputs is not None and inputs.input_ids.shape[1] == 1
+    plan = [list(range(GROUPS * SAMPLES + 1))]
+    with torch.no_grad():
+        log_probs, _ = reference_outputs(reference_model(qwen_config()), batch)
+    got = _engine().forward(batch, plan, ForwardSpec())
+    torch.testing.assert_close(got.log_probs, log_probs, atol=TOLERANCE, rtol=0)
+    assert torch.equal(got.log_probs != 0, batch["response_mask"].bool())
+
+
 def test_tokens_inside_the_continuation_outside_the_response_are_inputs_only() -> None:
     batch = grouped_batch(GROUPS, SAMPLES, seed=5)
     # A multi-turn row: a tool's output (not trained on) sits between two generated parts.

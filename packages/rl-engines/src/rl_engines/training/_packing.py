@@ -87,14 +87,17 @@ def _default_positions(mask: torch.Tensor) -> torch.Tensor:
 
 
 def padded_inputs(batch: Batch, response_only: bool) -> ModelInputs:
-    """The padded layout of `batch` (rows kept, all-padding columns at either end cut)."""
+    """The padded layout of `batch` (rows kept; all-padding columns at the start cut, and at the end every column
+    after the last one whose hidden state predicts a target)."""
     input_ids = batch["input_ids"]
     mask = _mask(batch)
     targets = target_mask(batch, response_only)
     positions = batch["position_ids"] if "position_ids" in batch else _default_positions(mask)
     used_cols = mask.any(dim=0).nonzero()
-    first, last = (int(used_cols[0]), int(used_cols[-1]) + 1) if len(used_cols) else (0, 1)
     rows, cols = targets.nonzero(as_tuple=True)
+    first, last = (int(used_cols[0]), int(used_cols[-1]) + 1) if len(used_cols) else (0, 1)
+    if len(cols):
+        last = int(cols.max())  # the target in the last column is predicted from the column before it
     width = last - first
     return ModelInputs(
         input_ids=input_ids[:, first:last],

@@ -41,11 +41,13 @@ class SharedPrefixLayout(NamedTuple):
 
     Attributes:
         prefixes: the distinct prefixes and which one each row continues.
-        continuation_ids: `(B, Wc)` int64, each row's tokens from its first response token on, right-padded.
+        continuation_ids: `(B, Wc)` int64, each row's tokens from its first response token on, right-padded, up to
+            the longest continuation's last-but-one token.
         continuation_positions: `(B, Wc)` int64.
         attention_mask: `(B, Wp + Wc)` int64 of the continuation forward, over its cached prefix and itself.
         table_index: `(B, T)` int64 index of the hidden state at each original position in the table
-            `[prefix states (P * Wp), continuation states (B * Wc)]` (meaningful on valid positions).
+            `[prefix states (P * Wp), continuation states (B * Wc)]` (meaningful on valid positions followed by a
+            valid one: a row's last token, which predicts nothing, may be left out of the continuation).
     """
 
     prefixes: PrefixInputs
@@ -102,7 +104,8 @@ def shared_prefix_layout(
 
     prefix_len = first_response - first_valid
     continuation_len = end - first_response
-    steps = torch.arange(int(continuation_len.max()), device=device)
+    # A row's last token predicts nothing, so the longest continuations' last column need not run.
+    steps = torch.arange(max(1, int(continuation_len.max()) - 1), device=device)
     valid = steps < continuation_len[:, None]
     columns = (first_response[:, None] + steps).clamp(max=width - 1)
     continuation_ids = input_ids.gather(1, columns) * valid
