@@ -14,6 +14,7 @@ no NaN reaches the backward; its output is never read.
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 import torch
 
@@ -61,6 +62,57 @@ def _causal(queries: int, keys: int, device: torch.device) -> torch.Tensor:
     return torch.ones(queries, keys, dtype=torch.bool, device=device).tril(keys - queries)
 
 
+def _padded_pattern(mask: torch.Tensor) -> torch.Tensor:
+    """`(B, L, L)` bool attention pattern of padded rows with padding mask `mask: (B, L)`: causal over valid tokens,
+    and every query sees itself (see the module doc)."""
+    length = mask.shape[1]
+    causal = _causal(length, length, mask.device)
+    return causal & mask.bool()[:, None, :] | torch.eye(length, dtype=torch.bool, device=mask.device)
+
+
+class _Spans(Protocol):
+    """How the flat tokens of a micro-batch attend: queries, keys and values `(N, heads, D)` -> outputs
+    `(N, heads * D)`."""
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor: ...
+
+
+class _Rows:
+    """Flat tokens that are `rows` rows of `width`, each attending within itself."""
+
+    def __init__(self, rows: int, width: int, attention: _Attention) -> None:
+        self.rows, self.width, self.attention = rows, width, attention
+
+    def grid(self, x: torch.Tensor) -> torch.Tensor:
+        """`(rows * width, heads, D)` as `(rows, heads, width, D)`."""
+        return x.view(self.rows, self.width, x.shape[1], x.shape[2]).transpose(1, 2)
+
+    def flat(self, out: torch.Tensor) -> torch.Tensor:
+        """`(rows, heads, width, D)` as `(rows * width, heads * D)`."""
+        return out.transpose(1, 2).reshape(self.rows * self.width, -1)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
+        return self.flat(self.attention(self.grid(q), self.grid(k), self.grid(v), scaling))
+
+
+class _PrefixedRows:
+    """Flat tokens that are the prefixes' rows, then the continuations' rows; a continuation attends to its
+    prefix's keys and values (row `row_prefix[b]` of the prefixes) before its own."""
+
+    def __init__(self, prefixes: _Rows, continuations: _Rows, row_prefix: torch.Tensor) -> None:
+        self.prefixes, self.continuations, self.row_prefix = prefixes, continuations, row_prefix
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
+        split = self.prefixes.rows * self.prefixes.width
+        prefix_k, prefix_v = self.prefixes.grid(k[:split]), self.prefixes.grid(v[:split])
+        prefix_out = self.prefixes.attention(self.prefixes.grid(q[:split]), prefix_k, prefix_v, scaling)
+        rows, continuations = self.row_prefix, self.continuations
+        keys = torch.cat([prefix_k[rows], continuations.grid(k[split:])], dim=2)
+        values = torch.cat([prefix_v[rows], continuations.grid(v[split:])], dim=2)
+        out = continuations.attention(continuations.grid(q[split:]), keys, values, scaling)
+        return torch.cat([self.prefixes.flat(prefix_out), continuations.flat(out)])
+
+
 class FastForward:
     """Final hidden states of a supported causal LM; see the module doc."""
 
@@ -85,57 +137,28 @@ class FastForward:
         # Read through the modules at every forward: loading, offloading or broadcasting may have replaced them.
         return [Layer.of(layer) for layer in self._model.model.layers]
 
-    def _embed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Token embeddings and the rotary `cos, sin: (B, 1, L, D)` of `input_ids, positions: (B, L)`."""
+    def _run(self, input_ids: torch.Tensor, positions: torch.Tensor, spans: _Spans) -> torch.Tensor:
+        """`(N, H)` final-normed hidden states of the flat tokens `input_ids, positions: (N,)`, attending as `spans`
+        lays them out. Every per-token part of a layer runs once over all N tokens, whatever the spans."""
         decoder = self._model.model
         hidden = decoder.embed_tokens(input_ids)
-        cos, sin = decoder.rotary_emb(hidden, positions)
-        return hidden, cos.unsqueeze(1), sin.unsqueeze(1)
-
-    def _layer(
-        self,
-        layer: Layer,
-        hidden: torch.Tensor,
-        rotary: tuple[torch.Tensor, torch.Tensor],
-        attention: _Attention,
-        past: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One decoder layer over `hidden: (B, L, H)`, its queries attending to `past` keys and values (each
-        `(B, kv_heads, K0, D)`) and then its own; returns the new hidden states and its own keys and values."""
-        rows, length, _ = hidden.shape
-        x = rms_norm(hidden, layer.input_norm, self._eps)
-        q, k = queries_and_keys(layer, x, (rows, length, -1, self._head_dim), self._eps)
-        q, k = rotate(q.transpose(1, 2), *rotary), rotate(k.transpose(1, 2), *rotary)
-        v = linear(x, layer.v).view(rows, length, -1, self._head_dim).transpose(1, 2)
-        keys, values = (k, v) if past is None else (torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2))
-        out = attention(q, keys, values, layer.scaling)
-        hidden = hidden + linear(out.transpose(1, 2).reshape(rows, length, -1), layer.o)
-        return mlp_residual(layer, hidden, self._eps), k, v
-
-    def _final(self, hidden: torch.Tensor) -> torch.Tensor:
-        """`(B * L, H)` final-normed hidden states."""
-        hidden = rms_norm(hidden, self._model.model.norm.weight, self._eps)
-        return hidden.reshape(-1, hidden.shape[-1])
-
-    def _padded(
-        self, layers: list[Layer], input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor
-    ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """The last layer's hidden states `(B, L, H)` of padded rows, and each layer's keys and values."""
-        hidden, cos, sin = self._embed(input_ids, positions)
-        length = input_ids.shape[1]
-        causal = _causal(length, length, input_ids.device)
-        eye = torch.eye(length, dtype=torch.bool, device=input_ids.device)
-        attention = _Attention(causal & mask.bool()[:, None, :] | eye, hidden.dtype)
-        caches = []
-        for layer in layers:
-            hidden, k, v = self._layer(layer, hidden, (cos, sin), attention)
-            caches.append((k, v))
-        return hidden, caches
+        cos, sin = decoder.rotary_emb(hidden[None], positions[None])
+        cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)
+        tokens, eps = input_ids.shape[0], self._eps
+        for layer in self._layers():
+            x = rms_norm(hidden, layer.input_norm, eps)
+            q, k = queries_and_keys(layer, x, (tokens, -1, self._head_dim), eps)
+            v = linear(x, layer.v).view(tokens, -1, self._head_dim)
+            out = spans(rotate(q, cos, sin), rotate(k, cos, sin), v, layer.scaling)
+            hidden = hidden + linear(out, layer.o)
+            hidden = mlp_residual(layer, hidden, eps)
+        return rms_norm(hidden, decoder.norm.weight, eps)
 
     def hidden(self, input_ids: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """`(B * L, H)` final hidden states of padded rows `input_ids, position_ids, attention_mask: (B, L)`."""
-        hidden, _ = self._padded(self._layers(), input_ids, position_ids, attention_mask)
-        return self._final(hidden)
+        rows, width = input_ids.shape
+        spans = _Rows(rows, width, _Attention(_padded_pattern(attention_mask), self._dtype()))
+        return self._run(input_ids.reshape(-1), position_ids.reshape(-1), spans)
 
     def shared_prefix_hidden(
         self,
@@ -146,13 +169,15 @@ class FastForward:
     ) -> torch.Tensor:
         """`(P * Wp + B * Wc, H)`: the final hidden states of the prefixes, then of the rows' continuations; the
         arguments as `rl_engines.training._shared_prefix.shared_prefix_hidden` takes them."""
-        layers = self._layers()
-        prefix_hidden, caches = self._padded(layers, prefixes.input_ids, prefixes.position_ids, prefixes.attention_mask)
-        hidden, cos, sin = self._embed(continuation_ids, continuation_positions)
+        dtype = self._dtype()
+        prefix_rows = _Rows(*prefixes.input_ids.shape, _Attention(_padded_pattern(prefixes.attention_mask), dtype))
         steps, keys = continuation_ids.shape[1], attention_mask.shape[1]
-        causal = _causal(steps, keys, continuation_ids.device)
-        attention = _Attention(causal & attention_mask.bool()[:, None, :], hidden.dtype)
-        rows = prefixes.row_prefix
-        for layer, (k, v) in zip(layers, caches, strict=True):
-            hidden, _, _ = self._layer(layer, hidden, (cos, sin), attention, past=(k[rows], v[rows]))
-        return torch.cat([self._final(prefix_hidden), self._final(hidden)])
+        pattern = _causal(steps, keys, continuation_ids.device) & attention_mask.bool()[:, None, :]
+        continuation_rows = _Rows(*continuation_ids.shape, _Attention(pattern, dtype))
+        spans = _PrefixedRows(prefix_rows, continuation_rows, prefixes.row_prefix)
+        input_ids = torch.cat([prefixes.input_ids.reshape(-1), continuation_ids.reshape(-1)])
+        positions = torch.cat([prefixes.position_ids.reshape(-1), continuation_positions.reshape(-1)])
+        return self._run(input_ids, positions, spans)
+
+    def _dtype(self) -> torch.dtype:
+        return self._model.model.embed_tokens.weight.dtype
