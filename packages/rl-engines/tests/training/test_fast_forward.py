@@ -16,7 +16,7 @@ from _training_helpers import (
 )
 from transformers import GemmaConfig, LlamaConfig, MistralConfig, PretrainedConfig, Qwen2Config, Qwen3Config
 
-from rl_engines.training import ForwardSpec, FSDPEngine, MicroBatchConfig, ModelConfig, _fast_forward
+from rl_engines.training import ForwardSpec, FSDPEngine, MicroBatchConfig, ModelConfig, TrainConfigError, _fast_forward
 from rl_engines.training._fast_forward import FastForward
 from rl_engines.training._packing import InputLayout
 
@@ -142,3 +142,5 @@ def test_the_engine_takes_it_only_where_the_forward_is_transformers_sdpa_on_whol
     assert _engine(config(), fast=False).network.fast_forward is None
     assert _engine(config(), attn_implementation="eager").network.fast_forward is None
     assert _engine(config(), gradient_checkpointing=True).network.fast_forward is None
+    with pytest.raises(TrainConfigError, match="fast_forward must be True or False"):
+        ModelConfig(hf_config=config(), fast_forward="yes")

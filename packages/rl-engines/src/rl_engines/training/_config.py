@@ -89,6 +89,8 @@ class ModelConfig:
             )
         if not self.attn_implementation:
             raise TrainConfigError("ModelConfig.attn_implementation must name an attention implementation, e.g. 'sdpa'")
+        if not isinstance(self.fast_forward, bool):
+            raise TrainConfigError(f"ModelConfig.fast_forward must be True or False, got {self.fast_forward!r}")
 
 
 @dataclass(frozen=True)
