@@ -109,6 +109,20 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
+def causal_pattern(queries: int, keys: int, device: torch.device) -> torch.Tensor:
+    """`(Q, K)` bool: query i sees keys up to `K - Q + i` (the queries are the last Q of the keys)."""
+    return torch.ones(queries, keys, dtype=torch.bool, device=device).tril(keys - queries)
+
+
+def padded_pattern(mask: torch.Tensor) -> torch.Tensor:
+    """`(B, L, L)` bool attention pattern of left-padded rows with padding mask `mask: (B, L)`: causal over valid
+    tokens, and every query also sees itself, so a padding query's softmax never runs over nothing (its output is
+    never read)."""
+    length = mask.shape[1]
+    causal = causal_pattern(length, length, mask.device)
+    return causal & mask.bool()[:, None, :] | torch.eye(length, dtype=torch.bool, device=mask.device)
+
+
 def unsupported(model: torch.nn.Module) -> str | None:
     """Why the causal LM `model` is not exactly the architecture computed here, or None when it is."""
     config = getattr(model, "config", None)

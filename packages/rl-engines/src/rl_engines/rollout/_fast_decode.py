@@ -23,6 +23,7 @@ from rl_engines._llama_family import (
     config_head_dim,
     linear,
     mlp_residual,
+    padded_pattern,
     queries_and_keys,
     rms_norm,
     rotate,
@@ -128,9 +129,7 @@ class FastDecoder:
         hidden = F.embedding(ids, self._embedding)
         cos, sin = self._rotary(hidden, positions)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        causal = torch.ones(width, width, dtype=torch.bool, device=ids.device).tril()
-        allowed = causal & mask.bool()[:, None, :] | torch.eye(width, dtype=torch.bool, device=ids.device)
-        allowed = allowed.unsqueeze(1)
+        allowed = padded_pattern(mask).unsqueeze(1)
         keys, values = [], []
         for layer in self._layers:
             x = rms_norm(hidden, layer.input_norm, eps)

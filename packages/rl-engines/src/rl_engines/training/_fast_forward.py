@@ -18,7 +18,17 @@ from typing import Protocol
 
 import torch
 
-from rl_engines._llama_family import Layer, config_head_dim, linear, mlp_residual, queries_and_keys, rms_norm, rotate
+from rl_engines._llama_family import (
+    Layer,
+    causal_pattern,
+    config_head_dim,
+    linear,
+    mlp_residual,
+    padded_pattern,
+    queries_and_keys,
+    rms_norm,
+    rotate,
+)
 from rl_engines._llama_family import unsupported as unsupported_architecture
 from rl_engines.training._shared_prefix import PrefixInputs
 
@@ -55,19 +65,6 @@ class _Attention:
         probs = torch.softmax(scores * scaling + self.mask, dim=-1, dtype=torch.float32).to(q.dtype)
         out = torch.matmul(probs.view(rows, kv_heads, heads // kv_heads * queries, -1), v)
         return out.view(rows, heads, queries, width)
-
-
-def _causal(queries: int, keys: int, device: torch.device) -> torch.Tensor:
-    """`(Q, K)` bool: query i sees keys up to `K - Q + i` (the queries are the last Q of the keys)."""
-    return torch.ones(queries, keys, dtype=torch.bool, device=device).tril(keys - queries)
-
-
-def _padded_pattern(mask: torch.Tensor) -> torch.Tensor:
-    """`(B, L, L)` bool attention pattern of padded rows with padding mask `mask: (B, L)`: causal over valid tokens,
-    and every query sees itself (see the module doc)."""
-    length = mask.shape[1]
-    causal = _causal(length, length, mask.device)
-    return causal & mask.bool()[:, None, :] | torch.eye(length, dtype=torch.bool, device=mask.device)
 
 
 class _Spans(Protocol):
@@ -157,7 +154,7 @@ class FastForward:
     def hidden(self, input_ids: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """`(B * L, H)` final hidden states of padded rows `input_ids, position_ids, attention_mask: (B, L)`."""
         rows, width = input_ids.shape
-        spans = _Rows(rows, width, _Attention(_padded_pattern(attention_mask), self._dtype()))
+        spans = _Rows(rows, width, _Attention(padded_pattern(attention_mask), self._dtype()))
         return self._run(input_ids.reshape(-1), position_ids.reshape(-1), spans)
 
     def shared_prefix_hidden(
@@ -170,9 +167,9 @@ class FastForward:
         """`(P * Wp + B * Wc, H)`: the final hidden states of the prefixes, then of the rows' continuations; the
         arguments as `rl_engines.training._shared_prefix.shared_prefix_hidden` takes them."""
         dtype = self._dtype()
-        prefix_rows = _Rows(*prefixes.input_ids.shape, _Attention(_padded_pattern(prefixes.attention_mask), dtype))
+        prefix_rows = _Rows(*prefixes.input_ids.shape, _Attention(padded_pattern(prefixes.attention_mask), dtype))
         steps, keys = continuation_ids.shape[1], attention_mask.shape[1]
-        pattern = _causal(steps, keys, continuation_ids.device) & attention_mask.bool()[:, None, :]
+        pattern = causal_pattern(steps, keys, continuation_ids.device) & attention_mask.bool()[:, None, :]
         continuation_rows = _Rows(*continuation_ids.shape, _Attention(pattern, dtype))
         spans = _PrefixedRows(prefix_rows, continuation_rows, prefixes.row_prefix)
         input_ids = torch.cat([prefixes.input_ids.reshape(-1), continuation_ids.reshape(-1)])
