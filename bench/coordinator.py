@@ -6,15 +6,18 @@ sample. The consumer takes steps of 128 samples, split over the ranks with Karma
 
 Implementations, each measured in three phases (all puts, then all gets, then all fetches) whose wall times
 are divided by the samples moved; end to end is their sum:
-  ours     put:   every producer calls CoordinatorClient.put_batch per batch (one ray.put of the batch, then
-                  one PutRequest to the actor, acknowledgements awaited at the end);
+  ours     put:   every producer calls CoordinatorClient.put_batch(wait=False) per batch, then flush(): the
+                  client coalesces (a lone batch goes at once, the batches queued while it is unacknowledged
+                  go together: one actor call, payloads in ray.puts of up to 4 MiB);
            get:   every rank calls get_refs(ReadRequest) for every step (infos, refs, positions back);
            fetch: every rank fetches its payloads (fetch_payloads: one ray.get over the distinct refs).
-           Defaults: keep_batches=True (whole producer batches balanced, then single-sample exchanges).
-  ours ps  the same with keep_batches=False (balanced sample by sample: every rank reads most batches).
-  floor    the Ray operations ours performs and nothing else: per batch a ray.put and an actor call carrying
-           its ref, per rank and step an actor call returning refs to whole batches (as many samples as the
-           rank's share) and a ray.get of them; no infos, no balancing. What bounds any by-reference design here.
+           Defaults: keep_batches=True (runs of samples sharing a ref balanced whole, then single-sample
+           exchanges).
+  ours ps  the same with keep_batches=False (balanced sample by sample).
+  per-batch  the Ray operations of a by-reference design that puts each batch on its own, and nothing else:
+           per batch a ray.put and an actor call carrying its ref, per rank and step an actor call returning
+           refs to whole batches (as many samples as the rank's share) and a ray.get of them; no infos, no
+           balancing. What coalescing saves against.
   gather   a driver-style actor that receives the payloads themselves (put) and returns each rank's rows,
            stacked, for every step (get; the data comes back with the reply, so fetch is 0).
   siiRL    siiRL 0.2.0's DataCoordinator in its own interpreter and Ray instance (bench/_coordinator_siirl.py,
@@ -22,7 +25,9 @@ are divided by the samples moved; end to end is their sum:
 Ranks are emulated by 4 consumer actors (rank r on actor r % 4), so 32 ranks are 32 sequential callers spread
 over 4 processes; producers are 8 actors. All actors run on one Ray instance with 2 CPUs.
 
-Runs alternate (ours, ours ps, floor, siiRL, ours, ...; ours, gather, ours, ...) for --repeats repetitions after
+Every harness actor freezes its heap after setup (gc.freeze), as a DAG worker does; the coordinator actor
+freezes its own.
+Runs alternate (ours, ours ps, per-batch, siiRL, ours, ...; ours, gather, ours, ...) for --repeats repetitions after
 one warm-up each; medians are reported. Counts are scaled down from 8 x 200 x 8 (printed at the start):
 per-sample figures do not depend on them, and the machines these run on are 2 shared cores.
 "Bytes through the coordinator" is the actor's own estimate (pickled size of the infos, refs and positions
@@ -38,6 +43,7 @@ Run: python bench/coordinator.py [--repeats 5] [--siirl-python PATH]   (about 4 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import pickle
 import statistics
@@ -102,14 +108,17 @@ class Producer:
 
     def __init__(self, index: int, batches: int) -> None:
         self.batches = _make_batches(index, batches)
+        gc.freeze()  # as a DAG worker does after its setup (rl_runtime.workers.DAGWorker)
 
     def put_ours(self, coordinator: Any, edge: str, count: int) -> int:
         client = CoordinatorClient(coordinator)
-        ray.get([client.put_batch(edge, infos, payload, wait=False) for infos, payload in self.batches[:count]])
+        done = [client.put_batch(edge, infos, payload, wait=False) for infos, payload in self.batches[:count]]
+        client.flush()
+        assert all(isinstance(future.result(), int) for future in done)
         return count * SAMPLES_PER_BATCH
 
-    def put_floor(self, floor: Any, count: int) -> int:
-        ray.get([floor.put.remote([ray.put(payload)]) for _, payload in self.batches[:count]])
+    def put_per_batch(self, per_batch: Any, count: int) -> int:
+        ray.get([per_batch.put.remote([ray.put(payload)]) for _, payload in self.batches[:count]])
         return count * SAMPLES_PER_BATCH
 
     def put_gather(self, gather: Any, count: int) -> int:
@@ -124,6 +133,7 @@ class Consumer:
     def __init__(self) -> None:
         self.selections: list[Any] = []
         self.refs: list[list[Any]] = []
+        gc.freeze()  # as a DAG worker does after its setup (rl_runtime.workers.DAGWorker)
 
     def get_ours(self, coordinator: Any, edge: str, ranks: list[int], spec: StepSpec, steps: int) -> list[list[int]]:
         """Get every step's share of each rank; returns the token load per [step][rank of this actor]."""
@@ -135,17 +145,20 @@ class Consumer:
             loads.append([sum(info.total_tokens for info in share.infos) for share in shares])
         return loads
 
-    def fetch_ours(self) -> tuple[int, int]:
-        """Samples fetched and distinct batch payloads fetched (to report the over-fetch)."""
-        samples = sum(len(fetch_payloads(selection)) for selection in self.selections)
-        distinct = sum(len(set(selection.refs)) for selection in self.selections)
+    def fetch_ours(self) -> int:
+        """Samples fetched."""
+        return sum(len(fetch_payloads(selection)) for selection in self.selections)
+
+    def objects_read(self) -> int:
+        """Samples held by the objects the last fetch read (untimed; to report the over-fetch)."""
+        held = sum(len(ray.get(ref)) for selection in self.selections for ref in set(selection.refs))
         self.selections = []
-        return samples, distinct
+        return held
 
-    def get_floor(self, floor: Any, ranks: list[int], dp_size: int, steps: int) -> None:
-        self.refs = [ray.get(floor.get.remote(step, rank, dp_size)) for step in range(steps) for rank in ranks]
+    def get_per_batch(self, per_batch: Any, ranks: list[int], dp_size: int, steps: int) -> None:
+        self.refs = [ray.get(per_batch.get.remote(step, rank, dp_size)) for step in range(steps) for rank in ranks]
 
-    def fetch_floor(self) -> int:
+    def fetch_per_batch(self) -> int:
         fetched = sum(len(payload) for refs in self.refs for payload in ray.get(refs))
         self.refs = []
         return fetched
@@ -160,7 +173,7 @@ class Consumer:
 
 
 @ray.remote(num_cpus=0, max_concurrency=1024)
-class Floor:
+class PerBatch:
     """Keeps batch refs in arrival order and hands each rank of a step whole batches: Ray's cost, no bookkeeping."""
 
     def __init__(self) -> None:
@@ -215,7 +228,7 @@ def _per_sample(put_s: float, get_s: float, fetch_s: float, samples: int, moved:
 
 
 class Harness:
-    """Actors shared by every repetition; each repetition of ours uses a fresh edge, of floor a fresh actor."""
+    """Actors shared by every repetition; each repetition of ours uses a fresh edge, of per-batch a fresh actor."""
 
     def __init__(self) -> None:
         self.producers = [Producer.remote(p, BATCHES) for p in range(PRODUCERS)]
@@ -245,28 +258,29 @@ class Harness:
         fetched = ray.get([c.fetch_ours.remote() for c, _ in used])
         fetch_s = time.perf_counter() - start
         moved = steps * STEP_BATCH
-        assert sum(f[0] for f in fetched) == moved, fetched
+        assert sum(fetched) == moved, fetched
+        held = sum(ray.get([c.objects_read.remote() for c, _ in used]))
         step_loads = [[load for actor in loads for load in actor[step]] for step in range(steps)]
         run = _per_sample(put_s, get_s, fetch_s, samples, moved)
-        run["overfetch"] = sum(f[1] for f in fetched) * SAMPLES_PER_BATCH / moved
+        run["overfetch"] = held / moved
         run["max_over_mean"] = statistics.median(max(x) * len(x) / sum(x) for x in step_loads)
         return run
 
-    def run_floor(self, dp_size: int, batches: int) -> dict[str, float]:
-        floor = Floor.remote()
+    def run_per_batch(self, dp_size: int, batches: int) -> dict[str, float]:
+        per_batch = PerBatch.remote()
         samples = PRODUCERS * batches * SAMPLES_PER_BATCH
         steps = samples // STEP_BATCH
         used = self._used(dp_size)
         start = time.perf_counter()
-        ray.get([p.put_floor.remote(floor, batches) for p in self.producers])
+        ray.get([p.put_per_batch.remote(per_batch, batches) for p in self.producers])
         put_s = time.perf_counter() - start
         start = time.perf_counter()
-        ray.get([c.get_floor.remote(floor, r, dp_size, steps) for c, r in used])
+        ray.get([c.get_per_batch.remote(per_batch, r, dp_size, steps) for c, r in used])
         get_s = time.perf_counter() - start
         start = time.perf_counter()
-        fetched = sum(ray.get([c.fetch_floor.remote() for c, _ in used]))
+        fetched = sum(ray.get([c.fetch_per_batch.remote() for c, _ in used]))
         fetch_s = time.perf_counter() - start
-        ray.kill(floor)
+        ray.kill(per_batch)
         return _per_sample(put_s, get_s, fetch_s, samples, fetched)
 
     def run_gather(self, dp_size: int, batches: int) -> dict[str, float]:
@@ -310,12 +324,15 @@ def _report_main(runs: dict[str, list[dict[str, float]]]) -> None:
     print(f"\n{MAIN_RANKS} ranks, {PRODUCERS * MAIN_BATCHES * SAMPLES_PER_BATCH} samples:")
     print(_row("ours", runs["ours"]) + "   (keep_batches=True, the default)")
     print(_row("ours ps", runs["ours ps"]) + "   (keep_batches=False: balanced sample by sample)")
-    print(_row("floor", runs["floor"]) + "   (Ray's operations alone; see the docstring)")
+    print(_row("per-batch", runs["per-batch"]) + "   (Ray's operations of one put per batch; see the docstring)")
     for name in ("ours", "ours ps"):
         overfetch = statistics.median(r["overfetch"] for r in runs[name])
         balance = statistics.median(r["max_over_mean"] for r in runs[name])
-        print(f"  {name:<8} fetches {overfetch:.2f}x the samples it uses; token load max/mean per step {balance:.5f}")
-    print(f"  ours / floor end to end: {_median(runs['ours'], 'total') / _median(runs['floor'], 'total'):.2f}x")
+        print(
+            f"  {name:<8} reads objects holding {overfetch:.2f}x the samples it uses; "
+            f"token load max/mean per step {balance:.5f}"
+        )
+    print(f"  ours / per-batch end to end: {_median(runs['ours'], 'total') / _median(runs['per-batch'], 'total'):.2f}x")
     theirs = runs["siiRL"]
     if theirs:
         print(_row("siiRL", theirs) + f"   ({SIIRL_STEPS * STEP_BATCH} samples, lockstep)")
@@ -340,16 +357,16 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     harness = Harness()
     harness.run_ours(MAIN_RANKS, WARMUP_BATCHES)
-    harness.run_floor(MAIN_RANKS, WARMUP_BATCHES)
+    harness.run_per_batch(MAIN_RANKS, WARMUP_BATCHES)
     harness.run_gather(MAIN_RANKS, WARMUP_BATCHES)
     if siirl.proc is not None:
         siirl.run(steps=1)  # warm-up
 
-    runs: dict[str, list[dict[str, float]]] = {"ours": [], "ours ps": [], "floor": [], "siiRL": []}
+    runs: dict[str, list[dict[str, float]]] = {"ours": [], "ours ps": [], "per-batch": [], "siiRL": []}
     for _ in range(args.repeats):
         runs["ours"].append(harness.run_ours(MAIN_RANKS, MAIN_BATCHES))
         runs["ours ps"].append(harness.run_ours(MAIN_RANKS, MAIN_BATCHES, keep_batches=False))
-        runs["floor"].append(harness.run_floor(MAIN_RANKS, MAIN_BATCHES))
+        runs["per-batch"].append(harness.run_per_batch(MAIN_RANKS, MAIN_BATCHES))
         if siirl.proc is not None:
             runs["siiRL"].append(siirl.run())
     siirl.close()

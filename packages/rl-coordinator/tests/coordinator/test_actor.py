@@ -70,7 +70,8 @@ def produce_all(coordinator: Any) -> dict[str, int]:
         for b in range(batches):
             start = (p * batches + b) * batch
             acks.append(client.put_batch(edge, make_infos(edge, start, batch), rows(start, batch), wait=False))
-        ray.get(acks)
+        client.flush()
+        assert all(ack.done() and ack.exception() is None for ack in acks)
         return batches * batch
 
     counts = run_threads(producer, len(jobs))

@@ -6,13 +6,15 @@ fetch it straight from the producers' objects. When producer and consumer have t
 and no balancing is asked, the batch stays in the worker (`LocalEdgeStore`, `use_local_path`). A step whose
 ranks will not all read it is freed with `drop` / `drop_before`.
 
-Ref granularity: one `ray.put` per producer batch, and per sample a (ref, position) pair. Per-sample puts
-cost a fixed overhead each (about 1 ms on a busy 2-core machine, whatever the size), which is what makes a
-per-sample design slow; a consumer fetches each distinct batch ref of its share once (`fetch_payloads`) and
-indexes it. Balancing spreads a batch's samples over ranks, so a rank may fetch samples it does not use;
-`StepSpec.keep_batches` (the default) balances whole batches first and then exchanges single samples, which
-keeps about the balance of sample-by-sample while a rank reads few batches (1.5x the samples it uses instead
-of 3.6x at 16 batches of 8 over 4 ranks).
+Ref granularity: a client coalesces its puts (`_sender`): a batch goes out at once when none of the client's
+puts is unacknowledged, and the batches put meanwhile go out together, as one call to the actor and their
+payloads in as few `ray.put`s as `max_bundle_bytes` allows (`_bundle.PayloadBundle`, CPU tensors as raw bytes).
+Each `ray.put` and each actor call costs a fixed round trip (0.3 to 1 ms of CPU on a busy 2-core machine,
+whatever the size), which is what makes per-sample or per-batch designs slow. Per sample the coordinator keeps a
+(ref, position) pair; a consumer fetches each distinct ref of its share once (`fetch_payloads`) and indexes it.
+Balancing spreads an object's samples over ranks, so a rank may fetch samples it does not use;
+`StepSpec.keep_batches` (the default) balances runs of samples sharing a ref first and then exchanges single
+samples, which keeps about the balance of sample-by-sample while a rank reads few objects.
 """
 
 from rl_coordinator.coordinator._actor import DEFAULT_MAX_CONCURRENCY, DataCoordinator, start_coordinator

@@ -1,8 +1,9 @@
-"""The typed wrapper producers and consumers use: one `ray.put` per batch out, one `ray.get` per share in."""
+"""The typed wrapper producers and consumers use: coalesced puts out, one `ray.get` per share in."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
@@ -10,21 +11,22 @@ import ray
 
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo
+from rl_coordinator.coordinator._bundle import encode_batch
 from rl_coordinator.coordinator._requests import (
     DEFAULT_TIMEOUT_S,
-    PutRequest,
     ReadRequest,
     RefSelection,
     check_put,
     check_timeout,
 )
+from rl_coordinator.coordinator._sender import DEFAULT_MAX_BUNDLE_BYTES, PutSender
 
 
 def fetch_payloads(selection: RefSelection, *, timeout_s: float | None = None) -> list[Any]:
     """The samples of a selection, in its order: one `ray.get` over the distinct refs, then indexing.
 
-    A ref holding a batch is fetched once however many of its samples the selection has; sample i is
-    `payload[positions[i]]` (a view for tensors), or the payload itself when its position is None.
+    A ref holding a batch (or a client's bundle of batches) is fetched once however many of its samples the
+    selection has; sample i is `payload[positions[i]]`, or the payload itself when its position is None.
     """
     distinct: dict[Any, int] = {}
     for ref in selection.refs:
@@ -55,38 +57,65 @@ def _batch_length(payload: Any) -> int:
 class CoordinatorClient:
     """Typed access to a DataCoordinator actor for a producer or a consumer.
 
+    Puts are coalesced: a batch goes out at once when no earlier put of this client is unacknowledged, and
+    the batches put meanwhile go out together as one call (their payloads in as few `ray.put`s as
+    `max_bundle_bytes` allows) when it is. A producer that puts with `wait=False` calls `flush()` before it
+    relies on its samples being on the coordinator (before exiting, say).
+
     Args:
         coordinator: the actor handle (`start_coordinator()` or `ray.get_actor(name)`).
         timeout_s: default wait of `get_refs` / `get_batch` for a step's samples.
+        max_bundle_bytes: payload bytes per `ray.put` when batches are coalesced; a consumer fetches a whole
+            object to read any sample of it, so this bounds what a rank pulls for a few samples.
     """
 
-    def __init__(self, coordinator: Any, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        coordinator: Any,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES,
+    ) -> None:
+        if type(max_bundle_bytes) is not int or max_bundle_bytes < 1:
+            raise CoordinatorInputError(f"max_bundle_bytes must be an int >= 1, got {max_bundle_bytes!r}")
         self.coordinator = coordinator
         self.timeout_s = check_timeout(timeout_s)
+        self.max_bundle_bytes = max_bundle_bytes
+        self._sender = PutSender(coordinator, max_bundle_bytes)
 
-    def put_batch(
-        self, edge_key: str, infos: list[SampleInfo], payload: Any, *, wait: bool = True
-    ) -> int | ray.ObjectRef:
-        """Put a producer's batch: one `ray.put` of the whole payload, then its infos and ref to the coordinator.
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The sender's queue and thread stay with this process; a copy elsewhere starts its own.
+        return _rebuild_client, (self.coordinator, self.timeout_s, self.max_bundle_bytes)
+
+    def put_batch(self, edge_key: str, infos: list[SampleInfo], payload: Any, *, wait: bool = True) -> int | Future:
+        """Put a producer's batch: its payload to the object store, its infos and ref to the coordinator.
+
+        The payload is copied before this returns, so the caller may reuse its tensors at once.
 
         Args:
             edge_key: the edge the batch goes out on.
             infos: one SampleInfo per sample, in payload order.
             payload: the samples, indexable by position: a list, a `(n, ...)` tensor or a TensorDict of batch
                 size n, with n = len(infos).
-            wait: wait for the coordinator to accept (errors raise here); False returns the acknowledgement's
-                ObjectRef for the caller to `ray.get` later, so a producer can keep going.
+            wait: wait for the coordinator to accept (errors raise here); False returns a Future of the same
+                result (its `result()` raises a refusal), so a producer can keep going.
 
         Returns:
-            the samples pending on the edge after this put, or the acknowledgement ref when wait=False.
+            the samples pending on the edge after this put, or its Future when wait=False.
         """
         n = _batch_length(payload)
         if isinstance(infos, list) and n != len(infos):
             raise CoordinatorInputError(f"payload has {n} samples but infos has {len(infos)}; pass one info per sample")
-        check_put(edge_key, infos, [None] * n, None)  # before the ray.put, so a bad batch stores nothing
-        ref = ray.put(payload)
-        ack = self.coordinator.put.remote(PutRequest(edge_key, infos, [ref] * n, list(range(n))))
-        return ray.get(ack) if wait else ack
+        check_put(edge_key, infos, [None] * n, None)  # before anything is queued, so a bad batch stores nothing
+        done = self._sender.submit(edge_key, infos, encode_batch(payload, n))
+        return done.result() if wait else done
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every batch this client has put is acknowledged; refusals stay on their Futures.
+
+        Raises TimeoutError when `timeout_s` passes first.
+        """
+        self._sender.flush(timeout_s)
 
     def get_refs(self, request: ReadRequest) -> RefSelection:
         """The requesting rank's share of its step by reference (see ReadRequest); one call to the actor.
@@ -121,3 +150,7 @@ class CoordinatorClient:
     def metrics(self) -> dict[str, float]:
         """The coordinator's metrics by name."""
         return ray.get(self.coordinator.metrics.remote())
+
+
+def _rebuild_client(coordinator: Any, timeout_s: float, max_bundle_bytes: int) -> CoordinatorClient:
+    return CoordinatorClient(coordinator, timeout_s=timeout_s, max_bundle_bytes=max_bundle_bytes)

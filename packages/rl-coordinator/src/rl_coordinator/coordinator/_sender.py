@@ -1,0 +1,137 @@
+"""A producer's puts, coalesced: batches that queue while a send is unacknowledged go out together.
+
+Each `ray.put` and each call to the coordinator costs a fixed round trip (0.3 to 1 ms of CPU on a 2-core
+machine) whatever it carries, and that, not the bytes, bounded a producer putting small batches. The sender
+thread sends whatever has queued as one call carrying a PutRequest per batch, with the batches' payloads in
+as few `ray.put`s as the bundle size allows, then waits for the acknowledgement; batches put meanwhile queue
+for the next send. A lone batch goes out at once (nothing waits for company), so coalescing adds no latency
+when puts are sparse and cuts the round trips to one per send when they are not.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, NamedTuple
+
+import ray
+
+from rl_coordinator._errors import CoordinatorInputError
+from rl_coordinator._sample_info import SampleInfo
+from rl_coordinator.coordinator._bundle import EncodedBatch, PayloadBundle
+from rl_coordinator.coordinator._requests import PutRequest
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BUNDLE_BYTES = 4 << 20
+"""Payload bytes per `ray.put` of a send. A consumer fetches a whole object to read any sample of it, so a cap
+keeps a rank from pulling many megabytes for a few samples when ranks are on other machines; a batch larger
+than the cap is put alone."""
+IDLE_EXIT_S = 2.0
+"""The sender thread ends after this long without a batch (the next put starts another), so clients that are
+dropped leave no thread behind."""
+
+
+class _Queued(NamedTuple):
+    edge_key: str
+    infos: list[SampleInfo]
+    batch: EncodedBatch
+    done: Future
+
+
+def bundle_groups(batches: list[EncodedBatch], max_bytes: int) -> list[list[int]]:
+    """Consecutive batch indices per `ray.put`: each group under `max_bytes`, or one batch that alone exceeds it."""
+    groups: list[list[int]] = []
+    size = 0
+    for i, batch in enumerate(batches):
+        nbytes = batch.nbytes
+        if not groups or size + nbytes > max_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(i)
+        size += nbytes
+    return groups
+
+
+class PutSender:
+    """Sends queued batches to a DataCoordinator from one background thread (see the module docstring).
+
+    Args:
+        coordinator: the DataCoordinator actor handle.
+        max_bundle_bytes: payload bytes per `ray.put` (DEFAULT_MAX_BUNDLE_BYTES).
+    """
+
+    def __init__(self, coordinator: Any, max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES) -> None:
+        self._coordinator = coordinator
+        self._max_bundle_bytes = max_bundle_bytes
+        self._queue: deque[_Queued] = deque()
+        self._unacknowledged = 0
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, edge_key: str, infos: list[SampleInfo], batch: EncodedBatch) -> Future:
+        """Queue one checked batch; the future resolves to the samples pending on its edge, or to its error."""
+        done: Future = Future()
+        with self._changed:
+            self._queue.append(_Queued(edge_key, infos, batch, done))
+            self._unacknowledged += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="coordinator-put-sender", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+        return done
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every batch submitted so far is acknowledged (accepted or refused)."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._unacknowledged == 0, timeout_s):
+                raise TimeoutError(f"{self._unacknowledged} put(s) still unacknowledged after {timeout_s:g}s")
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                if not self._changed.wait_for(lambda: bool(self._queue), IDLE_EXIT_S):
+                    self._thread = None
+                    return
+                queued = list(self._queue)
+                self._queue.clear()
+            self._send(queued)
+            with self._changed:
+                self._unacknowledged -= len(queued)
+                self._changed.notify_all()
+
+    def _send(self, queued: list[_Queued]) -> None:
+        batches = [item.batch for item in queued]
+        requests: list[PutRequest] = []
+        sent: list[_Queued] = []
+        for group in bundle_groups(batches, self._max_bundle_bytes):
+            try:
+                ref = ray.put(PayloadBundle([batches[i] for i in group]))
+            except Exception as exc:  # the object store refused (full, shut down): these batches fail alone
+                for i in group:
+                    queued[i].done.set_exception(exc)
+                continue
+            start = 0
+            for i in group:
+                n = batches[i].length
+                requests.append(
+                    PutRequest(queued[i].edge_key, queued[i].infos, [ref] * n, list(range(start, start + n)))
+                )
+                sent.append(queued[i])
+                start += n
+        if not requests:
+            return
+        try:
+            outcomes = ray.get(self._coordinator.put_many.remote(requests))
+        except Exception as exc:  # the actor is gone or the call failed as a whole
+            logger.warning("a coordinator put of %d batch(es) failed: %r", len(sent), exc)
+            for item in sent:
+                item.done.set_exception(exc)
+            return
+        for item, outcome in zip(sent, outcomes, strict=True):
+            if isinstance(outcome, CoordinatorInputError):
+                item.done.set_exception(outcome)
+            else:
+                item.done.set_result(outcome)
