@@ -30,8 +30,10 @@ class RefSelection(NamedTuple):
 
     Attributes:
         infos: the samples' descriptions.
-        refs: the ObjectRef of the payload holding each sample; samples put in one batch share one ref.
-        positions: each sample's index inside its payload, or None when the ref holds the sample alone.
+        refs: the ObjectRef of the payload holding each sample; the samples of one send of a client share one
+            ref (the batches of that send in one object, indexed as one sequence).
+        positions: each sample's index inside its ref's payload (`payload[position]`), or None when the ref
+            holds the sample alone.
     """
 
     infos: list[SampleInfo]

@@ -181,8 +181,8 @@ def rank_seqlen_metrics(tokens_before: int, tokens_after: int) -> dict[str, floa
 def rebalance(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     """This rank's share of the step's samples after balancing the token workload over the data-parallel ranks.
 
-    Every rank puts its samples on the node's own coordinator edge (`"<id>-><id>"`, by reference: one `ray.put`
-    of the batch, infos to the coordinator) and reads back its share of a partition computed once for all
+    Every rank puts its samples on the node's own coordinator edge (`"<id>-><id>"`, by reference: the batch to
+    the object store, infos to the coordinator) and reads back its share of a partition computed once for all
     ranks (rl_coordinator.balancing, Karmarkar-Karp by default). Every rank must hold as many samples. The
     samples keep every field, advantages included; each rank's share comes back in uid order, padded to a
     common width and trimmed to the longest sample. With one rank the batch passes through unchanged. Node

@@ -58,7 +58,7 @@ def sample_infos(data: StepData, route: EdgeRoute) -> list[SampleInfo]:
 
 
 def put_edge(client: Any, route: EdgeRoute, data: StepData) -> None:
-    """Put a producer's output on coordinator edge `route` (one `ray.put` of the batch, infos to the coordinator)."""
+    """Put a producer's output on coordinator edge `route` (the batch to the object store, infos to the coordinator)."""
     if data.num_samples == 0:
         return  # the coordinator refuses empty puts; a consumer waiting for samples times out with its own error
     client.put_batch(route.key, sample_infos(data, route), SampleBatch(data, f"node {route.src!r}"))
