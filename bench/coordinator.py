@@ -25,8 +25,6 @@ are divided by the samples moved; end to end is their sum:
 Ranks are emulated by 4 consumer actors (rank r on actor r % 4), so 32 ranks are 32 sequential callers spread
 over 4 processes; producers are 8 actors. All actors run on one Ray instance with 2 CPUs.
 
-Every harness actor freezes its heap after setup (gc.freeze), as a DAG worker does; the coordinator actor
-freezes its own.
 Runs alternate (ours, ours ps, per-batch, siiRL, ours, ...; ours, gather, ours, ...) for --repeats repetitions after
 one warm-up each; medians are reported. Counts are scaled down from 8 x 200 x 8 (printed at the start):
 per-sample figures do not depend on them, and the machines these run on are 2 shared cores.
@@ -43,7 +41,6 @@ Run: python bench/coordinator.py [--repeats 5] [--siirl-python PATH]   (about 4 
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import pickle
 import statistics
@@ -108,7 +105,6 @@ class Producer:
 
     def __init__(self, index: int, batches: int) -> None:
         self.batches = _make_batches(index, batches)
-        gc.freeze()  # as a DAG worker does after its setup (rl_runtime.workers.DAGWorker)
 
     def put_ours(self, coordinator: Any, edge: str, count: int) -> int:
         client = CoordinatorClient(coordinator)
@@ -133,7 +129,6 @@ class Consumer:
     def __init__(self) -> None:
         self.selections: list[Any] = []
         self.refs: list[list[Any]] = []
-        gc.freeze()  # as a DAG worker does after its setup (rl_runtime.workers.DAGWorker)
 
     def get_ours(self, coordinator: Any, edge: str, ranks: list[int], spec: StepSpec, steps: int) -> list[list[int]]:
         """Get every step's share of each rank; returns the token load per [step][rank of this actor]."""

@@ -92,6 +92,36 @@ def test_a_failed_send_fails_its_batches_only(ray_runtime: None) -> None:
     assert client.put_batch("e", infos_for("e", 1, 1), [1]) == 1
 
 
+def test_a_put_cancelled_before_its_send_is_not_sent(ray_runtime: None) -> None:
+    double = SlowCoordinatorDouble()
+    client = CoordinatorClient(double)
+    first = client.put_batch("e", infos_for("e", 0, 1), [0], wait=False)
+    wait_for_sends(double, 1)
+    cancelled = client.put_batch("e", infos_for("e", 1, 1), [1], wait=False)
+    kept = client.put_batch("e", infos_for("e", 2, 1), [2], wait=False)
+    assert cancelled.cancel()
+    client.flush(timeout_s=30)
+    assert first.result() == kept.result() == 1
+    assert [[info.uid for request in call for info in request.infos] for call in double.calls] == [["e-0"], ["e-2"]]
+    assert not first.cancel()  # a sent put cannot be taken back
+
+
+def test_a_failing_sender_fails_the_puts_it_drained(ray_runtime: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    double = SlowCoordinatorDouble()
+    client = CoordinatorClient(double)
+
+    def broken(*args: Any) -> Any:
+        raise ValueError("bundle bug")
+
+    monkeypatch.setattr("rl_coordinator.coordinator._sender.bundle_groups", broken)
+    failed = client.put_batch("e", infos_for("e", 0, 1), [0], wait=False)
+    with pytest.raises(ValueError, match="bundle bug"):
+        failed.result(timeout=30)
+    client.flush(timeout_s=30)
+    monkeypatch.undo()
+    assert client.put_batch("e", infos_for("e", 1, 1), [1]) == 1
+
+
 def test_flush_times_out_naming_the_unacknowledged_puts(ray_runtime: None) -> None:
     client = CoordinatorClient(SlowCoordinatorDouble())
     client.put_batch("e", infos_for("e", 0, 1), [0], wait=False)

@@ -98,7 +98,8 @@ class CoordinatorClient:
             payload: the samples, indexable by position: a list, a `(n, ...)` tensor or a TensorDict of batch
                 size n, with n = len(infos).
             wait: wait for the coordinator to accept (errors raise here); False returns a Future of the same
-                result (its `result()` raises a refusal), so a producer can keep going.
+                result (its `result()` raises a refusal), so a producer can keep going; cancelling the Future
+                before its batch is sent keeps the batch from being sent.
 
         Returns:
             the samples pending on the edge after this put, or its Future when wait=False.

@@ -95,11 +95,19 @@ class PutSender:
                 if not self._changed.wait_for(lambda: bool(self._queue), IDLE_EXIT_S):
                     self._thread = None
                     return
-                queued = list(self._queue)
+                drained = list(self._queue)
                 self._queue.clear()
-            self._send(queued)
+            # A put cancelled (Future.cancel) before its send is dropped; after this it can no longer be.
+            queued = [item for item in drained if item.done.set_running_or_notify_cancel()]
+            try:
+                self._send(queued)
+            except Exception as exc:  # a failure of the sender itself must not leave waiters hanging
+                logger.exception("coordinator put sender failed")
+                for item in queued:
+                    if not item.done.done():
+                        item.done.set_exception(exc)
             with self._changed:
-                self._unacknowledged -= len(queued)
+                self._unacknowledged -= len(drained)
                 self._changed.notify_all()
 
     def _send(self, queued: list[_Queued]) -> None:
