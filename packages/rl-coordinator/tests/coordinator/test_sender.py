@@ -82,6 +82,23 @@ def test_a_small_bundle_cap_splits_the_puts_not_the_call(ray_runtime: None) -> N
     assert len({request.refs[0] for request in double.calls[1]}) == 5  # each batch in its own ray.put
 
 
+def test_each_edge_gets_its_own_objects_within_one_call(ray_runtime: None) -> None:
+    double = SlowCoordinatorDouble()
+    client = CoordinatorClient(double)
+    client.put_batch("a", infos_for("a", 0, 1), [0], wait=False)
+    wait_for_sends(double, 1)
+    for b in range(1, 5):
+        edge = "ab"[b % 2]
+        client.put_batch(edge, infos_for(edge, b, 1), [f"{edge}{b}"], wait=False)
+    client.flush(timeout_s=30)
+    assert len(double.calls) == 2
+    second = double.calls[1]
+    payloads = {edge: [ray.get(r.refs[0])[r.positions[0]] for r in second if r.edge_key == edge] for edge in "ab"}
+    assert payloads == {"a": ["a2", "a4"], "b": ["b1", "b3"]}  # each edge's batches in the order they were put
+    refs = {edge: {request.refs[0] for request in second if request.edge_key == edge} for edge in "ab"}
+    assert len(refs["a"]) == len(refs["b"]) == 1 and refs["a"] != refs["b"]
+
+
 def test_a_failed_send_fails_its_batches_only(ray_runtime: None) -> None:
     double = SlowCoordinatorDouble(error=RuntimeError("actor died"))
     client = CoordinatorClient(double)

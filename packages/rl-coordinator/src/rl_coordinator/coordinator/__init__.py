@@ -7,8 +7,9 @@ and no balancing is asked, the batch stays in the worker (`LocalEdgeStore`, `use
 ranks will not all read it is freed with `drop` / `drop_before`.
 
 Ref granularity: a client coalesces its puts (`_sender`): a batch goes out at once when none of the client's
-puts is unacknowledged, and the batches put meanwhile go out together, as one call to the actor and their
-payloads in as few `ray.put`s as `max_bundle_bytes` allows (`_bundle.PayloadBundle`, CPU tensors as raw bytes).
+puts is unacknowledged, and the batches put meanwhile go out together, as one call to the actor and the
+payloads of each edge in as few `ray.put`s as `max_bundle_bytes` allows (`_bundle.PayloadBundle`, CPU tensors
+as raw bytes).
 Each `ray.put` and each actor call costs a fixed round trip (0.3 to 1 ms of CPU on a busy 2-core machine,
 whatever the size), which is what makes per-sample or per-batch designs slow. Per sample the coordinator keeps a
 (ref, position) pair; a consumer fetches each distinct ref of its share once (`fetch_payloads`) and indexes it.

@@ -58,7 +58,7 @@ class CoordinatorClient:
     """Typed access to a DataCoordinator actor for a producer or a consumer.
 
     Puts are coalesced: a batch goes out at once when no earlier put of this client is unacknowledged, and
-    the batches put meanwhile go out together as one call (their payloads in as few `ray.put`s as
+    the batches put meanwhile go out together as one call (each edge's payloads in as few `ray.put`s as
     `max_bundle_bytes` allows) when it is. A producer that puts with `wait=False` calls `flush()` before it
     relies on its samples being on the coordinator (before exiting, say).
 
