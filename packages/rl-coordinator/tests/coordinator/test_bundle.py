@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import threading
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tensordict import TensorDict
 
+from rl_coordinator import CoordinatorInputError
 from rl_coordinator.coordinator._bundle import EncodedBatch, PayloadBundle, encode_batch
 from rl_coordinator.coordinator._sender import bundle_groups
 
@@ -89,9 +91,12 @@ def test_encoding_snapshots_the_payload() -> None:
     assert torch.equal(PayloadBundle([batch])[1], torch.zeros(3))
 
 
-def test_unpicklable_payloads_fail_when_encoded() -> None:
-    with pytest.raises((pickle.PicklingError, TypeError, AttributeError)):
-        encode_batch([lambda: 1], 1)
+def test_closures_pickle_as_ray_put_would_and_unpicklable_payloads_are_refused() -> None:
+    offset = 3
+    bundle = pickle.loads(pickle.dumps(PayloadBundle([encode_batch([lambda x: x + offset], 1)])))
+    assert bundle[0](1) == 4
+    with pytest.raises(CoordinatorInputError, match=r"payload of list cannot be pickled \(.*lock.*\); put tensors"):
+        encode_batch([threading.Lock()], 1)
 
 
 def sized(nbytes: int) -> EncodedBatch:

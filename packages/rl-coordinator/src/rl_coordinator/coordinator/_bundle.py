@@ -15,6 +15,9 @@ import pickle
 from typing import Any, NamedTuple
 
 import torch
+from ray import cloudpickle
+
+from rl_coordinator._errors import CoordinatorInputError
 
 _PROTOCOL = 5
 """Pickle protocol 5 is the one that hands buffers out of band (PEP 574)."""
@@ -58,20 +61,27 @@ def _carries_raw(obj: Any) -> bool:
     )
 
 
-class _RawTensorPickler(pickle.Pickler):
+class _RawTensorPickler(cloudpickle.CloudPickler):
+    # cloudpickle's, as ray.put uses: lambdas, closures and local classes in a payload pickle as they did there.
     def reducer_override(self, obj: Any) -> Any:
         if not _carries_raw(obj):
-            return NotImplemented
+            return super().reducer_override(obj)
         flat = obj.resolve_conj().resolve_neg().contiguous().reshape(-1)
         raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
         return _tensor_from_bytes, (pickle.PickleBuffer(raw.numpy().copy()), obj.dtype, tuple(obj.shape))
 
 
 def encode_batch(payload: Any, length: int) -> EncodedBatch:
-    """Snapshot a batch payload of `length` samples for a bundle; raises what pickling raises on an unpicklable one."""
+    """Snapshot a batch payload of `length` samples for a bundle; CoordinatorInputError if it cannot be pickled."""
     buffers: list[pickle.PickleBuffer] = []
     out = io.BytesIO()
-    _RawTensorPickler(out, protocol=_PROTOCOL, buffer_callback=buffers.append).dump(payload)
+    try:
+        _RawTensorPickler(out, protocol=_PROTOCOL, buffer_callback=buffers.append).dump(payload)
+    except Exception as exc:
+        raise CoordinatorInputError(
+            f"payload of {type(payload).__name__} cannot be pickled ({exc}); put tensors, TensorDicts, lists or "
+            "dicts of them, or other objects cloudpickle can pickle"
+        ) from exc
     return EncodedBatch(out.getvalue(), buffers, length)
 
 
