@@ -93,13 +93,17 @@ class PayloadBundle:
     samples is read, and only that batch.
     """
 
-    def __init__(self, batches: list[EncodedBatch]) -> None:
-        self._metas = [batch.meta for batch in batches]
-        self._buffers = [batch.buffers for batch in batches]
-        self._starts = [0]
-        for batch in batches:
-            self._starts.append(self._starts[-1] + batch.length)
+    def __init__(self, metas: list[bytes], buffers: list[list[Any]], starts: list[int]) -> None:
+        self._metas, self._buffers, self._starts = metas, buffers, starts
         self._decoded: dict[int, Any] = {}
+
+    @classmethod
+    def of(cls, batches: list[EncodedBatch]) -> PayloadBundle:
+        """The bundle of `batches`, in order."""
+        starts = [0]
+        for batch in batches:
+            starts.append(starts[-1] + batch.length)
+        return cls([batch.meta for batch in batches], [batch.buffers for batch in batches], starts)
 
     def __len__(self) -> int:
         return self._starts[-1]
@@ -114,10 +118,4 @@ class PayloadBundle:
         return payload[index - self._starts[batch]]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _restore_bundle, (self._metas, self._buffers, self._starts)
-
-
-def _restore_bundle(metas: list[bytes], buffers: list[list[Any]], starts: list[int]) -> PayloadBundle:
-    bundle = object.__new__(PayloadBundle)
-    bundle._metas, bundle._buffers, bundle._starts, bundle._decoded = metas, buffers, starts, {}
-    return bundle
+        return PayloadBundle, (self._metas, self._buffers, self._starts)

@@ -127,7 +127,7 @@ class PutSender:
         sent: list[_Queued] = []
         for group in self._bundles(queued):
             try:
-                ref = ray.put(PayloadBundle([item.batch for item in group]))
+                ref = ray.put(PayloadBundle.of([item.batch for item in group]))
             except Exception as exc:  # the object store refused (full, shut down): these batches fail alone
                 for item in group:
                     item.done.set_exception(exc)
