@@ -1,8 +1,9 @@
 """Moving samples between pipeline stages by reference: the DataCoordinator actor, its client, the local path.
 
 Producers `ray.put` each batch once and hand the coordinator only SampleInfo and ObjectRefs (a PutRequest);
-consumers ask for their share of a step with a ReadRequest (edge, step, rank and the step's StepSpec) and
-fetch it straight from the producers' objects. When producer and consumer have the same data-parallel layout
+consumers ask for their share of a step with a ReadRequest (edge, step, rank and the step's StepSpec), or
+take the shares of consecutive steps from one streaming call (`ShareStream`, half the cost per step), and
+fetch them straight from the producers' objects. When producer and consumer have the same data-parallel layout
 and no balancing is asked, the batch stays in the worker (`LocalEdgeStore`, `use_local_path`). A step whose
 ranks will not all read it is freed with `drop` / `drop_before`.
 
@@ -19,7 +20,8 @@ samples, which keeps about the balance of sample-by-sample while a rank reads fe
 """
 
 from rl_coordinator.coordinator._actor import DEFAULT_MAX_CONCURRENCY, DataCoordinator, start_coordinator
-from rl_coordinator.coordinator._client import CoordinatorClient, fetch_payloads
+from rl_coordinator.coordinator._client import CoordinatorClient
+from rl_coordinator.coordinator._fetch import fetch_payloads
 from rl_coordinator.coordinator._local import LocalEdgeStore, use_local_path
 from rl_coordinator.coordinator._metrics import (
     METRIC_BYTES_THROUGH,
@@ -40,6 +42,7 @@ from rl_coordinator.coordinator._requests import (
     StepSpec,
 )
 from rl_coordinator.coordinator._state import CoordinatorState
+from rl_coordinator.coordinator._stream import ShareStream
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
@@ -60,6 +63,7 @@ __all__ = [
     "ReadRequest",
     "RefSelection",
     "SampleFilter",
+    "ShareStream",
     "StepSpec",
     "fetch_payloads",
     "start_coordinator",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gc
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import ray
 
 from rl_coordinator._errors import CoordinatorInputError
-from rl_coordinator.coordinator._requests import PutRequest, ReadRequest, RefSelection
+from rl_coordinator.coordinator._requests import PutRequest, ReadRequest, RefSelection, check_steps
 from rl_coordinator.coordinator._state import CoordinatorState
 
 DEFAULT_MAX_CONCURRENCY = 1024
@@ -80,6 +83,22 @@ class DataCoordinator:
         rank has read it. Waits up to the request's timeout (DEFAULT_TIMEOUT_S when None) for the samples.
         """
         return await self._state.get(request)
+
+    async def stream(self, request: ReadRequest, steps: int | None = None) -> AsyncIterator[RefSelection]:
+        """The requesting rank's shares of `steps` consecutive steps from `request.step` (endless when None).
+
+        A streaming call (iterate the ObjectRefGenerator `.remote()` returns; `CoordinatorClient.stream_refs`
+        wraps it): each share is sent as soon as its step is partitioned, one call for all the steps instead of a
+        `get` per step. Every step is read as `get` reads it (the same partition across ranks, freed once every
+        rank has read it), in order; the wait for a step (the request's timeout) starts when the previous share
+        was sent. Cancelling the call releases the rank's claim on the step it waits for.
+        """
+        if not isinstance(request, ReadRequest):
+            raise CoordinatorInputError(f"stream takes a ReadRequest, got {type(request).__name__}")
+        check_steps(steps)
+        last = None if steps is None else request.step + steps
+        for step in itertools.count(request.step) if last is None else range(request.step, last):
+            yield await self._state.get(replace(request, step=step))
 
     async def drop(self, edge_key: str, step: int) -> bool:
         """Free a step whose ranks will not all read it; returns whether it was cached (CoordinatorState.drop)."""

@@ -1,4 +1,4 @@
-"""The typed wrapper producers and consumers use: coalesced puts out, one `ray.get` per share in."""
+"""The typed wrapper producers and consumers use: coalesced puts out, shares in by a call each or a stream."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import ray
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo
 from rl_coordinator.coordinator._bundle import encode_batch
+from rl_coordinator.coordinator._fetch import fetch_payloads
 from rl_coordinator.coordinator._requests import (
     DEFAULT_TIMEOUT_S,
     ReadRequest,
@@ -20,22 +21,7 @@ from rl_coordinator.coordinator._requests import (
     check_timeout,
 )
 from rl_coordinator.coordinator._sender import DEFAULT_MAX_BUNDLE_BYTES, PutSender
-
-
-def fetch_payloads(selection: RefSelection, *, timeout_s: float | None = None) -> list[Any]:
-    """The samples of a selection, in its order: one `ray.get` over the distinct refs, then indexing.
-
-    A ref holding a batch (or a client's bundle of batches) is fetched once however many of its samples the
-    selection has; sample i is `payload[positions[i]]`, or the payload itself when its position is None.
-    """
-    distinct: dict[Any, int] = {}
-    for ref in selection.refs:
-        distinct.setdefault(ref, len(distinct))
-    payloads = ray.get(list(distinct), timeout=timeout_s)
-    return [
-        payloads[distinct[ref]] if pos is None else payloads[distinct[ref]][pos]
-        for ref, pos in zip(selection.refs, selection.positions, strict=True)
-    ]
+from rl_coordinator.coordinator._stream import ShareStream
 
 
 def _batch_length(payload: Any) -> int:
@@ -131,6 +117,17 @@ class CoordinatorClient:
         if request.timeout_s is None:
             request = replace(request, timeout_s=self.timeout_s)
         return ray.get(self.coordinator.get.remote(request))
+
+    def stream_refs(self, request: ReadRequest, steps: int | None = None) -> ShareStream:
+        """The requesting rank's shares of `steps` consecutive steps from `request.step` (None: until closed).
+
+        One streaming call to the actor in place of a `get_refs` call per step: the coordinator sends each
+        share as soon as its step is partitioned (see ShareStream; close it to stop early). Each step's wait
+        runs from the previous share; a request without a timeout waits the client's `timeout_s`.
+        """
+        if isinstance(request, ReadRequest) and request.timeout_s is None:
+            request = replace(request, timeout_s=self.timeout_s)
+        return ShareStream(self.coordinator, request, steps)
 
     def get_batch(self, request: ReadRequest) -> tuple[list[SampleInfo], list[Any]]:
         """The requesting rank's share of its step with its payloads: (infos, samples), samples in info order.

@@ -134,6 +134,11 @@ def check_step(step: object) -> int:
     return _check_int("step", step, 0)
 
 
+def check_steps(steps: object) -> int | None:
+    """`steps` if it is None (endless) or an int >= 1, else CoordinatorInputError."""
+    return None if steps is None else _check_int("steps", steps, 1)
+
+
 def check_timeout(timeout_s: object) -> float:
     """`timeout_s` if it is a finite number of seconds > 0, else CoordinatorInputError."""
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:

@@ -1,0 +1,81 @@
+"""A rank's shares of consecutive steps, pushed by the coordinator: one streaming call instead of a call per step.
+
+Every actor call costs a fixed round trip in both processes (about 0.5 ms of CPU each on a busy 2-core
+machine), and a rank reading an edge step after step pays it every step. On a streaming call the coordinator
+sends each share as a generator item the moment its step is partitioned; an item costs the two processes
+about half of what a call costs. What a rank gives up is asking: the coordinator opens the rank's next step
+as soon as the previous share is sent, so the wait for a step (its timeout) runs from then, and a consumer
+that stops early closes the stream to release its claim on the step it no longer wants.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import ray
+
+from rl_coordinator._errors import CoordinatorInputError
+from rl_coordinator._sample_info import SampleInfo
+from rl_coordinator.coordinator._fetch import fetch_payloads
+from rl_coordinator.coordinator._requests import ReadRequest, RefSelection, check_steps
+
+
+class ShareStream:
+    """A rank's shares of an edge's steps `request.step`, `request.step + 1`, ..., in step order.
+
+    Built by `CoordinatorClient.stream_refs`. Iterate it for RefSelections, or call `next_batch` for the
+    samples themselves. Close it (or use it as a context manager) to stop early: that cancels the
+    coordinator's wait for the next step and releases this rank's claim on it; shares already sent and not
+    taken are dropped (their steps count as read by this rank).
+
+    Args:
+        coordinator: the DataCoordinator actor handle.
+        request: the first step to read, this rank, the StepSpec and filter of every step, and the timeout of
+            each step's wait (counted from the previous share; required here).
+        steps: how many steps to read; None reads until closed.
+    """
+
+    def __init__(self, coordinator: Any, request: ReadRequest, steps: int | None = None) -> None:
+        if not isinstance(request, ReadRequest):
+            raise CoordinatorInputError(
+                f"request must be a ReadRequest, got {type(request).__name__}; build one with "
+                "ReadRequest(edge_key, step, dp_rank, StepSpec(dp_size, batch_size))"
+            )
+        self._end = None if check_steps(steps) is None else request.step + steps
+        self.edge_key = request.edge_key
+        self.next_step = request.step
+        self._items: Any = coordinator.stream.remote(request, steps)
+
+    def __iter__(self) -> ShareStream:
+        return self
+
+    def __next__(self) -> RefSelection:
+        if self._items is None or (self._end is not None and self.next_step >= self._end):
+            raise StopIteration
+        try:
+            selection = ray.get(next(self._items))
+        except BaseException:  # a refused or timed-out step ends the stream on the coordinator too
+            self.close()
+            raise
+        self.next_step += 1
+        return selection
+
+    def next_batch(self) -> tuple[list[SampleInfo], list[Any]]:
+        """The next step's share with its payloads: (infos, samples), samples in info order."""
+        selection = next(self)
+        return selection.infos, fetch_payloads(selection)
+
+    def close(self) -> None:
+        """Stop the stream: the coordinator stops waiting for this rank's next step. Idempotent."""
+        if self._items is not None:
+            ray.cancel(self._items)
+            self._items = None
+
+    def __enter__(self) -> ShareStream:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
