@@ -32,7 +32,7 @@ class ShareStream:
     Args:
         coordinator: the DataCoordinator actor handle.
         request: the first step to read, this rank, the StepSpec and filter of every step, and the timeout of
-            each step's wait (counted from the previous share; required here).
+            each step's wait, counted from the previous share (None: DEFAULT_TIMEOUT_S).
         steps: how many steps to read; None reads until closed.
     """
 
