@@ -138,23 +138,19 @@ class Consumer:
         self.selections: list[Any] = []
         self.refs: list[list[Any]] = []
 
-    def get_ours(self, coordinator: Any, edge: str, ranks: list[int], spec: StepSpec, steps: int) -> list[list[int]]:
-        """Get every step's share of each rank; returns the token load per [step][rank of this actor]."""
+    def read_ours(
+        self, coordinator: Any, edge: str, ranks: list[int], spec: StepSpec, steps: int, stream: bool
+    ) -> list[list[int]]:
+        """Every step's share of each rank, by a get_refs call per step or, with `stream`, from one stream_refs call
+        per rank; returns the token load per [step][rank of this actor]."""
         client = CoordinatorClient(coordinator, timeout_s=GET_TIMEOUT_S)
+        streams = [client.stream_refs(ReadRequest(edge, 0, rank, spec), steps) for rank in ranks] if stream else []
         loads = []
         for step in range(steps):
-            shares = [client.get_refs(ReadRequest(edge, step, rank, spec)) for rank in ranks]
-            self.selections.extend(shares)
-            loads.append([sum(info.total_tokens for info in share.infos) for share in shares])
-        return loads
-
-    def stream_ours(self, coordinator: Any, edge: str, ranks: list[int], spec: StepSpec, steps: int) -> list[list[int]]:
-        """As get_ours, each rank's shares taken from one stream (stream_refs) instead of a get per step."""
-        client = CoordinatorClient(coordinator, timeout_s=GET_TIMEOUT_S)
-        streams = [client.stream_refs(ReadRequest(edge, 0, rank, spec), steps) for rank in ranks]
-        loads = []
-        for _ in range(steps):
-            shares = [next(stream) for stream in streams]
+            if stream:
+                shares = [next(shares_of_rank) for shares_of_rank in streams]
+            else:
+                shares = [client.get_refs(ReadRequest(edge, step, rank, spec)) for rank in ranks]
             self.selections.extend(shares)
             loads.append([sum(info.total_tokens for info in share.infos) for share in shares])
         return loads
@@ -266,8 +262,7 @@ class Harness:
         ray.get([p.put_ours.remote(self.coordinator, edge, batches) for p in self.producers])
         put_s = time.perf_counter() - start
         start = time.perf_counter()
-        read = "stream_ours" if stream else "get_ours"
-        loads = ray.get([getattr(c, read).remote(self.coordinator, edge, r, spec, steps) for c, r in used])
+        loads = ray.get([c.read_ours.remote(self.coordinator, edge, r, spec, steps, stream) for c, r in used])
         get_s = time.perf_counter() - start
         start = time.perf_counter()
         fetched = ray.get([c.fetch_ours.remote() for c, _ in used])
@@ -407,10 +402,9 @@ def main() -> None:
         a: list[dict[str, float]] = []
         b: list[dict[str, float]] = []
         for repetition in range(args.repeats):
-            for run in (a, b)[:: -1 if repetition % 2 else 1]:
+            for run, measure_one in ((a, harness.run_ours), (b, harness.run_gather))[:: -1 if repetition % 2 else 1]:
                 time.sleep(SETTLE_S)
-                measured = harness.run_ours if run is a else harness.run_gather
-                run.append(measured(dp_size, SWEEP_BATCHES))
+                run.append(measure_one(dp_size, SWEEP_BATCHES))
         ratios[dp_size] = _median(b, "total") / _median(a, "total")
         print(f" {dp_size} ranks:")
         print(_row("ours", a))

@@ -96,8 +96,7 @@ class DataCoordinator:
         if not isinstance(request, ReadRequest):
             raise CoordinatorInputError(f"stream takes a ReadRequest, got {type(request).__name__}")
         check_steps(steps)
-        last = None if steps is None else request.step + steps
-        for step in itertools.count(request.step) if last is None else range(request.step, last):
+        for step in itertools.count(request.step) if steps is None else range(request.step, request.step + steps):
             yield await self._state.get(replace(request, step=step))
 
     async def drop(self, edge_key: str, step: int) -> bool:

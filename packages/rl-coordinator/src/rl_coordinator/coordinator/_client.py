@@ -114,9 +114,7 @@ class CoordinatorClient:
                 f"request must be a ReadRequest, got {type(request).__name__}; build one with "
                 "ReadRequest(edge_key, step, dp_rank, StepSpec(dp_size, batch_size))"
             )
-        if request.timeout_s is None:
-            request = replace(request, timeout_s=self.timeout_s)
-        return ray.get(self.coordinator.get.remote(request))
+        return ray.get(self.coordinator.get.remote(self._with_default_timeout(request)))
 
     def stream_refs(self, request: ReadRequest, steps: int | None = None) -> ShareStream:
         """The requesting rank's shares of `steps` consecutive steps from `request.step` (None: until closed).
@@ -125,9 +123,12 @@ class CoordinatorClient:
         share as soon as its step is partitioned (see ShareStream; close it to stop early). Each step's wait
         runs from the previous share; a request without a timeout waits the client's `timeout_s`.
         """
-        if isinstance(request, ReadRequest) and request.timeout_s is None:
-            request = replace(request, timeout_s=self.timeout_s)
+        if isinstance(request, ReadRequest):  # anything else ShareStream refuses, naming what it got
+            request = self._with_default_timeout(request)
         return ShareStream(self.coordinator, request, steps)
+
+    def _with_default_timeout(self, request: ReadRequest) -> ReadRequest:
+        return request if request.timeout_s is not None else replace(request, timeout_s=self.timeout_s)
 
     def get_batch(self, request: ReadRequest) -> tuple[list[SampleInfo], list[Any]]:
         """The requesting rank's share of its step with its payloads: (infos, samples), samples in info order.
