@@ -14,8 +14,9 @@ are divided by the samples moved; end to end is their sum:
            Defaults: keep_batches=True (runs of samples sharing a ref balanced whole, then single-sample
            exchanges).
   ours ps  the same with keep_batches=False (balanced sample by sample).
-  stream   ours, every rank taking its shares of all steps from one CoordinatorClient.stream_refs call (the
-           coordinator sends each share when its step is partitioned) instead of a get_refs call per step.
+  stream   ours, every rank taking its shares of all steps from one CoordinatorClient.stream_refs call instead of
+           a get_refs call per step: the coordinator sends each share when its step is partitioned, with the next
+           shares ready then (up to MAX_SHARES_PER_ITEM); here every step is ready when the ranks start.
   per-batch  the Ray operations of a by-reference design that puts each batch on its own, and nothing else:
            per batch a ray.put and an actor call carrying its ref, per rank and step an actor call returning
            refs to whole batches (as many samples as the rank's share) and a ray.get of them; no infos, no

@@ -11,7 +11,7 @@ import ray
 import torch
 
 from rl_coordinator import CoordinatorInputError, CoordinatorTimeout, SampleInfo
-from rl_coordinator.coordinator import CoordinatorClient, ReadRequest, ShareStream, StepSpec
+from rl_coordinator.coordinator import MAX_SHARES_PER_ITEM, CoordinatorClient, ReadRequest, ShareStream, StepSpec
 
 STEP, RANKS, STEPS = 6, 2, 3
 POLL_S, SETTLE_S = 0.05, 30.0
@@ -49,6 +49,17 @@ def test_streams_read_every_step_like_gets_do(coordinator: Any) -> None:
     uids = [info.uid for rank in streamed for share in rank for info in share.infos]
     assert sorted(uids) == sorted(f"s-same-{i}" for i in range(STEP * STEPS))  # none lost or twice
     assert not [key for key in cached(client) if key[0] == "s-same"]
+
+
+def test_steps_ready_together_come_in_one_item_up_to_the_cap(coordinator: Any) -> None:
+    client = CoordinatorClient(coordinator)
+    steps = MAX_SHARES_PER_ITEM + 2
+    put_samples(client, "s-burst", 0, STEP * steps)
+    one_rank = ReadRequest("s-burst", 0, 0, StepSpec(1, STEP), timeout_s=SETTLE_S)
+    items = [ray.get(item) for item in coordinator.stream.remote(one_rank, steps)]
+    assert [len(item) for item in items] == [MAX_SHARES_PER_ITEM, 2]
+    uids = [info.uid for item in items for share in item for info in share.infos]
+    assert uids == [f"s-burst-{i}" for i in range(STEP * steps)]  # in step order, none lost or twice
 
 
 def test_a_stream_and_a_get_share_one_partition(coordinator: Any) -> None:

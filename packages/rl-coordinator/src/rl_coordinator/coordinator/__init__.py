@@ -2,7 +2,8 @@
 
 Producers `ray.put` each batch once and hand the coordinator only SampleInfo and ObjectRefs (a PutRequest);
 consumers ask for their share of a step with a ReadRequest (edge, step, rank and the step's StepSpec), or
-take the shares of consecutive steps from one streaming call (`ShareStream`, half the cost per step), and
+take the shares of consecutive steps from one streaming call (`ShareStream`: half the cost per step, and the
+steps ready together in one item), and
 fetch them straight from the producers' objects. When producer and consumer have the same data-parallel layout
 and no balancing is asked, the batch stays in the worker (`LocalEdgeStore`, `use_local_path`). A step whose
 ranks will not all read it is freed with `drop` / `drop_before`.
@@ -19,7 +20,12 @@ Balancing spreads an object's samples over ranks, so a rank may fetch samples it
 samples, which keeps about the balance of sample-by-sample while a rank reads few objects.
 """
 
-from rl_coordinator.coordinator._actor import DEFAULT_MAX_CONCURRENCY, DataCoordinator, start_coordinator
+from rl_coordinator.coordinator._actor import (
+    DEFAULT_MAX_CONCURRENCY,
+    MAX_SHARES_PER_ITEM,
+    DataCoordinator,
+    start_coordinator,
+)
 from rl_coordinator.coordinator._client import CoordinatorClient
 from rl_coordinator.coordinator._fetch import fetch_payloads
 from rl_coordinator.coordinator._local import LocalEdgeStore, use_local_path
@@ -47,6 +53,7 @@ from rl_coordinator.coordinator._stream import ShareStream
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_TIMEOUT_S",
+    "MAX_SHARES_PER_ITEM",
     "METRIC_BYTES_THROUGH",
     "METRIC_CACHED_STEPS",
     "METRIC_DROPPED_SAMPLES",

@@ -120,8 +120,9 @@ class CoordinatorClient:
         """The requesting rank's shares of `steps` consecutive steps from `request.step` (None: until closed).
 
         One streaming call to the actor in place of a `get_refs` call per step: the coordinator sends each
-        share as soon as its step is partitioned (see ShareStream; close it to stop early). Each step's wait
-        runs from the previous share; a request without a timeout waits the client's `timeout_s`.
+        share as soon as its step is partitioned, with the next ones already partitioned (see ShareStream; close
+        it to stop early). Each step's wait runs from the previous item's sending; a request without a timeout
+        waits the client's `timeout_s`.
         """
         if isinstance(request, ReadRequest):  # anything else ShareStream refuses, naming what it got
             request = self._with_default_timeout(request)

@@ -130,6 +130,31 @@ class CoordinatorState:
             raise CoordinatorInputError(entry.error)
         return self._read(key, entry, dp_rank, waited)
 
+    def read_ready(self, request: ReadRequest) -> RefSelection | None:
+        """The rank's share of the request's step if it can be read now without waiting, else None.
+
+        None leaves nothing behind (no claim, no open step) and is also the answer to a request `get` would
+        refuse, so that the `get` which follows raises the error. A step the pending samples fill is partitioned
+        here, as `get` would.
+        """
+        key = request.key
+        entry = self._steps.get(key)
+        if entry is None:
+            edge = self._edges.get(request.edge_key)
+            if edge is None or request.step in edge.completed:
+                return None
+            entry = self._steps[key] = _StepEntry(request.spec, request.sample_filter)
+            self._serve(request.edge_key)
+            if not entry.ready.is_set():
+                del self._steps[key]
+                return None
+        if entry.error is not None or not entry.ready.is_set():
+            return None
+        if entry.spec != request.spec or request.dp_rank in entry.claimed:
+            return None
+        entry.claimed.add(request.dp_rank)
+        return self._read(key, entry, request.dp_rank, 0.0)
+
     def drop(self, edge_key: str, step: int) -> bool:
         """Free step `step` of an edge, read or not; returns whether the step was cached.
 
