@@ -6,9 +6,11 @@ sample. The consumer takes steps of 128 samples, split over the ranks with Karma
 
 Implementations, each measured in three phases (all puts, then all gets, then all fetches) whose wall times
 are divided by the samples moved; end to end is their sum:
-  ours     put:   every producer calls CoordinatorClient.put_batch(wait=False) per batch, then flush(): the
-                  client coalesces (a lone batch goes at once, the batches queued while it is unacknowledged
-                  go together: one actor call, payloads in ray.puts of up to 4 MiB);
+  ours     put:   every producer calls CoordinatorClient.put_batch(wait=False) per batch, then flush(), on the
+                  one client it keeps for all runs (as a pipeline worker keeps one); the client snapshots each
+                  batch into its staging ring (reused memory) and coalesces (a lone batch goes at once, the
+                  batches queued while it is unacknowledged go together: one actor call, payloads in ray.puts of
+                  up to 4 MiB);
            get:   every rank calls get_refs(ReadRequest) for every step (infos, refs, positions back);
            fetch: every rank fetches its payloads (fetch_payloads: one ray.get over the distinct refs).
            Defaults: keep_batches=True (runs of samples sharing a ref balanced whole, then single-sample
@@ -114,9 +116,13 @@ class Producer:
 
     def __init__(self, index: int, batches: int) -> None:
         self.batches = _make_batches(index, batches)
+        self.client: CoordinatorClient | None = None
 
     def put_ours(self, coordinator: Any, edge: str, count: int) -> int:
-        client = CoordinatorClient(coordinator)
+        # One client for the producer's life, as a pipeline worker keeps one: its staging memory stays warm.
+        if self.client is None:
+            self.client = CoordinatorClient(coordinator)
+        client = self.client
         done = [client.put_batch(edge, infos, payload, wait=False) for infos, payload in self.batches[:count]]
         client.flush()
         assert all(isinstance(future.result(), int) for future in done)

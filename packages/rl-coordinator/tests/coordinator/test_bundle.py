@@ -99,7 +99,7 @@ def test_closures_pickle_as_ray_put_would_and_unpicklable_payloads_are_refused()
 
 
 def sized(nbytes: int) -> EncodedBatch:
-    return EncodedBatch(b"", [pickle.PickleBuffer(bytearray(nbytes))], 1)
+    return EncodedBatch(b"", [pickle.PickleBuffer(bytearray(nbytes))], 1, [])
 
 
 @given(st.lists(st.integers(0, 100), max_size=30), st.integers(1, 120))

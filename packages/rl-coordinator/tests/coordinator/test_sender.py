@@ -194,6 +194,18 @@ def test_the_payload_may_be_reused_once_put_batch_returns(coordinator: Any) -> N
     assert [float(sample[0]) for sample in fetch_payloads(selection)] == [b for b in range(4) for _ in range(3)]
 
 
+def test_snapshots_survive_a_staging_ring_that_wraps_and_fills(coordinator: Any) -> None:
+    client = CoordinatorClient(coordinator, max_bundle_bytes=256)  # a ring of two 256-byte bundles
+    buffer = torch.zeros(4, 8)  # 128 bytes a batch: the ring fills while batches queue behind a send
+    for b in range(40):
+        buffer.fill_(float(b))
+        client.put_batch("ring", infos_for("ring", 4 * b, 4), buffer, wait=False)
+    client.flush(timeout_s=30)
+    assert client._sender.arena.held_bytes == 0  # every snapshot given back once its bundle was put
+    selection = client.get_refs(ReadRequest("ring", 0, 0, StepSpec(1, 160, balance=False)))
+    assert [float(sample[0]) for sample in fetch_payloads(selection)] == [b for b in range(40) for _ in range(4)]
+
+
 @ray.remote(num_cpus=0)
 def put_from_a_task(client: CoordinatorClient) -> int:
     return client.put_batch("shipped", infos_for("shipped", 0, 2), [0, 1])

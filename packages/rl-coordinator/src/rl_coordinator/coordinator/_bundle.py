@@ -18,6 +18,7 @@ import torch
 from ray import cloudpickle
 
 from rl_coordinator._errors import CoordinatorInputError
+from rl_coordinator.coordinator._staging import Slot, StagingArena
 
 _PROTOCOL = 5
 """Pickle protocol 5 is the one that hands buffers out of band (PEP 574)."""
@@ -31,11 +32,13 @@ class EncodedBatch(NamedTuple):
         buffers: one PickleBuffer per CPU tensor over a copy of its bytes (so later writes to the producer's
             tensors are not sent).
         length: samples in the batch (the payload's len()).
+        staged: the arena slots holding copies, to release once the batch is in the object store.
     """
 
     meta: bytes
     buffers: list[Any]
     length: int
+    staged: list[Slot]
 
     @property
     def nbytes(self) -> int:
@@ -63,26 +66,41 @@ def _carries_raw(obj: Any) -> bool:
 
 class _RawTensorPickler(cloudpickle.CloudPickler):
     # cloudpickle's, as ray.put uses: lambdas, closures and local classes in a payload pickle as they did there.
+    def __init__(self, out: io.BytesIO, buffers: list[Any], arena: StagingArena | None) -> None:
+        super().__init__(out, protocol=_PROTOCOL, buffer_callback=buffers.append)
+        self.arena = arena
+        self.staged: list[Slot] = []
+
     def reducer_override(self, obj: Any) -> Any:
         if not _carries_raw(obj):
             return super().reducer_override(obj)
         flat = obj.resolve_conj().resolve_neg().contiguous().reshape(-1)
         raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
-        return _tensor_from_bytes, (pickle.PickleBuffer(raw.numpy().copy()), obj.dtype, tuple(obj.shape))
+        if self.arena is None:
+            copy = raw.numpy().copy()
+        else:
+            copy, slot = self.arena.snapshot(raw)
+            if slot is not None:
+                self.staged.append(slot)
+        return _tensor_from_bytes, (pickle.PickleBuffer(copy), obj.dtype, tuple(obj.shape))
 
 
-def encode_batch(payload: Any, length: int) -> EncodedBatch:
-    """Snapshot a batch payload of `length` samples for a bundle; CoordinatorInputError if it cannot be pickled."""
+def encode_batch(payload: Any, length: int, arena: StagingArena | None = None) -> EncodedBatch:
+    """Snapshot a batch payload of `length` samples for a bundle, its tensors' bytes copied into `arena` where
+    they fit (else into fresh memory); CoordinatorInputError if it cannot be pickled."""
     buffers: list[pickle.PickleBuffer] = []
     out = io.BytesIO()
+    pickler = _RawTensorPickler(out, buffers, arena)
     try:
-        _RawTensorPickler(out, protocol=_PROTOCOL, buffer_callback=buffers.append).dump(payload)
+        pickler.dump(payload)
     except Exception as exc:
+        if arena is not None:
+            arena.release(pickler.staged)
         raise CoordinatorInputError(
             f"payload of {type(payload).__name__} cannot be pickled ({exc}); put tensors, TensorDicts, lists or "
             "dicts of them, or other objects cloudpickle can pickle"
         ) from exc
-    return EncodedBatch(out.getvalue(), buffers, length)
+    return EncodedBatch(out.getvalue(), buffers, length, pickler.staged)
 
 
 class PayloadBundle:

@@ -46,7 +46,9 @@ class CoordinatorClient:
     Puts are coalesced: a batch goes out at once when no earlier put of this client is unacknowledged, and
     the batches put meanwhile go out together as one call (each edge's payloads in as few `ray.put`s as
     `max_bundle_bytes` allows) when it is. A producer that puts with `wait=False` calls `flush()` before it
-    relies on its samples being on the coordinator (before exiting, say).
+    relies on its samples being on the coordinator (before exiting, say). A put snapshots its tensors into the
+    client's staging ring (two bundles of memory, taken at the first put and kept), so keep one client per
+    producer rather than one per put.
 
     Args:
         coordinator: the actor handle (`start_coordinator()` or `ray.get_actor(name)`).
@@ -94,7 +96,7 @@ class CoordinatorClient:
         if isinstance(infos, list) and n != len(infos):
             raise CoordinatorInputError(f"payload has {n} samples but infos has {len(infos)}; pass one info per sample")
         check_put(edge_key, infos, [None] * n, None)  # before anything is queued, so a bad batch stores nothing
-        done = self._sender.submit(edge_key, infos, encode_batch(payload, n))
+        done = self._sender.submit(edge_key, infos, encode_batch(payload, n, self._sender.arena))
         return done.result() if wait else done
 
     def flush(self, timeout_s: float | None = None) -> None:

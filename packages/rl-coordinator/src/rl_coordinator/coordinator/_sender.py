@@ -22,6 +22,7 @@ from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo
 from rl_coordinator.coordinator._bundle import EncodedBatch, PayloadBundle
 from rl_coordinator.coordinator._requests import PutRequest
+from rl_coordinator.coordinator._staging import StagingArena
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +30,8 @@ DEFAULT_MAX_BUNDLE_BYTES = 4 << 20
 """Payload bytes per `ray.put` of a send. A consumer fetches a whole object to read any sample of it, so a cap
 keeps a rank from pulling many megabytes for a few samples when ranks are on other machines; a batch larger
 than the cap is put alone."""
+ARENA_BUNDLES = 2
+"""The staging arena holds this many full bundles: the one being put and the batches queuing meanwhile."""
 IDLE_EXIT_S = 2.0
 """The sender thread ends after this long without a batch (the next put starts another), so clients that are
 dropped leave no thread behind."""
@@ -58,6 +61,9 @@ def bundle_groups(batches: list[EncodedBatch], max_bytes: int) -> list[list[int]
 class PutSender:
     """Sends queued batches to a DataCoordinator from one background thread (see the module docstring).
 
+    Batches are snapshotted into `arena` (ARENA_BUNDLES bundles of memory, kept for the sender's life), which
+    the sender gives back as each bundle is put.
+
     Args:
         coordinator: the DataCoordinator actor handle.
         max_bundle_bytes: payload bytes per `ray.put` (DEFAULT_MAX_BUNDLE_BYTES).
@@ -66,6 +72,7 @@ class PutSender:
     def __init__(self, coordinator: Any, max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES) -> None:
         self._coordinator = coordinator
         self._max_bundle_bytes = max_bundle_bytes
+        self.arena = StagingArena(ARENA_BUNDLES * max_bundle_bytes)
         self._queue: deque[_Queued] = deque()
         self._unacknowledged = 0
         self._changed = threading.Condition()
@@ -118,6 +125,7 @@ class PutSender:
                 for item in queued:
                     if not item.done.done():
                         item.done.set_exception(exc)
+            self.arena.release([slot for item in drained for slot in item.batch.staged])
             with self._changed:
                 self._unacknowledged -= len(drained)
                 self._changed.notify_all()
@@ -132,6 +140,8 @@ class PutSender:
                 for item in group:
                     item.done.set_exception(exc)
                 continue
+            finally:  # the bundle is in the object store (or will not be): its snapshots' memory is free
+                self.arena.release([slot for item in group for slot in item.batch.staged])
             start = 0
             for item in group:
                 n = item.batch.length
