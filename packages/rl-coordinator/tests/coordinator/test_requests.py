@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
+import ray
 
 from rl_coordinator import CoordinatorInputError, SampleInfo
-from rl_coordinator.coordinator import DEFAULT_TIMEOUT_S, PutRequest, ReadRequest, StepSpec
+from rl_coordinator.coordinator import DEFAULT_TIMEOUT_S, PutRequest, ReadRequest, RefSelection, StepSpec
 from rl_coordinator.coordinator._requests import check_edge, check_timeout
 
 INFO = SampleInfo("u0", 0, 1, 1)
@@ -98,3 +101,14 @@ def test_check_edge_returns_the_key() -> None:
     assert check_edge("rollout->train") == "rollout->train"
     with pytest.raises(CoordinatorInputError, match=r"edge_key must be a non-empty string, got 3"):
         check_edge(3)
+
+
+def test_requests_and_replies_pickle_with_their_infos_as_columns(ray_runtime: None) -> None:
+    infos = [INFO, SampleInfo("u1", 3, 2, 4, policy_version=1, edge="e", metadata={"reward": 0.5})]
+    ref = ray.put([0, 1])
+    for sent in (PutRequest("e", infos, [ref, ref], [0, 1]), RefSelection(infos, [ref, ref], [0, None])):
+        for dumps in (pickle.dumps, ray.cloudpickle.dumps):
+            back = pickle.loads(dumps(sent))
+            assert type(back) is type(sent) and back == sent
+            assert [dict(info.metadata) for info in back.infos] == [{}, {"reward": 0.5}]
+            assert back.refs[0] is back.refs[1]  # a ref shared by samples is sent once

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import ray
 
 from rl_coordinator._errors import CoordinatorInputError
-from rl_coordinator._sample_info import SampleInfo
+from rl_coordinator._sample_info import SampleInfo, pack_infos, unpack_infos
 from rl_coordinator.balancing import PARTITION_METHODS, WORKLOADS
 from rl_core import nearest_name
 
@@ -39,6 +39,16 @@ class RefSelection(NamedTuple):
     infos: list[SampleInfo]
     refs: list[Any]
     positions: list[int | None]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent by the hundred per step: the infos travel as columns (pack_infos).
+        return _selection_from_columns, (pack_infos(self.infos), self.refs, self.positions)
+
+
+def _selection_from_columns(
+    columns: tuple[list[Any], ...], refs: list[Any], positions: list[int | None]
+) -> RefSelection:
+    return RefSelection(unpack_infos(columns), refs, positions)
 
 
 @dataclass(frozen=True)
@@ -260,3 +270,16 @@ class PutRequest:
                 f"refs[{bad}] must be a ray.ObjectRef, got {type(self.refs[bad]).__name__}; ray.put the payload and "
                 "pass its ref"
             )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A coalesced send carries hundreds of infos: they travel as columns (pack_infos).
+        return _put_request_from_columns, (self.edge_key, pack_infos(self.infos), self.refs, self.positions)
+
+
+def _put_request_from_columns(
+    edge_key: str, columns: tuple[list[Any], ...], refs: list[Any], positions: list[int] | None
+) -> PutRequest:
+    # Checked when the producer built it and again by the coordinator's put, so not here as well.
+    request = object.__new__(PutRequest)
+    request.__dict__.update(edge_key=edge_key, infos=unpack_infos(columns), refs=refs, positions=positions)
+    return request
