@@ -2,7 +2,8 @@
 
 Workload (bench/_coordinator_workload.py): 8 producers x batches x 8 samples; a sample is a 1024-token int64
 payload (8 KiB, one row of a producer's `(8, 1024)` batch tensor) plus a SampleInfo with a token count drawn per
-sample. The consumer takes steps of 128 samples, split over the ranks with Karmarkar–Karp balancing.
+sample. The consumer takes steps of 128 samples, split over the ranks with Karmarkar–Karp balancing. The actors
+and the timed runs are in bench/_coordinator_harness.py.
 
 Implementations, each measured in three phases (all puts, then all gets, then all fetches) whose wall times
 are divided by the samples moved; end to end is their sum:
@@ -57,12 +58,10 @@ import os
 import pickle
 import statistics
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 import ray
-import torch
+from _coordinator_harness import Harness, make_batches
 from _coordinator_siirl import SiirlRunner
 from _coordinator_workload import (
     BATCHES,
@@ -70,7 +69,6 @@ from _coordinator_workload import (
     MAIN_BATCHES,
     MAIN_RANKS,
     PRODUCERS,
-    PROMPT_TOKENS,
     SAMPLES_PER_BATCH,
     SIIRL_STEPS,
     STEP_BATCH,
@@ -79,248 +77,13 @@ from _coordinator_workload import (
     TOKENS,
     TOTAL_SAMPLES,
     WARMUP_BATCHES,
-    batch_payloads,
-    consumer_ranks,
-)
-
-from rl_coordinator import SampleInfo
-from rl_coordinator.balancing import balance_across_ranks
-from rl_coordinator.coordinator import (
-    METRIC_BYTES_THROUGH,
-    CoordinatorClient,
-    ReadRequest,
-    StepSpec,
-    fetch_payloads,
-    start_coordinator,
 )
 
 GOAL_US, GOAL_BYTES = 50.0, 1024.0
-GET_TIMEOUT_S = 120.0
 SETTLE_S = 1.0
 """Pause before every run: Ray frees the previous run's objects and references asynchronously, and that work
 landed in the next run's put phase (one A/B: ours' put 28.7 us/sample right after per-batch's run, 23.2 after
 a pause)."""
-
-
-def _make_batches(producer: int, batches: int) -> list[tuple[list[SampleInfo], torch.Tensor]]:
-    """(infos, payload) per batch: uids unique per producer, token counts from the shared workload."""
-    return [
-        (
-            [
-                SampleInfo(f"p{producer}-b{b}-s{s}", producer * batches + b, PROMPT_TOKENS, n - PROMPT_TOKENS)
-                for s, n in enumerate(lengths)
-            ],
-            payload,
-        )
-        for b, (lengths, payload) in enumerate(batch_payloads(producer, batches))
-    ]
-
-
-@ray.remote(num_cpus=0)
-class Producer:
-    """Holds its batches (built before any timing) and puts them on request."""
-
-    def __init__(self, index: int, batches: int) -> None:
-        self.batches = _make_batches(index, batches)
-        self.client: CoordinatorClient | None = None
-
-    def put_ours(self, coordinator: Any, edge: str, count: int) -> int:
-        # One client for the producer's life, as a pipeline worker keeps one: its staging memory stays warm.
-        if self.client is None:
-            self.client = CoordinatorClient(coordinator)
-        client = self.client
-        done = [client.put_batch(edge, infos, payload, wait=False) for infos, payload in self.batches[:count]]
-        client.flush()
-        assert all(isinstance(future.result(), int) for future in done)
-        return count * SAMPLES_PER_BATCH
-
-    def put_per_batch(self, per_batch: Any, count: int) -> int:
-        ray.get([per_batch.put.remote([ray.put(payload)]) for _, payload in self.batches[:count]])
-        return count * SAMPLES_PER_BATCH
-
-    def put_gather(self, gather: Any, count: int) -> int:
-        ray.get([gather.put.remote(infos, payload) for infos, payload in self.batches[:count]])
-        return count * SAMPLES_PER_BATCH
-
-
-@ray.remote(num_cpus=0)
-class Consumer:
-    """Plays the ranks r with r % CONSUMER_ACTORS == its index, one after another."""
-
-    def __init__(self) -> None:
-        self.selections: list[Any] = []
-        self.refs: list[list[Any]] = []
-
-    def read_ours(
-        self, coordinator: Any, edge: str, ranks: list[int], spec: StepSpec, steps: int, stream: bool
-    ) -> list[list[int]]:
-        """Every step's share of each rank, by a get_refs call per step or, with `stream`, from one stream_refs call
-        per rank; returns the token load per [step][rank of this actor]."""
-        client = CoordinatorClient(coordinator, timeout_s=GET_TIMEOUT_S)
-        streams = [client.stream_refs(ReadRequest(edge, 0, rank, spec), steps) for rank in ranks] if stream else []
-        loads = []
-        for step in range(steps):
-            if stream:
-                shares = [next(shares_of_rank) for shares_of_rank in streams]
-            else:
-                shares = [client.get_refs(ReadRequest(edge, step, rank, spec)) for rank in ranks]
-            self.selections.extend(shares)
-            loads.append([sum(info.total_tokens for info in share.infos) for share in shares])
-        return loads
-
-    def fetch_ours(self) -> int:
-        """Samples fetched."""
-        return sum(len(fetch_payloads(selection)) for selection in self.selections)
-
-    def objects_read(self) -> int:
-        """Samples held by the objects the last fetch read (untimed; to report the over-fetch)."""
-        held = sum(len(ray.get(ref)) for selection in self.selections for ref in set(selection.refs))
-        self.selections = []
-        return held
-
-    def get_per_batch(self, per_batch: Any, ranks: list[int], dp_size: int, steps: int) -> None:
-        self.refs = [ray.get(per_batch.get.remote(step, rank, dp_size)) for step in range(steps) for rank in ranks]
-
-    def fetch_per_batch(self) -> int:
-        fetched = sum(len(payload) for refs in self.refs for payload in ray.get(refs))
-        self.refs = []
-        return fetched
-
-    def get_gather(self, gather: Any, ranks: list[int], dp_size: int, steps: int) -> int:
-        got = 0
-        for step in range(steps):
-            for rank in ranks:
-                _, rows = ray.get(gather.get.remote(step, rank, dp_size))
-                got += rows.shape[0]
-        return got
-
-
-@ray.remote(num_cpus=0, max_concurrency=1024)
-class PerBatch:
-    """Keeps batch refs in arrival order and hands each rank of a step whole batches: Ray's cost, no bookkeeping."""
-
-    def __init__(self) -> None:
-        self.refs: list[Any] = []
-
-    async def put(self, refs: list[Any]) -> None:
-        self.refs.extend(refs)
-
-    async def get(self, step: int, rank: int, dp_size: int) -> list[Any]:
-        per_rank = STEP_BATCH // dp_size // SAMPLES_PER_BATCH or 1
-        start = step * STEP_BATCH // SAMPLES_PER_BATCH + rank * per_rank
-        return self.refs[start : start + per_rank]
-
-
-@ray.remote(num_cpus=0, max_concurrency=1024)
-class GatherScatter:
-    """The baseline: payloads travel through this one process, in and out, with the same balancing."""
-
-    def __init__(self) -> None:
-        import asyncio
-
-        self.samples: deque[tuple[Any, Any]] = deque()
-        self.steps: dict[int, list[Any]] = {}
-        self.more = asyncio.Condition()
-
-    async def put(self, infos: list[Any], payload: Any) -> None:
-        self.samples.extend(zip(infos, payload, strict=True))
-        async with self.more:
-            self.more.notify_all()
-
-    async def get(self, step: int, rank: int, dp_size: int) -> tuple[list[Any], Any]:
-        async with self.more:
-            await self.more.wait_for(lambda: step in self.steps or len(self.samples) >= STEP_BATCH)
-        if step not in self.steps:
-            taken = [self.samples.popleft() for _ in range(STEP_BATCH)]
-            parts = balance_across_ranks([info.total_tokens for info, _ in taken], dp_size)
-            self.steps[step] = [taken, parts, 0]
-        entry = self.steps[step]
-        mine = [entry[0][i] for i in entry[1][rank]]
-        entry[2] += 1
-        if entry[2] == dp_size:
-            del self.steps[step]
-        return [info for info, _ in mine], torch.stack([row for _, row in mine])
-
-    async def reset(self) -> None:
-        self.samples.clear()
-        self.steps.clear()
-
-
-def _per_sample(put_s: float, get_s: float, fetch_s: float, samples: int, moved: int) -> dict[str, float]:
-    return {"put": put_s / samples * 1e6, "get": get_s / moved * 1e6, "fetch": fetch_s / moved * 1e6}
-
-
-class Harness:
-    """Actors shared by every repetition; each repetition of ours uses a fresh edge, of per-batch a fresh actor."""
-
-    def __init__(self) -> None:
-        self.producers = [Producer.remote(p, BATCHES) for p in range(PRODUCERS)]
-        self.consumers = [Consumer.remote() for _ in range(CONSUMER_ACTORS)]
-        self.coordinator = start_coordinator()
-        self.gather = GatherScatter.remote()
-        self.runs = 0
-        ray.get([p.put_gather.remote(self.gather, 0) for p in self.producers])  # wait for the actors to start
-
-    def _used(self, dp_size: int) -> list[tuple[Any, list[int]]]:
-        return [(c, r) for c, r in zip(self.consumers, consumer_ranks(dp_size), strict=True) if r]
-
-    def run_ours(self, dp_size: int, batches: int, keep_batches: bool = True, stream: bool = False) -> dict[str, float]:
-        self.runs += 1
-        edge = f"bench-{self.runs}"
-        samples = PRODUCERS * batches * SAMPLES_PER_BATCH
-        steps = samples // STEP_BATCH
-        spec = StepSpec(dp_size, STEP_BATCH, keep_batches=keep_batches)
-        used = self._used(dp_size)
-        start = time.perf_counter()
-        ray.get([p.put_ours.remote(self.coordinator, edge, batches) for p in self.producers])
-        put_s = time.perf_counter() - start
-        start = time.perf_counter()
-        loads = ray.get([c.read_ours.remote(self.coordinator, edge, r, spec, steps, stream) for c, r in used])
-        get_s = time.perf_counter() - start
-        start = time.perf_counter()
-        fetched = ray.get([c.fetch_ours.remote() for c, _ in used])
-        fetch_s = time.perf_counter() - start
-        moved = steps * STEP_BATCH
-        assert sum(fetched) == moved, fetched
-        held = sum(ray.get([c.objects_read.remote() for c, _ in used]))
-        step_loads = [[load for actor in loads for load in actor[step]] for step in range(steps)]
-        run = _per_sample(put_s, get_s, fetch_s, samples, moved)
-        run["overfetch"] = held / moved
-        run["max_over_mean"] = statistics.median(max(x) * len(x) / sum(x) for x in step_loads)
-        return run
-
-    def run_per_batch(self, dp_size: int, batches: int) -> dict[str, float]:
-        per_batch = PerBatch.remote()
-        samples = PRODUCERS * batches * SAMPLES_PER_BATCH
-        steps = samples // STEP_BATCH
-        used = self._used(dp_size)
-        start = time.perf_counter()
-        ray.get([p.put_per_batch.remote(per_batch, batches) for p in self.producers])
-        put_s = time.perf_counter() - start
-        start = time.perf_counter()
-        ray.get([c.get_per_batch.remote(per_batch, r, dp_size, steps) for c, r in used])
-        get_s = time.perf_counter() - start
-        start = time.perf_counter()
-        fetched = sum(ray.get([c.fetch_per_batch.remote() for c, _ in used]))
-        fetch_s = time.perf_counter() - start
-        ray.kill(per_batch)
-        return _per_sample(put_s, get_s, fetch_s, samples, fetched)
-
-    def run_gather(self, dp_size: int, batches: int) -> dict[str, float]:
-        ray.get(self.gather.reset.remote())
-        samples = PRODUCERS * batches * SAMPLES_PER_BATCH
-        steps = samples // STEP_BATCH
-        start = time.perf_counter()
-        ray.get([p.put_gather.remote(self.gather, batches) for p in self.producers])
-        put_s = time.perf_counter() - start
-        start = time.perf_counter()
-        got = ray.get([c.get_gather.remote(self.gather, r, dp_size, steps) for c, r in self._used(dp_size)])
-        get_s = time.perf_counter() - start
-        assert sum(got) == steps * STEP_BATCH, got
-        return _per_sample(put_s, get_s, 0.0, samples, steps * STEP_BATCH)
-
-    def bytes_through(self) -> float:
-        return ray.get(self.coordinator.metrics.remote())[METRIC_BYTES_THROUGH]
 
 
 def _verdict(us: float) -> str:
@@ -443,7 +206,7 @@ def main() -> None:
 
     _compare_siirl(harness, args.siirl_python, args.repeats)
     bytes_ours = harness.bytes_through()
-    info_bytes = len(pickle.dumps(_make_batches(0, 1)[0][0])) / SAMPLES_PER_BATCH
+    info_bytes = len(pickle.dumps(make_batches(0, 1)[0][0])) / SAMPLES_PER_BATCH
     print(f"\ngather actor bytes through per sample (payload + info, in and out): {2 * (TOKENS * 8 + info_bytes):.0f}")
     print(f"wall time {time.perf_counter() - began:.0f} s")
     ray.shutdown()
