@@ -15,6 +15,7 @@ V's site-packages naming this environment's site-packages (ray, torch, tensordic
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pickle
@@ -70,6 +71,7 @@ def _worker() -> None:
                     for s, n in enumerate(lengths)
                 ]
                 self.batches.append((infos, payload))
+            gc.freeze()  # as the actors of bench/_coordinator_harness.py do (freeze_startup_heap)
 
         def put(self, coordinator: Any, step: int) -> int:
             """Put this producer's batches of a step; returns the pickled bytes sent to the coordinator."""
@@ -84,6 +86,7 @@ def _worker() -> None:
     class SiirlConsumer:
         def __init__(self) -> None:
             self.refs: list[Any] = []
+            gc.freeze()  # as the actors of bench/_coordinator_harness.py do (freeze_startup_heap)
 
         def get(self, coordinator: Any, ranks: list[int], dp_size: int) -> tuple[int, int]:
             """Get the ranks' refs of a step; returns (samples, pickled bytes received)."""

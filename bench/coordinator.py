@@ -28,6 +28,8 @@ are divided by the samples moved; end to end is their sum:
            stacked, for every step (get; the data comes back with the reply, so fetch is 0).
   siiRL    siiRL 0.2.0's DataCoordinator in its own interpreter and Ray instance (bench/_coordinator_siirl.py,
            --siirl-python, default $SIIRL_PYTHON), lockstep, one ray.put per sample, scaled-down counts.
+Every actor freezes its import-time heap once built (gc.freeze, as the coordinator actor does; see
+bench/_coordinator_harness.py's freeze_startup_heap), siiRL's too.
 Ranks are emulated by 4 consumer actors (rank r on actor r % 4), so 32 ranks are 32 sequential callers spread
 over 4 processes; producers are 8 actors. All our actors run on one Ray instance with 2 CPUs.
 

@@ -48,7 +48,10 @@ class CoordinatorClient:
     `max_bundle_bytes` allows) when it is. A producer that puts with `wait=False` calls `flush()` before it
     relies on its samples being on the coordinator (before exiting, say). A put snapshots its tensors into the
     client's staging ring (two bundles of memory, taken at the first put and kept), so keep one client per
-    producer rather than one per put.
+    producer rather than one per put. Every share read and put allocates a few Python objects per sample; in a
+    process holding Ray's and torch's ~200k objects, each full garbage collection they trigger rescans all of
+    those (a quarter of a second on 2 cores), so a long-running producer or consumer calls `gc.freeze()` once
+    set up, as the coordinator actor does.
 
     Args:
         coordinator: the actor handle (`start_coordinator()` or `ray.get_actor(name)`).
