@@ -25,9 +25,9 @@ PRODUCERS, BATCHES, SAMPLES_PER_BATCH, TOKENS = 8, 200, 8, 1024
 TOTAL_SAMPLES = PRODUCERS * BATCHES * SAMPLES_PER_BATCH
 STEP_BATCH, MAIN_RANKS, SWEEP_RANKS = 128, 4, (2, 8, 32)
 CONSUMER_ACTORS = 4
-MAIN_BATCHES, SWEEP_BATCHES = 64, 32
-"""Batches per producer actually run (4 ranks; rank sweep): scaled from 200 to keep the whole run near 4
-minutes on 2 busy cores."""
+MAIN_BATCHES, SWEEP_BATCHES = BATCHES, 32
+"""Batches per producer actually run: the full count at 4 ranks; the rank sweep (2, 8 and 32 ranks, against the
+gather actor) is scaled to 32 to keep the whole run near 4 minutes on 2 busy cores."""
 SIIRL_STEPS = 4
 """siiRL runs 4 lockstep steps of 128 (512 samples) per repetition, not 100: one ray.put per sample."""
 WARMUP_BATCHES = 16

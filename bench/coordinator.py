@@ -40,8 +40,8 @@ repetitions after one warm-up each, a second's pause before every run; medians a
   3. siiRL against stream. siiRL's worker brings its own Ray instance (an idle one with a dozen actors used
      about 8 % of one core here), started for this block only: the other blocks run on one Ray instance, as a
      deployment does, and both sides of this comparison share the second instance's load.
-Counts are scaled down from 8 x 200 x 8 (printed at the start) to keep the run short on 2 shared cores; the full
-count was no cheaper per sample (one run: 78 us against 62 at 64 batches per producer).
+Blocks 1 and 3 run the issue's full count (8 x 200 x 8, 12,800 samples, 100 steps); the rank sweep runs 32
+batches per producer to keep the whole run short on 2 shared cores; siiRL runs scaled-down lockstep steps.
 "Bytes through the coordinator" is the actor's own estimate (pickled size of the infos, refs and positions
 crossing it, in and out, per sample); for the gather actor it is the payload plus info, in and out.
 
@@ -50,7 +50,7 @@ Last lines (the rank sweep compares gather with ours reading by get, a call per 
     bytes through coordinator per sample: <ours> goal=1024 met|missed
     RESULT coordinator us_per_sample=<stream, 4 ranks> ratio=<gather_us / ours_us at 8 ranks> goal=50 met|missed
 
-Run: python bench/coordinator.py [--repeats 5] [--siirl-python PATH]   (2 to 3 minutes on 2 CPU cores)
+Run: python bench/coordinator.py [--repeats 5] [--siirl-python PATH]   (about 3 minutes on 2 CPU cores)
 """
 
 from __future__ import annotations
@@ -170,9 +170,8 @@ def main() -> None:
         f"KK balancing; ranks on {CONSUMER_ACTORS} consumer actors; {args.repeats} repetitions, alternating"
     )
     print(
-        f"scaled: {MAIN_BATCHES} batches per producer at {MAIN_RANKS} ranks and {SWEEP_BATCHES} in the rank sweep "
-        f"{SWEEP_RANKS} (not {BATCHES}); siiRL {SIIRL_STEPS} lockstep steps ({SIIRL_STEPS * STEP_BATCH} samples, "
-        f"not {TOTAL_SAMPLES})"
+        f"counts: {MAIN_BATCHES} batches per producer at {MAIN_RANKS} ranks, {SWEEP_BATCHES} in the rank sweep "
+        f"{SWEEP_RANKS}; siiRL {SIIRL_STEPS} lockstep steps ({SIIRL_STEPS * STEP_BATCH} samples, not {TOTAL_SAMPLES})"
     )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     harness = Harness()
