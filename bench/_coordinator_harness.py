@@ -101,15 +101,21 @@ class Consumer:
         freeze_startup_heap()
 
     def read_ours(
-        self, coordinator: Any, edge: str, ranks: list[int], spec: StepSpec, steps: int, stream: bool
+        self, coordinator: Any, edge: str, ranks: list[int], spec: StepSpec, steps: int, shares_per_item: int | None
     ) -> list[list[int]]:
-        """Every step's share of each rank, by a get_refs call per step or, with `stream`, from one stream_refs call
-        per rank; returns the token load per [step][rank of this actor]."""
+        """Every step's share of each rank, by a get_refs call per step (`shares_per_item` None) or from one
+        stream_refs call per rank, up to `shares_per_item` shares an item; returns the token load per [step][rank
+        of this actor]."""
         client = CoordinatorClient(coordinator, timeout_s=GET_TIMEOUT_S)
-        streams = [client.stream_refs(ReadRequest(edge, 0, rank, spec), steps) for rank in ranks] if stream else []
+        streams = []
+        if shares_per_item is not None:
+            streams = [
+                client.stream_refs(ReadRequest(edge, 0, rank, spec), steps, max_shares_per_item=shares_per_item)
+                for rank in ranks
+            ]
         loads = []
         for step in range(steps):
-            if stream:
+            if streams:
                 shares = [next(shares_of_rank) for shares_of_rank in streams]
             else:
                 shares = [client.get_refs(ReadRequest(edge, step, rank, spec)) for rank in ranks]
@@ -215,7 +221,10 @@ class Harness:
     def _used(self, dp_size: int) -> list[tuple[Any, list[int]]]:
         return [(c, r) for c, r in zip(self.consumers, consumer_ranks(dp_size), strict=True) if r]
 
-    def run_ours(self, dp_size: int, batches: int, keep_batches: bool = True, stream: bool = False) -> dict[str, float]:
+    def run_ours(
+        self, dp_size: int, batches: int, keep_batches: bool = True, shares_per_item: int | None = None
+    ) -> dict[str, float]:
+        """One run of ours: ranks read by a get per step, or by streams of up to `shares_per_item` shares an item."""
         self.runs += 1
         edge = f"bench-{self.runs}"
         samples = PRODUCERS * batches * SAMPLES_PER_BATCH
@@ -226,7 +235,7 @@ class Harness:
         ray.get([p.put_ours.remote(self.coordinator, edge, batches) for p in self.producers])
         put_s = time.perf_counter() - start
         start = time.perf_counter()
-        loads = ray.get([c.read_ours.remote(self.coordinator, edge, r, spec, steps, stream) for c, r in used])
+        loads = ray.get([c.read_ours.remote(self.coordinator, edge, r, spec, steps, shares_per_item) for c, r in used])
         get_s = time.perf_counter() - start
         start = time.perf_counter()
         fetched = ray.get([c.fetch_ours.remote() for c, _ in used])

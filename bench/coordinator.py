@@ -19,7 +19,10 @@ are divided by the samples moved; end to end is their sum:
   ours ps  the same with keep_batches=False (balanced sample by sample).
   stream   ours, every rank taking its shares of all steps from one CoordinatorClient.stream_refs call instead of
            a get_refs call per step: the coordinator sends each share when its step is partitioned, with the next
-           shares ready then (up to MAX_SHARES_PER_ITEM); here every step is ready when the ranks start.
+           shares ready then (up to MAX_SHARES_PER_ITEM). Here every step is put before the ranks start, so the
+           ranks catch up: nearly every item carries 16 shares.
+  stream 1 the same with max_shares_per_item=1: one item per share, what a rank that keeps pace with its
+           producers gets (its next step is never ready when a share is sent).
   per-batch  the Ray operations of a by-reference design that puts each batch on its own, and nothing else:
            per batch a ray.put and an actor call carrying its ref, per rank and step an actor call returning
            refs to whole batches (as many samples as the rank's share) and a ray.get of them; no infos, no
@@ -35,7 +38,7 @@ over 4 processes; producers are 8 actors. All our actors run on one Ray instance
 
 Three blocks, each alternating its implementations (A, B, ..., then the reverse order, ...) for --repeats
 repetitions after one warm-up each, a second's pause before every run; medians are reported:
-  1. ours, ours ps, stream, per-batch (the figures the goals are judged on);
+  1. ours, ours ps, stream, stream 1, per-batch (the figures the goals are judged on);
   2. the rank sweep, ours against gather at each rank count;
   3. siiRL against stream. siiRL's worker brings its own Ray instance (an idle one with a dozen actors used
      about 8 % of one core here), started for this block only: the other blocks run on one Ray instance, as a
@@ -47,6 +50,7 @@ crossing it, in and out, per sample); for the gather actor it is the payload plu
 
 Last lines (the rank sweep compares gather with ours reading by get, a call per rank and step each):
     ours reading by a get per rank and step: <ours, 4 ranks> goal=50 met|missed
+    ours by a stream of one share an item: <stream 1, 4 ranks> goal=50 met|missed
     bytes through coordinator per sample: <ours> goal=1024 met|missed
     RESULT coordinator us_per_sample=<stream, 4 ranks> ratio=<gather_us / ours_us at 8 ranks> goal=50 met|missed
 
@@ -80,6 +84,8 @@ from _coordinator_workload import (
     TOTAL_SAMPLES,
     WARMUP_BATCHES,
 )
+
+from rl_coordinator.coordinator import MAX_SHARES_PER_ITEM
 
 GOAL_US, GOAL_BYTES = 50.0, 1024.0
 SETTLE_S = 1.0
@@ -128,8 +134,9 @@ def _report_main(runs: dict[str, list[dict[str, float]]]) -> None:
     print(_row("ours", runs["ours"]) + "   (keep_batches=True, the default)")
     print(_row("ours ps", runs["ours ps"]) + "   (keep_batches=False: balanced sample by sample)")
     print(_row("stream", runs["stream"]) + "   (ours, each rank's shares from one stream_refs call)")
+    print(_row("stream 1", runs["stream 1"]) + "   (the same, one share an item: a rank keeping pace with producers)")
     print(_row("per-batch", runs["per-batch"]) + "   (Ray's operations of one put per batch; see the docstring)")
-    for name in ("ours", "ours ps", "stream"):
+    for name in ("ours", "ours ps", "stream", "stream 1"):
         overfetch = statistics.median(r["overfetch"] for r in runs[name])
         balance = statistics.median(r["max_over_mean"] for r in runs[name])
         print(
@@ -148,7 +155,11 @@ def _compare_siirl(harness: Harness, siirl_python: str, repeats: int) -> None:
         return
     siirl.run(steps=1)  # warm-up
     runs = _alternate(
-        {"stream": lambda: harness.run_ours(MAIN_RANKS, MAIN_BATCHES, stream=True), "siiRL": siirl.run}, repeats
+        {
+            "stream": lambda: harness.run_ours(MAIN_RANKS, MAIN_BATCHES, shares_per_item=MAX_SHARES_PER_ITEM),
+            "siiRL": siirl.run,
+        },
+        repeats,
     )
     siirl.close()
     print("\nsiiRL beside ours, both Ray instances up:")
@@ -176,6 +187,7 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     harness = Harness()
     harness.run_ours(MAIN_RANKS, WARMUP_BATCHES)
+    harness.run_ours(MAIN_RANKS, WARMUP_BATCHES, shares_per_item=MAX_SHARES_PER_ITEM)
     harness.run_per_batch(MAIN_RANKS, WARMUP_BATCHES)
     harness.run_gather(MAIN_RANKS, WARMUP_BATCHES)
 
@@ -183,7 +195,8 @@ def main() -> None:
         {
             "ours": lambda: harness.run_ours(MAIN_RANKS, MAIN_BATCHES),
             "ours ps": lambda: harness.run_ours(MAIN_RANKS, MAIN_BATCHES, keep_batches=False),
-            "stream": lambda: harness.run_ours(MAIN_RANKS, MAIN_BATCHES, stream=True),
+            "stream": lambda: harness.run_ours(MAIN_RANKS, MAIN_BATCHES, shares_per_item=MAX_SHARES_PER_ITEM),
+            "stream 1": lambda: harness.run_ours(MAIN_RANKS, MAIN_BATCHES, shares_per_item=1),
             "per-batch": lambda: harness.run_per_batch(MAIN_RANKS, MAIN_BATCHES),
         },
         args.repeats,
@@ -213,6 +226,8 @@ def main() -> None:
     ray.shutdown()
     by_get, us = _median(runs["ours"], "total"), _median(runs["stream"], "total")
     print(f"ours reading by a get per rank and step: {by_get:.1f} us/sample goal={GOAL_US:.0f} {_verdict(by_get)}")
+    one_each = _median(runs["stream 1"], "total")
+    print(f"ours by a stream of one share an item: {one_each:.1f} us/sample goal={GOAL_US:.0f} {_verdict(one_each)}")
     bytes_verdict = "met" if bytes_ours <= GOAL_BYTES else "missed"
     print(f"bytes through coordinator per sample: {bytes_ours:.0f} goal={GOAL_BYTES:.0f} {bytes_verdict}")
     print(f"RESULT coordinator us_per_sample={us:.1f} ratio={ratios[8]:.2f} goal={GOAL_US:.0f} {_verdict(us)}")

@@ -17,6 +17,7 @@ from tensordict import TensorDict
 from rl_coordinator import CoordinatorInputError
 from rl_coordinator.coordinator._bundle import EncodedBatch, PayloadBundle, encode_batch
 from rl_coordinator.coordinator._sender import bundle_groups
+from rl_coordinator.coordinator._staging import StagingArena
 
 
 def mixed_batches() -> list[tuple[Any, int]]:
@@ -96,6 +97,26 @@ def test_closures_pickle_as_ray_put_would_and_unpicklable_payloads_are_refused()
     assert bundle[0](1) == 4
     with pytest.raises(CoordinatorInputError, match=r"payload of list cannot be pickled \(.*lock.*\); put tensors"):
         encode_batch([threading.Lock()], 1)
+
+
+class _Interrupting:
+    def __reduce__(self) -> Any:
+        raise KeyboardInterrupt
+
+
+def test_encoding_into_an_arena_copies_there_and_a_failed_encoding_gives_its_slots_back() -> None:
+    arena = StagingArena(1 << 16)
+    payload = torch.arange(6).reshape(3, 2)
+    batch = encode_batch(payload, 3, arena)
+    assert len(batch.staged) == 1 and arena.held_bytes > 0
+    payload.fill_(0)
+    assert torch.equal(PayloadBundle.of([batch])[2], torch.tensor([4, 5]))
+    arena.release(batch.staged)
+    with pytest.raises(CoordinatorInputError, match="cannot be pickled"):
+        encode_batch([torch.ones(4), threading.Lock()], 2, arena)
+    with pytest.raises(KeyboardInterrupt):  # an interrupt is not turned into an input error
+        encode_batch([torch.ones(4), _Interrupting()], 2, arena)
+    assert arena.held_bytes == 0
 
 
 def sized(nbytes: int) -> EncodedBatch:

@@ -13,6 +13,7 @@ import torch
 
 from rl_coordinator import CoordinatorInputError, SampleInfo
 from rl_coordinator.coordinator import CoordinatorClient, PutRequest, ReadRequest, StepSpec, fetch_payloads
+from rl_coordinator.coordinator._sender import ARENA_BUNDLES, MAX_ARENA_BYTES, PutSender
 
 # Ray workers cannot import this test module (it is not on their path), so its functions travel by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -216,6 +217,11 @@ def test_a_client_travels_to_another_process(coordinator: Any) -> None:
     copy = pickle.loads(pickle.dumps(client))
     assert (copy.timeout_s, copy.max_bundle_bytes) == (5.0, 1024)
     assert ray.get(put_from_a_task.remote(client)) == 2
+
+
+def test_the_staging_ring_holds_two_bundles_up_to_its_cap() -> None:
+    assert PutSender(None, max_bundle_bytes=1024).arena.capacity == ARENA_BUNDLES * 1024
+    assert PutSender(None, max_bundle_bytes=1 << 30).arena.capacity == MAX_ARENA_BYTES
 
 
 @pytest.mark.parametrize("cap", [0, 1.5, True])

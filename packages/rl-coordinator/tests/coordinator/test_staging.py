@@ -99,3 +99,10 @@ def test_threads_snapshot_while_another_releases() -> None:
 def test_a_snapshot_of_the_whole_capacity_fits_an_empty_ring(capacity: int) -> None:
     arena = StagingArena(capacity)
     assert arena.snapshot(raw(capacity, 1))[1] is not None
+
+
+def test_snapshots_start_on_a_cache_line() -> None:
+    arena = StagingArena(CAPACITY)
+    for nbytes in (1, ALIGN_BYTES + 3, 7):
+        buffer, _ = arena.snapshot(raw(nbytes, 1))
+        assert torch.frombuffer(buffer, dtype=torch.uint8).data_ptr() % ALIGN_BYTES == 0

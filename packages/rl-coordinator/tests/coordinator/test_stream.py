@@ -60,6 +60,11 @@ def test_steps_ready_together_come_in_one_item_up_to_the_cap(coordinator: Any) -
     assert [len(item) for item in items] == [MAX_SHARES_PER_ITEM, 2]
     uids = [info.uid for item in items for share in item for info in share.infos]
     assert uids == [f"s-burst-{i}" for i in range(STEP * steps)]  # in step order, none lost or twice
+    put_samples(client, "s-one", 0, STEP * 6)
+    one_each = ReadRequest("s-one", 0, 0, StepSpec(1, STEP), timeout_s=SETTLE_S)
+    assert [len(ray.get(item)) for item in coordinator.stream.remote(one_each, 3, 1)] == [1, 1, 1]
+    shares = list(client.stream_refs(ReadRequest("s-one", 3, 0, StepSpec(1, STEP)), 3, max_shares_per_item=1))
+    assert [info.uid for share in shares for info in share.infos] == [f"s-one-{i}" for i in range(3 * STEP, 6 * STEP)]
 
 
 def test_a_stream_and_a_get_share_one_partition(coordinator: Any) -> None:
@@ -129,6 +134,7 @@ def test_a_step_that_never_fills_times_out_naming_the_counts(coordinator: Any) -
         (("not a request",), r"request must be a ReadRequest, got str"),
         ((request("s-x", 0, 0), 0), r"steps must be an int >= 1, got 0"),
         ((request("s-x", 0, 0), 1.5), r"steps must be an int >= 1, got 1.5"),
+        ((request("s-x", 0, 0), 1, 0), r"max_shares_per_item must be an int >= 1, got 0"),
     ],
 )
 def test_bad_stream_arguments_are_refused_before_any_call(coordinator: Any, arguments: tuple, message: str) -> None:

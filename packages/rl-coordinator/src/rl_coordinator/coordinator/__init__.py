@@ -20,12 +20,7 @@ Balancing spreads an object's samples over ranks, so a rank may fetch samples it
 samples, which keeps about the balance of sample-by-sample while a rank reads few objects.
 """
 
-from rl_coordinator.coordinator._actor import (
-    DEFAULT_MAX_CONCURRENCY,
-    MAX_SHARES_PER_ITEM,
-    DataCoordinator,
-    start_coordinator,
-)
+from rl_coordinator.coordinator._actor import DEFAULT_MAX_CONCURRENCY, DataCoordinator, start_coordinator
 from rl_coordinator.coordinator._client import CoordinatorClient
 from rl_coordinator.coordinator._fetch import fetch_payloads
 from rl_coordinator.coordinator._local import LocalEdgeStore, use_local_path
@@ -41,6 +36,7 @@ from rl_coordinator.coordinator._metrics import (
 )
 from rl_coordinator.coordinator._requests import (
     DEFAULT_TIMEOUT_S,
+    MAX_SHARES_PER_ITEM,
     PutRequest,
     ReadRequest,
     RefSelection,

@@ -10,17 +10,20 @@ from typing import Any
 import ray
 
 from rl_coordinator._errors import CoordinatorInputError
-from rl_coordinator.coordinator._requests import PutRequest, ReadRequest, RefSelection, check_steps
+from rl_coordinator.coordinator._requests import (
+    MAX_SHARES_PER_ITEM,
+    PutRequest,
+    ReadRequest,
+    RefSelection,
+    check_max_shares,
+    check_steps,
+)
 from rl_coordinator.coordinator._state import CoordinatorState
 
 DEFAULT_MAX_CONCURRENCY = 1024
 """Concurrent calls the actor accepts. Every rank waiting for a step holds one slot until its samples arrive,
 so this bounds the ranks that can wait at once (all consumers of all edges) plus the producers' puts in
 flight; the calls are coroutines on one event loop, so a slot costs a little memory, not a thread."""
-MAX_SHARES_PER_ITEM = 16
-"""Shares a stream item carries at most. A stream item costs caller and coordinator a fixed round trip, so a rank
-that falls behind catches up with the steps already partitioned in one item; the cap bounds how many
-partitions the first share of an item waits behind (about 0.3 ms each on a 2-core machine)."""
 
 
 # Bookkeeping only: it needs no CPU slot. Its calls are not recorded as task events (for Ray's dashboard and
@@ -87,25 +90,28 @@ class DataCoordinator:
         """
         return await self._state.get(request)
 
-    async def stream(self, request: ReadRequest, steps: int | None = None) -> AsyncIterator[list[RefSelection]]:
+    async def stream(
+        self, request: ReadRequest, steps: int | None = None, max_shares_per_item: int = MAX_SHARES_PER_ITEM
+    ) -> AsyncIterator[list[RefSelection]]:
         """The requesting rank's shares of `steps` consecutive steps from `request.step` (endless when None).
 
         A streaming call (iterate the ObjectRefGenerator `.remote()` returns; `CoordinatorClient.stream_refs`
         wraps it): each item is a list of consecutive shares, sent as soon as its first step is partitioned,
-        with the following steps that can be read at once (up to MAX_SHARES_PER_ITEM). Every step is read as
-        `get` reads it (the same partition across ranks, freed once every rank has read it), in order; the wait
-        for a step (the request's timeout) starts when the previous item was sent. Cancelling the call releases
-        the rank's claim on the step it waits for.
+        with the following steps that can be read at once (`max_shares_per_item` shares at most). Every step is
+        read as `get` reads it (the same partition across ranks, freed once every rank has read it), in order;
+        the wait for a step (the request's timeout) starts when the previous item was sent. Cancelling the call
+        releases the rank's claim on the step it waits for.
         """
         if not isinstance(request, ReadRequest):
             raise CoordinatorInputError(f"stream takes a ReadRequest, got {type(request).__name__}")
         check_steps(steps)
+        check_max_shares(max_shares_per_item)
         end = None if steps is None else request.step + steps
         step = request.step
         while end is None or step < end:
             shares = [await self._state.get(replace(request, step=step))]
             step += 1
-            while len(shares) < MAX_SHARES_PER_ITEM and (end is None or step < end):
+            while len(shares) < max_shares_per_item and (end is None or step < end):
                 share = self._state.read_ready(replace(request, step=step))
                 if share is None:
                     break

@@ -93,9 +93,11 @@ def encode_batch(payload: Any, length: int, arena: StagingArena | None = None) -
     pickler = _RawTensorPickler(out, buffers, arena)
     try:
         pickler.dump(payload)
-    except Exception as exc:
+    except BaseException as exc:  # interrupts too: a slot kept by a batch never sent would stall the ring
         if arena is not None:
             arena.release(pickler.staged)
+        if not isinstance(exc, Exception):
+            raise
         raise CoordinatorInputError(
             f"payload of {type(payload).__name__} cannot be pickled ({exc}); put tensors, TensorDicts, lists or "
             "dicts of them, or other objects cloudpickle can pickle"

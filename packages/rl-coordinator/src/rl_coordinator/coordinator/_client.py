@@ -15,6 +15,7 @@ from rl_coordinator.coordinator._bundle import encode_batch
 from rl_coordinator.coordinator._fetch import fetch_payloads
 from rl_coordinator.coordinator._requests import (
     DEFAULT_TIMEOUT_S,
+    MAX_SHARES_PER_ITEM,
     ReadRequest,
     RefSelection,
     check_put,
@@ -47,8 +48,8 @@ class CoordinatorClient:
     the batches put meanwhile go out together as one call (each edge's payloads in as few `ray.put`s as
     `max_bundle_bytes` allows) when it is. A producer that puts with `wait=False` calls `flush()` before it
     relies on its samples being on the coordinator (before exiting, say). A put snapshots its tensors into the
-    client's staging ring (two bundles of memory, taken at the first put and kept), so keep one client per
-    producer rather than one per put. Every share read and put allocates a few Python objects per sample; in a
+    client's staging ring (two bundles of memory, at most 64 MiB, touched as used and kept), so keep one client
+    per producer rather than one per put. Every share read and put allocates a few Python objects per sample; in a
     process holding Ray's and torch's ~200k objects, each full garbage collection they trigger rescans all of
     those (a quarter of a second on 2 cores), so a long-running producer or consumer calls `gc.freeze()` once
     set up, as the coordinator actor does.
@@ -121,17 +122,19 @@ class CoordinatorClient:
             )
         return ray.get(self.coordinator.get.remote(self._with_default_timeout(request)))
 
-    def stream_refs(self, request: ReadRequest, steps: int | None = None) -> ShareStream:
+    def stream_refs(
+        self, request: ReadRequest, steps: int | None = None, *, max_shares_per_item: int = MAX_SHARES_PER_ITEM
+    ) -> ShareStream:
         """The requesting rank's shares of `steps` consecutive steps from `request.step` (None: until closed).
 
         One streaming call to the actor in place of a `get_refs` call per step: the coordinator sends each
-        share as soon as its step is partitioned, with the next ones already partitioned (see ShareStream; close
-        it to stop early). Each step's wait runs from the previous item's sending; a request without a timeout
-        waits the client's `timeout_s`.
+        share as soon as its step is partitioned, with the next ones already partitioned, up to
+        `max_shares_per_item` in one item (see ShareStream; close it to stop early). Each step's wait runs from
+        the previous item's sending; a request without a timeout waits the client's `timeout_s`.
         """
         if isinstance(request, ReadRequest):  # anything else ShareStream refuses, naming what it got
             request = self._with_default_timeout(request)
-        return ShareStream(self.coordinator, request, steps)
+        return ShareStream(self.coordinator, request, steps, max_shares_per_item)
 
     def _with_default_timeout(self, request: ReadRequest) -> ReadRequest:
         return request if request.timeout_s is not None else replace(request, timeout_s=self.timeout_s)

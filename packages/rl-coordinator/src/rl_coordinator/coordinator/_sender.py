@@ -32,6 +32,8 @@ keeps a rank from pulling many megabytes for a few samples when ranks are on oth
 than the cap is put alone."""
 ARENA_BUNDLES = 2
 """The staging arena holds this many full bundles: the one being put and the batches queuing meanwhile."""
+MAX_ARENA_BYTES = 64 << 20
+"""The staging arena is never larger than this, whatever the bundle cap: the batches beyond it take fresh memory."""
 IDLE_EXIT_S = 2.0
 """The sender thread ends after this long without a batch (the next put starts another), so clients that are
 dropped leave no thread behind."""
@@ -61,8 +63,8 @@ def bundle_groups(batches: list[EncodedBatch], max_bytes: int) -> list[list[int]
 class PutSender:
     """Sends queued batches to a DataCoordinator from one background thread (see the module docstring).
 
-    Batches are snapshotted into `arena` (ARENA_BUNDLES bundles of memory, kept for the sender's life), which
-    the sender gives back as each bundle is put.
+    Batches are snapshotted into `arena` (ARENA_BUNDLES bundles of memory, at most MAX_ARENA_BYTES, kept for the
+    sender's life), which the sender gives back as each bundle is put.
 
     Args:
         coordinator: the DataCoordinator actor handle.
@@ -72,7 +74,7 @@ class PutSender:
     def __init__(self, coordinator: Any, max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES) -> None:
         self._coordinator = coordinator
         self._max_bundle_bytes = max_bundle_bytes
-        self.arena = StagingArena(ARENA_BUNDLES * max_bundle_bytes)
+        self.arena = StagingArena(min(ARENA_BUNDLES * max_bundle_bytes, MAX_ARENA_BYTES))
         self._queue: deque[_Queued] = deque()
         self._unacknowledged = 0
         self._changed = threading.Condition()

@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 ALIGN_BYTES = 64
-"""Snapshots start on a cache-line boundary, so copies in and out of them run at full width."""
+"""Snapshots start on a cache-line boundary (the ring is a torch allocation, 64-byte aligned), so copies in and out
+of them run at full width."""
 
 
 class Slot:
@@ -37,8 +38,8 @@ class StagingArena:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._memory: bytearray | None = None
         self._bytes: torch.Tensor | None = None
+        self._memory: memoryview | None = None
         self._live: deque[Slot] = deque()
         self._head = 0
         self._lock = threading.Lock()
@@ -59,8 +60,12 @@ class StagingArena:
         if slot is None:
             return raw.numpy().copy(), None
         assert self._memory is not None and self._bytes is not None
-        self._bytes[slot.start : slot.start + nbytes].copy_(raw)
-        return memoryview(self._memory)[slot.start : slot.start + nbytes], slot
+        try:
+            self._bytes[slot.start : slot.start + nbytes].copy_(raw)
+        except BaseException:
+            self.release([slot])
+            raise
+        return self._memory[slot.start : slot.start + nbytes], slot
 
     def release(self, slots: list[Slot]) -> None:
         """Give slots back; a slot already given back is ignored."""
@@ -74,9 +79,9 @@ class StagingArena:
         size = -(-nbytes // ALIGN_BYTES) * ALIGN_BYTES
         if size > self.capacity:
             return None
-        if self._memory is None:
-            self._memory = bytearray(self.capacity)
-            self._bytes = torch.frombuffer(self._memory, dtype=torch.uint8)
+        if self._bytes is None:  # uninitialised: a page is touched when a snapshot first uses it
+            self._bytes = torch.empty(self.capacity, dtype=torch.uint8)
+            self._memory = memoryview(self._bytes.numpy())
         start = self._free_start(size)
         if start is None:
             return None

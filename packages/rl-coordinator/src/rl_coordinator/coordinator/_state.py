@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rl_coordinator._errors import CoordinatorInputError, CoordinatorTimeout
-from rl_coordinator._sample_info import SampleInfo
+from rl_coordinator._sample_info import SampleInfo, pack_infos
 from rl_coordinator.coordinator._metrics import CoordinatorMetrics
 from rl_coordinator.coordinator._requests import (
     ReadRequest,
@@ -91,7 +91,7 @@ class CoordinatorState:
         edge.uids.update(uids)
         where = positions if positions is not None else [None] * n
         edge.queue.extend(map(PendingSample, infos, refs, where))
-        self.metrics.count_put(n, (edge_key, infos, refs, positions))
+        self.metrics.count_put(n, (edge_key, pack_infos(infos), refs, positions))  # as PutRequest sends them
         self._serve(edge_key)
         return len(edge.queue)
 

@@ -20,7 +20,13 @@ import ray
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo
 from rl_coordinator.coordinator._fetch import fetch_payloads
-from rl_coordinator.coordinator._requests import ReadRequest, RefSelection, check_steps
+from rl_coordinator.coordinator._requests import (
+    MAX_SHARES_PER_ITEM,
+    ReadRequest,
+    RefSelection,
+    check_max_shares,
+    check_steps,
+)
 
 
 class ShareStream:
@@ -36,9 +42,16 @@ class ShareStream:
         request: the first step to read, this rank, the StepSpec and filter of every step, and the timeout of
             each step's wait, counted from the previous item's sending (None: DEFAULT_TIMEOUT_S).
         steps: how many steps to read; None reads until closed.
+        max_shares_per_item: shares the coordinator sends in one item at most (MAX_SHARES_PER_ITEM).
     """
 
-    def __init__(self, coordinator: Any, request: ReadRequest, steps: int | None = None) -> None:
+    def __init__(
+        self,
+        coordinator: Any,
+        request: ReadRequest,
+        steps: int | None = None,
+        max_shares_per_item: int = MAX_SHARES_PER_ITEM,
+    ) -> None:
         if not isinstance(request, ReadRequest):
             raise CoordinatorInputError(
                 f"request must be a ReadRequest, got {type(request).__name__}; build one with "
@@ -47,7 +60,7 @@ class ShareStream:
         self._end = None if check_steps(steps) is None else request.step + steps
         self.edge_key = request.edge_key
         self.next_step = request.step
-        self._items: Any = coordinator.stream.remote(request, steps)
+        self._items: Any = coordinator.stream.remote(request, steps, check_max_shares(max_shares_per_item))
         self._received: deque[RefSelection] = deque()
 
     def __iter__(self) -> ShareStream:
