@@ -45,9 +45,13 @@ def test_as_dict_by_hand() -> None:
 
 def test_bytes_are_sized_on_one_call_in_sixteen_and_averaged_over_sized_samples() -> None:
     metrics = CoordinatorMetrics()
-    small, large = b"x" * 10, b"x" * 1000
+    small = b"x" * 10
+
+    def not_sized() -> bytes:
+        raise AssertionError("a call whose turn it is not was sized")
+
     for call in range(BYTES_SAMPLE_EVERY + 1):
-        metrics.count_put(2, small if call % BYTES_SAMPLE_EVERY == 0 else large)  # calls 0 and 16 are sized
+        metrics.count_put(2, (lambda: small) if call % BYTES_SAMPLE_EVERY == 0 else not_sized)  # calls 0 and 16
     metrics.count_get(4, 0.25, small)
     assert metrics.put_samples == 2 * (BYTES_SAMPLE_EVERY + 1) and metrics.put_sized_samples == 4
     assert metrics.as_dict(0, 0)[METRIC_BYTES_THROUGH] == 2 * estimate_bytes(small) / 4 + estimate_bytes(small) / 4

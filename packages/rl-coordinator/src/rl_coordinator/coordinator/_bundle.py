@@ -18,7 +18,7 @@ import torch
 from ray import cloudpickle
 
 from rl_coordinator._errors import CoordinatorInputError
-from rl_coordinator.coordinator._staging import Slot, StagingArena
+from rl_coordinator.coordinator._staging import NO_STAGING, Slot, StagingArena
 
 _PROTOCOL = 5
 """Pickle protocol 5 is the one that hands buffers out of band (PEP 574)."""
@@ -66,7 +66,7 @@ def _carries_raw(obj: Any) -> bool:
 
 class _RawTensorPickler(cloudpickle.CloudPickler):
     # cloudpickle's, as ray.put uses: lambdas, closures and local classes in a payload pickle as they did there.
-    def __init__(self, out: io.BytesIO, buffers: list[Any], arena: StagingArena | None) -> None:
+    def __init__(self, out: io.BytesIO, buffers: list[Any], arena: StagingArena) -> None:
         super().__init__(out, protocol=_PROTOCOL, buffer_callback=buffers.append)
         self.arena = arena
         self.staged: list[Slot] = []
@@ -76,16 +76,13 @@ class _RawTensorPickler(cloudpickle.CloudPickler):
             return super().reducer_override(obj)
         flat = obj.resolve_conj().resolve_neg().contiguous().reshape(-1)
         raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
-        if self.arena is None:
-            copy = raw.numpy().copy()
-        else:
-            copy, slot = self.arena.snapshot(raw)
-            if slot is not None:
-                self.staged.append(slot)
+        copy, slot = self.arena.snapshot(raw)
+        if slot is not None:
+            self.staged.append(slot)
         return _tensor_from_bytes, (pickle.PickleBuffer(copy), obj.dtype, tuple(obj.shape))
 
 
-def encode_batch(payload: Any, length: int, arena: StagingArena | None = None) -> EncodedBatch:
+def encode_batch(payload: Any, length: int, arena: StagingArena = NO_STAGING) -> EncodedBatch:
     """Snapshot a batch payload of `length` samples for a bundle, its tensors' bytes copied into `arena` where
     they fit (else into fresh memory); CoordinatorInputError if it cannot be pickled."""
     buffers: list[pickle.PickleBuffer] = []
@@ -94,8 +91,7 @@ def encode_batch(payload: Any, length: int, arena: StagingArena | None = None) -
     try:
         pickler.dump(payload)
     except BaseException as exc:  # interrupts too: a slot kept by a batch never sent would stall the ring
-        if arena is not None:
-            arena.release(pickler.staged)
+        arena.release(pickler.staged)
         if not isinstance(exc, Exception):
             raise
         raise CoordinatorInputError(

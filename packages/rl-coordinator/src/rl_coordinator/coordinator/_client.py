@@ -19,6 +19,7 @@ from rl_coordinator.coordinator._requests import (
     ReadRequest,
     RefSelection,
     check_put,
+    check_read_request,
     check_timeout,
 )
 from rl_coordinator.coordinator._sender import DEFAULT_MAX_BUNDLE_BYTES, PutSender
@@ -115,12 +116,7 @@ class CoordinatorClient:
 
         A request without a timeout waits the client's `timeout_s`.
         """
-        if not isinstance(request, ReadRequest):
-            raise CoordinatorInputError(
-                f"request must be a ReadRequest, got {type(request).__name__}; build one with "
-                "ReadRequest(edge_key, step, dp_rank, StepSpec(dp_size, batch_size))"
-            )
-        return ray.get(self.coordinator.get.remote(self._with_default_timeout(request)))
+        return ray.get(self.coordinator.get.remote(self._with_default_timeout(check_read_request(request))))
 
     def stream_refs(
         self, request: ReadRequest, steps: int | None = None, *, max_shares_per_item: int = MAX_SHARES_PER_ITEM
@@ -132,8 +128,7 @@ class CoordinatorClient:
         `max_shares_per_item` in one item (see ShareStream; close it to stop early). Each step's wait runs from
         the previous item's sending; a request without a timeout waits the client's `timeout_s`.
         """
-        if isinstance(request, ReadRequest):  # anything else ShareStream refuses, naming what it got
-            request = self._with_default_timeout(request)
+        request = self._with_default_timeout(check_read_request(request))
         return ShareStream(self.coordinator, request, steps, max_shares_per_item)
 
     def _with_default_timeout(self, request: ReadRequest) -> ReadRequest:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,10 +55,11 @@ class CoordinatorMetrics:
     get_calls: int = 0
     get_wait_s: float = 0.0
 
-    def count_put(self, samples: int, crossing: Any) -> None:
-        """Count a put of `samples` samples; size `crossing` (what the call carried) when its turn comes."""
+    def count_put(self, samples: int, crossing: Callable[[], Any]) -> None:
+        """Count a put of `samples` samples; size what `crossing()` builds (what the call carried, in its wire form)
+        when its turn comes, so the other calls do not build it."""
         if self.put_calls % BYTES_SAMPLE_EVERY == 0:
-            self.put_bytes += estimate_bytes(crossing)
+            self.put_bytes += estimate_bytes(crossing())
             self.put_sized_samples += samples
         self.put_calls += 1
         self.put_samples += samples

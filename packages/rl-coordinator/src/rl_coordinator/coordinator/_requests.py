@@ -159,6 +159,16 @@ def check_steps(steps: object) -> int | None:
     return None if steps is None else _check_int("steps", steps, 1)
 
 
+def check_read_request(request: object) -> ReadRequest:
+    """`request` if it is a ReadRequest, else CoordinatorInputError saying how to build one."""
+    if not isinstance(request, ReadRequest):
+        raise CoordinatorInputError(
+            f"request must be a ReadRequest, got {type(request).__name__}; build one with "
+            "ReadRequest(edge_key, step, dp_rank, StepSpec(dp_size, batch_size))"
+        )
+    return request
+
+
 def check_timeout(timeout_s: object) -> float:
     """`timeout_s` if it is a finite number of seconds > 0, else CoordinatorInputError."""
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:

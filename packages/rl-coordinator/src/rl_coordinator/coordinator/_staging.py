@@ -102,3 +102,7 @@ class StagingArena:
                 return self._head
             return 0 if tail > size else None
         return self._head if tail - self._head > size else None
+
+
+NO_STAGING = StagingArena(0)
+"""An arena nothing fits in, never allocated: every snapshot taken with it is a fresh copy."""

@@ -91,7 +91,7 @@ class CoordinatorState:
         edge.uids.update(uids)
         where = positions if positions is not None else [None] * n
         edge.queue.extend(map(PendingSample, infos, refs, where))
-        self.metrics.count_put(n, (edge_key, pack_infos(infos), refs, positions))  # as PutRequest sends them
+        self.metrics.count_put(n, lambda: (edge_key, pack_infos(infos), refs, positions))  # as PutRequest sends
         self._serve(edge_key)
         return len(edge.queue)
 
@@ -102,25 +102,16 @@ class CoordinatorState:
                 f"get takes a ReadRequest, got {type(request).__name__}; build one with "
                 "ReadRequest(edge_key, step, dp_rank, StepSpec(dp_size, batch_size))"
             )
-        edge_key, step, dp_rank, spec = request.edge_key, request.step, request.dp_rank, request.spec
-        edge = self._edges.get(edge_key)
-        if edge is None and not request.wait_for_edge:
+        edge_key, dp_rank = request.edge_key, request.dp_rank
+        if edge_key not in self._edges and not request.wait_for_edge:
             raise CoordinatorInputError(self._unknown_edge(edge_key, "wait_for_edge=False"))
-        if edge is not None and step in edge.completed:
-            raise CoordinatorInputError(
-                f"step {step} of edge {edge_key!r} was already {edge.completed[step]} and freed; ask for the next step"
-            )
         key = request.key
         entry = self._steps.get(key)
-        if entry is not None and entry.spec != spec:
-            raise CoordinatorInputError(
-                f"rank {dp_rank} asked step {step} of edge {edge_key!r} with {spec}, but the step was opened with "
-                f"{entry.spec}; every rank of a step must send the same request"
-            )
-        if entry is not None and dp_rank in entry.claimed:
-            raise CoordinatorInputError(f"rank {dp_rank} already asked for step {step} of edge {edge_key!r}")
+        refusal = self._refusal(request, entry)
+        if refusal is not None:
+            raise CoordinatorInputError(refusal)
         if entry is None:
-            entry = self._steps[key] = _StepEntry(spec, request.sample_filter)
+            entry = self._steps[key] = _StepEntry(request.spec, request.sample_filter)
             self._serve(edge_key)
         entry.claimed.add(dp_rank)
         waited = 0.0
@@ -139,10 +130,9 @@ class CoordinatorState:
         """
         key = request.key
         entry = self._steps.get(key)
+        if request.edge_key not in self._edges or self._refusal(request, entry) is not None:
+            return None
         if entry is None:
-            edge = self._edges.get(request.edge_key)
-            if edge is None or request.step in edge.completed:
-                return None
             entry = self._steps[key] = _StepEntry(request.spec, request.sample_filter)
             self._serve(request.edge_key)
             if not entry.ready.is_set():
@@ -150,10 +140,25 @@ class CoordinatorState:
                 return None
         if entry.error is not None or not entry.ready.is_set():
             return None
-        if entry.spec != request.spec or request.dp_rank in entry.claimed:
-            return None
         entry.claimed.add(request.dp_rank)
         return self._read(key, entry, request.dp_rank, 0.0)
+
+    def _refusal(self, request: ReadRequest, entry: _StepEntry | None) -> str | None:
+        """Why a read of the request's step is refused (the step was freed, it was opened with another spec, or
+        the rank asked for it before), or None; `entry` is the step's cache entry, if any."""
+        edge_key, step, dp_rank = request.edge_key, request.step, request.dp_rank
+        edge = self._edges.get(edge_key)
+        if edge is not None and step in edge.completed:
+            how = edge.completed[step]
+            return f"step {step} of edge {edge_key!r} was already {how} and freed; ask for the next step"
+        if entry is not None and entry.spec != request.spec:
+            return (
+                f"rank {dp_rank} asked step {step} of edge {edge_key!r} with {request.spec}, but the step was opened "
+                f"with {entry.spec}; every rank of a step must send the same request"
+            )
+        if entry is not None and dp_rank in entry.claimed:
+            return f"rank {dp_rank} already asked for step {step} of edge {edge_key!r}"
+        return None
 
     def drop(self, edge_key: str, step: int) -> bool:
         """Free step `step` of an edge, read or not; returns whether the step was cached.

@@ -17,7 +17,6 @@ from typing import Any
 
 import ray
 
-from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo
 from rl_coordinator.coordinator._fetch import fetch_payloads
 from rl_coordinator.coordinator._requests import (
@@ -25,6 +24,7 @@ from rl_coordinator.coordinator._requests import (
     ReadRequest,
     RefSelection,
     check_max_shares,
+    check_read_request,
     check_steps,
 )
 
@@ -52,11 +52,7 @@ class ShareStream:
         steps: int | None = None,
         max_shares_per_item: int = MAX_SHARES_PER_ITEM,
     ) -> None:
-        if not isinstance(request, ReadRequest):
-            raise CoordinatorInputError(
-                f"request must be a ReadRequest, got {type(request).__name__}; build one with "
-                "ReadRequest(edge_key, step, dp_rank, StepSpec(dp_size, batch_size))"
-            )
+        check_read_request(request)
         self._end = None if check_steps(steps) is None else request.step + steps
         self.edge_key = request.edge_key
         self.next_step = request.step
