@@ -1,11 +1,14 @@
-"""The built-in pipelines (GRPO, PPO, DAPO, embodied SRPO) in a registry a user extends with one function.
+"""The built-in pipelines (GRPO, PPO, DAPO) in a registry a user extends with one function.
 
     @register_pipeline("my_algo")
     def my_algo() -> TaskGraph:
         return Pipeline("my_algo").add_node(...).build()
 
-Node order, types and roles follow siiRL's built-in pipeline definitions. Operation names are the
-`BUILTIN_OPERATIONS` a runtime binds to executors; no node imports anything.
+Node order and roles follow siiRL's built-in pipeline definitions. Operation names are the
+`BUILTIN_OPERATIONS` a runtime binds to executors; no node imports anything. Only a pipeline whose every
+operation the runtime binds is registered, so every registered name runs: `embodied_srpo_pipeline` is
+defined here but not registered, because its `embodied_sampling` operation needs an environment runtime
+that does not exist yet (the SRPO work registers it once that runs).
 """
 
 from __future__ import annotations
@@ -42,14 +45,16 @@ BUILTIN_OPERATIONS = frozenset(
         OP_COMPUTE_VALUE,
         OP_COMPUTE_ADVANTAGE,
         OP_DYNAMIC_SAMPLING,
-        OP_EMBODIED_SAMPLING,
         OP_COMPUTE_OLD_LOG_PROB,
         OP_COMPUTE_REF_LOG_PROB,
         OP_TRAIN_ACTOR,
         OP_TRAIN_CRITIC,
     }
 )
-"""Every operation name the built-in pipelines use; a runtime must bind each one."""
+"""Every operation name the registered built-in pipelines use; a runtime must bind each one.
+
+`OP_EMBODIED_SAMPLING` is not among them: only the unregistered `embodied_srpo_pipeline` uses it.
+"""
 
 
 def get_pipeline(name: str) -> TaskGraph:
@@ -189,9 +194,14 @@ def dapo_pipeline() -> TaskGraph:
     return _policy_update(pipeline, after="calculate_advantages").build()
 
 
-@register_pipeline("embodied_srpo")
 def embodied_srpo_pipeline() -> TaskGraph:
-    """Embodied SRPO: environment rollout, sample filtering before the reward, then GRPO's update."""
+    """Embodied SRPO: environment rollout, sample filtering before the reward, then GRPO's update.
+
+    Not registered: no runtime binds `embodied_sampling` yet (it needs an environment runtime), and a
+    registered pipeline must run. The SRPO work registers it (`register_pipeline("embodied_srpo")`) together
+    with that operation; its pure pieces are `rl_core.shaping.srpo_progress_reward` and
+    `rl_core.shaping.accuracy_band_mask`.
+    """
     pipeline = (
         _rollout("embodied_srpo", "Embodied SRPO: filter rollouts, then world-model reward and GRPO update")
         .add_node(
