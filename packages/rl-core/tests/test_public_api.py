@@ -53,7 +53,6 @@ PUBLIC_API: dict[str, list[str]] = {
         "GraphSpecError",
         "Node",
         "NodeRole",
-        "NodeType",
         "PARAM_COUNT_KEY",
         "PIPELINES",
         "Pipeline",

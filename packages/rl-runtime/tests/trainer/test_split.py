@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
-from rl_core.graph import CrossDependency, NodeRole, NodeType, Pipeline, TaskGraph, get_pipeline
+from rl_core.graph import CrossDependency, NodeRole, Pipeline, TaskGraph, get_pipeline
 from rl_runtime.config import ConfigError, CriticConfig, KLMode, RankBalancing
 from rl_runtime.nodes import with_rebalance
 from rl_runtime.trainer import (
@@ -80,8 +80,7 @@ def _graph(*nodes: tuple[Any, ...]) -> TaskGraph:
     pipeline = Pipeline("custom")
     for node_id, operation, role, *rest in nodes:
         params = rest.pop() if rest and isinstance(rest[-1], dict) else None
-        kind = NodeType.MODEL_TRAIN if role in (NodeRole.ACTOR, NodeRole.REFERENCE) else NodeType.COMPUTE
-        pipeline.add_node(node_id, operation, type=kind, role=role, dependencies=rest, params=params)
+        pipeline.add_node(node_id, operation, role=role, dependencies=rest, params=params)
     return pipeline.build()
 
 

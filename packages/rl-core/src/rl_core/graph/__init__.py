@@ -13,7 +13,7 @@ from rl_core.graph._errors import (
     GraphSpecError,
     UnknownDependencyError,
 )
-from rl_core.graph._node import Node, NodeRole, NodeType
+from rl_core.graph._node import Node, NodeRole
 from rl_core.graph._params import PARAM_COUNT_KEY
 from rl_core.graph._pipeline import Pipeline
 from rl_core.graph._plan import split_plan, validate_plan
@@ -33,7 +33,6 @@ __all__ = [
     "GraphSpecError",
     "Node",
     "NodeRole",
-    "NodeType",
     "Pipeline",
     "SplitResult",
     "TaskGraph",

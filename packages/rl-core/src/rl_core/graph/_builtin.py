@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rl_core._registry import lookup, registrar
-from rl_core.graph._node import NodeRole, NodeType
+from rl_core.graph._node import NodeRole
 from rl_core.graph._pipeline import Pipeline
 from rl_core.graph._task_graph import TaskGraph
 
@@ -67,9 +67,7 @@ def get_pipeline(name: str) -> TaskGraph:
 
 
 def _rollout(pipeline_id: str, description: str) -> Pipeline:
-    return Pipeline(pipeline_id, description).add_node(
-        "rollout_actor", OP_GENERATE, type=NodeType.MODEL_INFERENCE, role=NodeRole.ROLLOUT
-    )
+    return Pipeline(pipeline_id, description).add_node("rollout_actor", OP_GENERATE, role=NodeRole.ROLLOUT)
 
 
 def _policy_update(pipeline: Pipeline, after: str) -> Pipeline:
@@ -78,22 +76,18 @@ def _policy_update(pipeline: Pipeline, after: str) -> Pipeline:
         pipeline.add_node(
             "actor_old_log_prob",
             OP_COMPUTE_OLD_LOG_PROB,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.ACTOR,
             dependencies=[after],
-            forward_only=True,
         )
         .add_node(
             "reference_log_prob",
             OP_COMPUTE_REF_LOG_PROB,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.REFERENCE,
             dependencies=["actor_old_log_prob"],
         )
         .add_node(
             "actor_train",
             OP_TRAIN_ACTOR,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.ACTOR,
             dependencies=["reference_log_prob"],
         )
@@ -108,14 +102,12 @@ def grpo_pipeline() -> TaskGraph:
         .add_node(
             "function_reward",
             OP_COMPUTE_REWARD,
-            type=NodeType.COMPUTE,
             role=NodeRole.REWARD,
             dependencies=["rollout_actor"],
         )
         .add_node(
             "calculate_advantages",
             OP_COMPUTE_ADVANTAGE,
-            type=NodeType.COMPUTE,
             role=NodeRole.ADVANTAGE,
             dependencies=["function_reward"],
         )
@@ -131,22 +123,18 @@ def ppo_pipeline() -> TaskGraph:
         .add_node(
             "function_reward",
             OP_COMPUTE_REWARD,
-            type=NodeType.COMPUTE,
             role=NodeRole.REWARD,
             dependencies=["rollout_actor"],
         )
         .add_node(
             "compute_value",
             OP_COMPUTE_VALUE,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.CRITIC,
             dependencies=["function_reward"],
-            forward_only=True,
         )
         .add_node(
             "calculate_advantages",
             OP_COMPUTE_ADVANTAGE,
-            type=NodeType.COMPUTE,
             role=NodeRole.ADVANTAGE,
             dependencies=["compute_value"],
         )
@@ -156,7 +144,6 @@ def ppo_pipeline() -> TaskGraph:
         .add_node(
             "critic_train",
             OP_TRAIN_CRITIC,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.CRITIC,
             dependencies=["actor_train"],
         )
@@ -172,21 +159,18 @@ def dapo_pipeline() -> TaskGraph:
         .add_node(
             "function_reward",
             OP_COMPUTE_REWARD,
-            type=NodeType.COMPUTE,
             role=NodeRole.REWARD,
             dependencies=["rollout_actor"],
         )
         .add_node(
             "dynamic_sampling",
             OP_DYNAMIC_SAMPLING,
-            type=NodeType.COMPUTE,
             role=NodeRole.DYNAMIC_SAMPLING,
             dependencies=["function_reward"],
         )
         .add_node(
             "calculate_advantages",
             OP_COMPUTE_ADVANTAGE,
-            type=NodeType.COMPUTE,
             role=NodeRole.ADVANTAGE,
             dependencies=["dynamic_sampling"],
         )
@@ -207,21 +191,18 @@ def embodied_srpo_pipeline() -> TaskGraph:
         .add_node(
             "dynamic_sampling",
             OP_EMBODIED_SAMPLING,
-            type=NodeType.COMPUTE,
             role=NodeRole.DYNAMIC_SAMPLING,
             dependencies=["rollout_actor"],
         )
         .add_node(
             "compute_reward",
             OP_COMPUTE_REWARD,
-            type=NodeType.COMPUTE,
             role=NodeRole.REWARD,
             dependencies=["dynamic_sampling"],
         )
         .add_node(
             "calculate_advantages",
             OP_COMPUTE_ADVANTAGE,
-            type=NodeType.COMPUTE,
             role=NodeRole.ADVANTAGE,
             dependencies=["compute_reward"],
         )

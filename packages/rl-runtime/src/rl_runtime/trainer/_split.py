@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import attrs
 
-from rl_core.graph import CrossDependency, Node, NodeRole, NodeType, TaskGraph, estimate_weight
+from rl_core.graph import CrossDependency, Node, NodeRole, TaskGraph, estimate_weight
 from rl_runtime.config import RunConfig
 from rl_runtime.nodes._train import RECEIVE_WEIGHTS_OPERATION, TRAIN_ACTOR_OPERATION
 from rl_runtime.planning import Placement, SchedulerConfig, SubgraphPlacement, TaskScheduler, place_subgraphs
@@ -56,7 +56,6 @@ def split_pipeline(graph: TaskGraph) -> SplitPipeline:
     rollout = graph.subgraph(rollout_ids, f"{base}{ROLLOUT_SUFFIX}")
     receive = Node(
         RECEIVE_WEIGHTS_NODE,
-        NodeType.BARRIER_SYNC,
         RECEIVE_WEIGHTS_OPERATION,
         NodeRole.ROLLOUT,
         rollout.exit_ids,
