@@ -65,7 +65,7 @@ class CrossDependency:
 
 @dataclass(frozen=True)
 class SplitResult:
-    """The irreducible sub-graphs of `source` and the dependencies that cross between them."""
+    """The sub-graphs `split_graph` cut `source` into (in order) and the dependencies that cross between them."""
 
     source: TaskGraph
     subgraphs: tuple[TaskGraph, ...]
