@@ -23,7 +23,7 @@ import numpy as np
 import ray.cloudpickle
 import torch
 
-from rl_core.graph import Node, NodeType, TaskGraph
+from rl_core.graph import Node, TaskGraph
 from rl_runtime.workers import NODE_TIMING_PREFIX as TIMING_PREFIX
 from rl_runtime.workers import NodeContext, StepData, register_operation
 
@@ -140,7 +140,7 @@ def grpo_graph(samples_per_rank: int) -> TaskGraph:
     """rollout -> reward, and train after both: the planner splits it into {rollout, reward} and {train}."""
 
     def node(node_id: str, deps: tuple[str, ...] = (), **params: object) -> Node:
-        return Node(node_id, NodeType.COMPUTE, f"bench_{node_id}", dependencies=deps, params=params)
+        return Node(node_id, f"bench_{node_id}", dependencies=deps, params=params)
 
     return TaskGraph(
         "grpo", [node(ROLLOUT, samples=samples_per_rank), node(REWARD, (ROLLOUT,)), node(TRAIN, (ROLLOUT, REWARD))]

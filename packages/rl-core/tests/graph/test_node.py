@@ -8,11 +8,11 @@ import pickle
 
 import pytest
 
-from rl_core.graph import CycleError, GraphError, Node, NodeRole, NodeType
+from rl_core.graph import CycleError, GraphError, Node, NodeRole
 
 
 def _node(**overrides: object) -> Node:
-    fields: dict[str, object] = {"id": "actor_train", "type": NodeType.MODEL_TRAIN, "operation": "train_actor"}
+    fields: dict[str, object] = {"id": "actor_train", "operation": "train_actor"}
     fields.update(overrides)
     return Node(**fields)  # type: ignore[arg-type]
 
@@ -21,7 +21,6 @@ def test_defaults() -> None:
     node = _node()
     assert node.role is NodeRole.DEFAULT
     assert node.dependencies == ()
-    assert node.forward_only is False
     assert dict(node.params) == {}
 
 
@@ -71,11 +70,9 @@ def test_replace_keeps_validation() -> None:
         ({"id": ""}, "node id must be a non-empty str without whitespace, got ''"),
         ({"id": "actor train"}, "node id must be a non-empty str without whitespace, got 'actor train'"),
         ({"id": 3}, "node id must be a non-empty str without whitespace, got 3"),
-        ({"type": "model_train"}, r"node 'actor_train': type must be a NodeType \(e.g. NodeType.COMPUTE\)"),
         ({"role": "actor"}, r"node 'actor_train': role must be a NodeRole \(e.g. NodeRole.ACTOR\)"),
         ({"operation": ""}, "node 'actor_train': operation must be the non-empty name a runtime binds, got ''"),
         ({"operation": None}, "node 'actor_train': operation must be the non-empty name"),
-        ({"forward_only": 1}, "node 'actor_train': forward_only must be a bool, got 1"),
         ({"dependencies": "rollout"}, r"dependencies must be a sequence of node ids; write \('rollout',\)"),
         ({"dependencies": 5}, "node 'actor_train': dependencies must be a sequence of node ids, got 5"),
         ({"dependencies": [""]}, "node 'actor_train': dependency must be a non-empty str without whitespace"),
@@ -103,7 +100,7 @@ def test_errors_are_value_errors() -> None:
 
 
 def test_pickles_and_deep_copies_as_plain_data() -> None:
-    node = _node(dependencies=["r"], forward_only=True, role=NodeRole.ACTOR, params={"a": [1, {"b": 2}]})
+    node = _node(dependencies=["r"], role=NodeRole.ACTOR, params={"a": [1, {"b": 2}]})
     for copied in (pickle.loads(pickle.dumps(node)), copy.deepcopy(node), copy.copy(node)):
         assert copied == node
         assert copied.params["a"] == (1, {"b": 2})

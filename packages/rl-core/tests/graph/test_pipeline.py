@@ -10,7 +10,6 @@ from rl_core.graph import (
     GraphError,
     Node,
     NodeRole,
-    NodeType,
     Pipeline,
     TaskGraph,
     UnknownDependencyError,
@@ -20,11 +19,10 @@ from rl_core.graph import (
 def test_chained_build() -> None:
     graph = (
         Pipeline("tiny", "two steps")
-        .add_node("rollout", "generate", type=NodeType.MODEL_INFERENCE, role=NodeRole.ROLLOUT)
+        .add_node("rollout", "generate", role=NodeRole.ROLLOUT)
         .add_node(
             "train",
             "train_actor",
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.ACTOR,
             dependencies=["rollout"],
             params={"param_count": 5},
@@ -34,10 +32,9 @@ def test_chained_build() -> None:
     assert graph == TaskGraph(
         "tiny",
         [
-            Node("rollout", NodeType.MODEL_INFERENCE, "generate", role=NodeRole.ROLLOUT),
+            Node("rollout", "generate", role=NodeRole.ROLLOUT),
             Node(
                 "train",
-                NodeType.MODEL_TRAIN,
                 "train_actor",
                 role=NodeRole.ACTOR,
                 dependencies=("rollout",),
@@ -49,16 +46,16 @@ def test_chained_build() -> None:
 
 
 def test_dependencies_may_name_later_nodes() -> None:
-    pipeline = Pipeline("p").add_node("b", "op_b", type=NodeType.COMPUTE, dependencies=["a"])
-    pipeline.add_node("a", "op_a", type=NodeType.COMPUTE)
+    pipeline = Pipeline("p").add_node("b", "op_b", dependencies=["a"])
+    pipeline.add_node("a", "op_a")
     assert pipeline.node_ids == ("b", "a")
     assert pipeline.build().topological_order == ("a", "b")
 
 
 def test_builder_stays_usable_and_built_graphs_do_not_change() -> None:
-    pipeline = Pipeline("p").add(Node("a", NodeType.COMPUTE, "op"))
+    pipeline = Pipeline("p").add(Node("a", "op"))
     first = pipeline.build()
-    pipeline.add(Node("b", NodeType.COMPUTE, "op", dependencies=("a",)))
+    pipeline.add(Node("b", "op", dependencies=("a",)))
     assert list(first.nodes) == ["a"]
     assert list(pipeline.build().nodes) == ["a", "b"]
     assert pipeline.pipeline_id == "p"
@@ -66,21 +63,21 @@ def test_builder_stays_usable_and_built_graphs_do_not_change() -> None:
 
 
 def test_duplicate_is_rejected_when_added() -> None:
-    pipeline = Pipeline("p").add_node("a", "op", type=NodeType.COMPUTE)
+    pipeline = Pipeline("p").add_node("a", "op")
     with pytest.raises(DuplicateNodeError, match="pipeline 'p' already has a node 'a'; node ids must be unique"):
-        pipeline.add_node("a", "other", type=NodeType.CUSTOM)
+        pipeline.add_node("a", "other")
 
 
 def test_node_errors_surface_at_add_time() -> None:
-    with pytest.raises(GraphError, match="node 'a': type must be a NodeType"):
-        Pipeline("p").add_node("a", "op", type="compute")  # type: ignore[arg-type]
+    with pytest.raises(GraphError, match="node 'a': role must be a NodeRole"):
+        Pipeline("p").add_node("a", "op", role="actor")  # type: ignore[arg-type]
 
 
 def test_graph_errors_surface_at_build_time() -> None:
-    unknown = Pipeline("p").add_node("a", "op", type=NodeType.COMPUTE, dependencies=["b"])
+    unknown = Pipeline("p").add_node("a", "op", dependencies=["b"])
     with pytest.raises(UnknownDependencyError, match="graph 'p': node 'a' depends on unknown node 'b'"):
         unknown.build()
-    cyclic = unknown.add_node("b", "op", type=NodeType.COMPUTE, dependencies=["a"])
+    cyclic = unknown.add_node("b", "op", dependencies=["a"])
     with pytest.raises(CycleError, match="graph 'p' has a dependency cycle: a -> b -> a"):
         cyclic.build()
     with pytest.raises(GraphError, match="graph 'empty' has no nodes"):

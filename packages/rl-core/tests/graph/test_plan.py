@@ -8,7 +8,6 @@ from rl_core.graph import (
     DuplicateGraphError,
     GraphError,
     Node,
-    NodeType,
     TaskGraph,
     get_pipeline,
     split_plan,
@@ -19,7 +18,7 @@ from rl_core.graph import (
 def _graph(graph_id: str, *edges: tuple[str, str]) -> TaskGraph:
     ids = sorted({end for edge in edges for end in edge}) or ["only"]
     deps = {node_id: [a for a, b in edges if b == node_id] for node_id in ids}
-    return TaskGraph(graph_id, [Node(node_id, NodeType.COMPUTE, "op", dependencies=deps[node_id]) for node_id in ids])
+    return TaskGraph(graph_id, [Node(node_id, "op", dependencies=deps[node_id]) for node_id in ids])
 
 
 def test_single_graph_and_lists() -> None:

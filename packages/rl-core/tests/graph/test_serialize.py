@@ -14,7 +14,6 @@ from rl_core.graph import (
     GraphSpecError,
     Node,
     NodeRole,
-    NodeType,
     Pipeline,
     TaskGraph,
     get_pipeline,
@@ -24,14 +23,12 @@ _SPEC = {
     "id": "tiny",
     "description": "two steps",
     "nodes": [
-        {"id": "rollout", "type": "model_inference", "operation": "generate", "role": "rollout"},
+        {"id": "rollout", "operation": "generate", "role": "rollout"},
         {
             "id": "train",
-            "type": "MODEL_TRAIN",
             "operation": "train_actor",
             "role": "Actor",
             "dependencies": ["rollout"],
-            "forward_only": False,
             "params": {"param_count": 7, "optim": {"lr": 1e-6, "betas": [0.9, 0.99]}},
         },
     ],
@@ -43,14 +40,14 @@ def _spec(**changes: object) -> dict[str, object]:
 
 
 def _node_spec(**changes: object) -> dict[str, object]:
-    return _spec(nodes=[{"id": "a", "type": "compute", "operation": "op", **changes}])
+    return _spec(nodes=[{"id": "a", "operation": "op", **changes}])
 
 
 def test_from_dict_reads_defaults_and_any_case() -> None:
     graph = Pipeline.from_dict(_SPEC).build()
     rollout, train = graph["rollout"], graph["train"]
-    assert rollout == Node("rollout", NodeType.MODEL_INFERENCE, "generate", role=NodeRole.ROLLOUT)
-    assert train.type is NodeType.MODEL_TRAIN and train.role is NodeRole.ACTOR
+    assert rollout == Node("rollout", "generate", role=NodeRole.ROLLOUT)
+    assert train.role is NodeRole.ACTOR
     assert train.params["optim"]["betas"] == (0.9, 0.99)  # type: ignore[index]
     assert graph.description == "two steps"
     assert TaskGraph.from_dict(_SPEC) == graph
@@ -64,20 +61,16 @@ def test_to_dict_writes_every_field_as_plain_data() -> None:
         "nodes": [
             {
                 "id": "rollout",
-                "type": "model_inference",
                 "operation": "generate",
                 "role": "rollout",
                 "dependencies": [],
-                "forward_only": False,
                 "params": {},
             },
             {
                 "id": "train",
-                "type": "model_train",
                 "operation": "train_actor",
                 "role": "actor",
                 "dependencies": ["rollout"],
-                "forward_only": False,
                 "params": {"param_count": 7, "optim": {"lr": 1e-6, "betas": [0.9, 0.99]}},
             },
         ],
@@ -110,11 +103,9 @@ def _graphs(draw: st.DrawFn) -> TaskGraph:
         nodes.append(
             Node(
                 f"n{index}",
-                draw(st.sampled_from(list(NodeType))),
                 draw(st.sampled_from(["op", "generate", "x.y"])),
                 role=draw(st.sampled_from(list(NodeRole))),
                 dependencies=[f"n{d}" for d in deps],
-                forward_only=draw(st.booleans()),
                 params=draw(st.dictionaries(st.sampled_from(["a", "b", "c"]), _values, max_size=3)),
             )
         )
@@ -145,21 +136,25 @@ def test_random_round_trip(graph: TaskGraph) -> None:
         (_spec(id="my pipe"), "pipeline spec: 'id' must be a non-empty str without whitespace, got 'my pipe'"),
         (_spec(description=5), "pipeline 'tiny': 'description' must be a str, got 5"),
         (_spec(nodes={"a": {}}), "pipeline 'tiny': 'nodes' must be a list of node mappings, got dict"),
-        (_spec(nodes=["a"]), "node #0 of pipeline 'tiny' must be a mapping with keys id, type, operation"),
+        (_spec(nodes=["a"]), "node #0 of pipeline 'tiny' must be a mapping with keys id, operation, role"),
         (
             _node_spec(dependecies=["x"]),
             r"node 'a' \(node #0 of pipeline 'tiny'\) has unknown key 'dependecies' "
-            r"\(did you mean 'dependencies'\?\); valid keys: id, type, operation, role, dependencies",
+            r"\(did you mean 'dependencies'\?\); valid keys: id, operation, role, dependencies, params$",
         ),
         (
-            _spec(nodes=[{"id": "a", "type": "compute"}]),
+            _spec(nodes=[{"id": "a", "role": "actor"}]),
             r"node 'a' \(node #0 of pipeline 'tiny'\) is missing required key\(s\) 'operation'",
         ),
         (
-            _node_spec(type="model_trian"),
-            r"node 'a' \(node #0 of pipeline 'tiny'\): 'type' is 'model_trian' \(did you mean 'model_train'\?\); "
-            r"valid values: compute, data_load, env_interact, model_inference, model_train, put_to_buffer, "
-            r"get_from_buffer, barrier_sync, custom$",
+            _node_spec(role="rollot"),
+            r"node 'a' \(node #0 of pipeline 'tiny'\): 'role' is 'rollot' \(did you mean 'rollout'\?\); "
+            r"valid values: default, actor, critic, rollout, reference, reward, advantage, dynamic_sampling$",
+        ),
+        (  # keys nodes no longer carry, because nothing read them
+            _node_spec(type="model_train"),
+            r"node 'a' \(node #0 of pipeline 'tiny'\) has key 'type', which nodes no longer carry \(nothing read it\); "
+            r"delete it. Valid keys: id, operation, role, dependencies, params$",
         ),
         (
             _node_spec(role=3),
@@ -167,13 +162,10 @@ def test_random_round_trip(graph: TaskGraph) -> None:
             r"dynamic_sampling$",
         ),
         (_node_spec(dependencies="x"), r"'dependencies' must be a list of node ids, got 'x'"),
-        (
-            _node_spec(forward_only="yes"),
-            r"node #0 of pipeline 'tiny': node 'a': forward_only must be a bool, got 'yes'",
-        ),
+        (_node_spec(forward_only=False), r"node 'a' .* has key 'forward_only', which nodes no longer carry"),
         (_node_spec(params={"param_count": -1}), r"params\['param_count'\] must be a non-negative int"),
         (_node_spec(operation=""), "operation must be the non-empty name a runtime binds"),
-        (_spec(nodes=[{"id": 5, "type": "compute", "operation": "op"}]), r"node #0 of pipeline 'tiny': node id must"),
+        (_spec(nodes=[{"id": 5, "operation": "op"}]), r"node #0 of pipeline 'tiny': node id must"),
     ],
 )
 def test_spec_rejections(spec: object, match: str) -> None:
@@ -182,9 +174,7 @@ def test_spec_rejections(spec: object, match: str) -> None:
 
 
 def test_optional_keys_may_be_null() -> None:
-    graph = TaskGraph.from_dict(
-        _spec(description=None, nodes=[{"id": "a", "type": "compute", "operation": "o", "dependencies": None}])
-    )
+    graph = TaskGraph.from_dict(_spec(description=None, nodes=[{"id": "a", "operation": "o", "dependencies": None}]))
     assert graph.description == ""
     assert graph["a"].dependencies == ()
 
@@ -192,8 +182,8 @@ def test_optional_keys_may_be_null() -> None:
 def test_graph_errors_keep_their_type() -> None:
     spec = _spec(
         nodes=[
-            {"id": "a", "type": "compute", "operation": "o", "dependencies": ["b"]},
-            {"id": "b", "type": "compute", "operation": "o", "dependencies": ["a"]},
+            {"id": "a", "operation": "o", "dependencies": ["b"]},
+            {"id": "b", "operation": "o", "dependencies": ["a"]},
         ]
     )
     with pytest.raises(CycleError, match="graph 'tiny' has a dependency cycle: a -> b -> a"):

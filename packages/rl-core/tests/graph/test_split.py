@@ -18,7 +18,6 @@ from rl_core.graph import (
     CrossDependency,
     Node,
     NodeRole,
-    NodeType,
     TaskGraph,
     is_irreducible,
     split_graph,
@@ -27,9 +26,7 @@ from rl_core.graph import (
 
 def _graph(graph_id: str, nodes: list[str], edges: list[tuple[str, str]]) -> TaskGraph:
     """Nodes in declaration order; an edge (a, b) means b depends on a."""
-    return TaskGraph(
-        graph_id, [Node(n, NodeType.COMPUTE, f"op_{n}", dependencies=[a for a, b in edges if b == n]) for n in nodes]
-    )
+    return TaskGraph(graph_id, [Node(n, f"op_{n}", dependencies=[a for a, b in edges if b == n]) for n in nodes])
 
 
 def _parts(graph: TaskGraph) -> list[set[str]]:
@@ -102,10 +99,8 @@ def test_chain_is_returned_unchanged() -> None:
     graph = TaskGraph(
         "chain",
         [
-            Node(
-                "t", NodeType.MODEL_TRAIN, "train", role=NodeRole.ACTOR, dependencies=["r"], params={"param_count": 3}
-            ),
-            Node("r", NodeType.MODEL_INFERENCE, "generate", role=NodeRole.ROLLOUT),
+            Node("t", "train", role=NodeRole.ACTOR, dependencies=["r"], params={"param_count": 3}),
+            Node("r", "generate", role=NodeRole.ROLLOUT),
         ],
     )
     result = split_graph(graph)
@@ -167,8 +162,7 @@ def test_split_properties(graph: TaskGraph) -> None:
     for sub in subs:
         for node in sub.nodes.values():
             original = graph[node.id]
-            assert (node.type, node.role, node.operation, node.params) == (
-                original.type,
+            assert (node.role, node.operation, node.params) == (
                 original.role,
                 original.operation,
                 original.params,

@@ -16,14 +16,13 @@ from rl_core.graph import (
     GraphError,
     Node,
     NodeRole,
-    NodeType,
     TaskGraph,
     UnknownDependencyError,
 )
 
 
 def _n(node_id: str, *deps: str) -> Node:
-    return Node(node_id, NodeType.COMPUTE, "op", dependencies=deps)
+    return Node(node_id, "op", dependencies=deps)
 
 
 def _diamond() -> TaskGraph:
@@ -171,7 +170,7 @@ def test_other_rejections(args: tuple[object, ...], match: str) -> None:
 
 
 def test_roles_and_types_are_kept() -> None:
-    node = Node("r", NodeType.MODEL_INFERENCE, "generate", role=NodeRole.ROLLOUT)
+    node = Node("r", "generate", role=NodeRole.ROLLOUT)
     assert TaskGraph("g", [node])["r"] is node
 
 

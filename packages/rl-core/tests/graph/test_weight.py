@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from rl_core.graph import PARAM_COUNT_KEY, Node, NodeType, TaskGraph, estimate_weight, get_pipeline
+from rl_core.graph import PARAM_COUNT_KEY, Node, TaskGraph, estimate_weight, get_pipeline
 
 
 def test_sum_of_declared_counts() -> None:
     graph = TaskGraph(
         "g",
         [
-            Node("rollout", NodeType.MODEL_INFERENCE, "generate", params={PARAM_COUNT_KEY: 7_000_000_000}),
-            Node("reward", NodeType.COMPUTE, "reward", dependencies=["rollout"]),
-            Node("train", NodeType.MODEL_TRAIN, "train", dependencies=["reward"], params={PARAM_COUNT_KEY: 500}),
+            Node("rollout", "generate", params={PARAM_COUNT_KEY: 7_000_000_000}),
+            Node("reward", "reward", dependencies=["rollout"]),
+            Node("train", "train", dependencies=["reward"], params={PARAM_COUNT_KEY: 500}),
         ],
     )
     assert estimate_weight(graph) == 7_000_000_500

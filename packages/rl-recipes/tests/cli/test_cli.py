@@ -13,6 +13,7 @@ def test_list_names_recipes_pipelines_estimators_losses_and_rewards(capsys: pyte
     for expected in ("recipes:", "dapo", "pipelines:", "advantage estimators:", "rloo", "policy losses:", "gspo"):
         assert expected in out
     assert "gsm8k_exact_match" in out
+    assert "GRPO: group-relative advantages, no critic" in out  # each pipeline's description
 
 
 def test_train_help_lists_config_fields_with_defaults_and_docs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -211,6 +211,11 @@ def test_wrong_type_names_the_field_the_expected_type_and_the_value(
         ("algorithm.loss_agg_mode=token_mean", r"loss_agg_mode: .*did you mean 'token-mean'"),
         ("algorithm.kl.estimator=low_var", r"algorithm.kl.estimator: .*did you mean 'low_var_kl'"),
         ("pipeline=grop", r"pipeline: expected a registered pipeline \(.*\) or a pipeline file .*'grpo'"),
+        (  # built in rl-core but not registered until its embodied_sampling operation is bound
+            "pipeline=embodied_srpo",
+            r"pipeline: expected a registered pipeline \(dapo, grpo, ppo\) or a pipeline file \(.yaml, .yml\), "
+            r"found 'embodied_srpo' \(str\); use one of: dapo, grpo, ppo",
+        ),
         ("rollout.engine=vlm", r"rollout.engine: .*\(hf, server, sglang, vllm\).*did you mean 'vllm'"),
         ("trainer.log_sinks=[console, tensorbord]", r"trainer.log_sinks.1: .*did you mean 'tensorboard'"),
         ("trainer.log_sinks=[console, console]", r"trainer.log_sinks: expected distinct log sink names"),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import rl_runtime.nodes as nodes
-from rl_core.graph import BUILTIN_OPERATIONS
-from rl_runtime.workers import NODE_OPERATIONS
+import pytest
 
-UNBOUND = {"embodied_sampling"}
-"""Needs an environment runtime (embodied SRPO), which the built-in trainer does not provide yet."""
+import rl_runtime.nodes as nodes
+from rl_core.graph import BUILTIN_OPERATIONS, PIPELINES, get_pipeline
+from rl_runtime.workers import NODE_OPERATIONS
 
 
 def test_public_api_is_pinned() -> None:
@@ -27,4 +26,11 @@ def test_public_api_is_pinned() -> None:
 
 
 def test_every_builtin_pipeline_operation_is_registered() -> None:
-    assert set(BUILTIN_OPERATIONS) - UNBOUND <= set(NODE_OPERATIONS)
+    assert set(BUILTIN_OPERATIONS) <= set(NODE_OPERATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_every_registered_pipeline_has_all_its_operations_bound(name: str) -> None:
+    graph = get_pipeline(name)
+    unbound = {node.operation for node in graph.nodes.values()} - set(NODE_OPERATIONS)
+    assert unbound == set(), f"pipeline {name!r} is registered but no operation is bound for {sorted(unbound)}"

@@ -12,7 +12,7 @@ import pytest
 import ray.cloudpickle
 import torch
 
-from rl_core.graph import GraphError, Node, NodeRole, NodeType, TaskGraph, get_pipeline
+from rl_core.graph import GraphError, Node, NodeRole, TaskGraph, get_pipeline
 from rl_runtime.config import RankBalancing
 from rl_runtime.metrics import reduce_rank_metrics
 from rl_runtime.nodes import (
@@ -131,18 +131,16 @@ def _graph(lengths: list[Any], group_sizes: list[Any], keep_groups: bool) -> Tas
         [
             Node(
                 "rollout",
-                NodeType.COMPUTE,
                 "rebalance_test_rollout",
                 params={"lengths": lengths, "group_sizes": group_sizes},
             ),
             Node(
                 "rebalance",
-                NodeType.COMPUTE,
                 REBALANCE_OPERATION,
                 dependencies=("rollout",),
                 params={"keep_groups": keep_groups},
             ),
-            Node("report", NodeType.COMPUTE, "rebalance_test_report", dependencies=("rebalance",)),
+            Node("report", "rebalance_test_report", dependencies=("rebalance",)),
         ],
     )
 
@@ -260,7 +258,7 @@ def test_groups_of_different_sizes_stop_the_step_with_the_coordinators_reason(co
 
 
 def _context(size: int, coordinator: Any = None, **params: object) -> NodeContext:
-    node = Node("rebalance", NodeType.COMPUTE, REBALANCE_OPERATION, dependencies=("rollout",), params=params)
+    node = Node("rebalance", REBALANCE_OPERATION, dependencies=("rollout",), params=params)
     return NodeContext(node, 0, DataParallelInfo(0, size), 0, {}, coordinator)
 
 
@@ -384,7 +382,7 @@ def test_with_rebalance_refuses_what_it_cannot_place() -> None:
     grpo = get_pipeline("grpo")
     with pytest.raises(GraphError, match=r"has no node 'function_rewrd' to rebalance after \(did you mean"):
         with_rebalance(grpo, RankBalancing.SAMPLES, after="function_rewrd")
-    lone = TaskGraph("lone", [Node("rollout", NodeType.COMPUTE, "generate")])
+    lone = TaskGraph("lone", [Node("rollout", "generate")])
     with pytest.raises(GraphError, match=r"has 0 'compute_advantage' nodes \(none\); pass after=<node id>"):
         with_rebalance(lone, RankBalancing.SAMPLES)
     with pytest.raises(GraphError, match=r"already has a node 'rebalance'; add only one"):

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
-from rl_core.graph import CrossDependency, NodeRole, NodeType, Pipeline, TaskGraph, get_pipeline
+from rl_core.graph import CrossDependency, NodeRole, Pipeline, TaskGraph, get_pipeline
 from rl_runtime.config import ConfigError, CriticConfig, KLMode, RankBalancing
 from rl_runtime.nodes import with_rebalance
 from rl_runtime.trainer import (
@@ -36,17 +36,18 @@ def _ids(graph: TaskGraph) -> list[str]:
 
 def test_grpo_splits_after_the_reward_and_the_rollout_ends_waiting_for_weights() -> None:
     split = split_pipeline(get_pipeline("grpo"))
+    rollout, train = split.subgraphs
 
-    assert split.rollout.graph_id == "grpo/rollout" and split.train.graph_id == "grpo/train"
-    assert _ids(split.rollout) == ["rollout_actor", "function_reward", RECEIVE_WEIGHTS_NODE]
-    receive = split.rollout[RECEIVE_WEIGHTS_NODE]
+    assert rollout.graph_id == "grpo/rollout" and train.graph_id == "grpo/train"
+    assert _ids(rollout) == ["rollout_actor", "function_reward", RECEIVE_WEIGHTS_NODE]
+    receive = rollout[RECEIVE_WEIGHTS_NODE]
     assert (receive.operation, receive.role, receive.dependencies) == (
         "receive_weights",
         NodeRole.ROLLOUT,
         ("function_reward",),
     )
-    assert _ids(split.train) == ["calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
-    assert split.train["calculate_advantages"].dependencies == ()  # its input crosses from the rollout slots
+    assert _ids(train) == ["calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
+    assert train["calculate_advantages"].dependencies == ()  # its input crosses from the rollout slots
     assert split.cross_dependencies == (
         CrossDependency("grpo/rollout", "function_reward", "grpo/train", "calculate_advantages"),
     )
@@ -64,15 +65,15 @@ def test_sampling_and_reward_nodes_stay_on_the_rollout_side(
 ) -> None:
     split = split_pipeline(get_pipeline(pipeline))
 
-    assert _ids(split.rollout) == [*rollout, RECEIVE_WEIGHTS_NODE]
+    assert _ids(split.subgraphs[0]) == [*rollout, RECEIVE_WEIGHTS_NODE]
     assert [(dep.upstream_node, dep.downstream_node) for dep in split.cross_dependencies] == [
         (rollout[-1], first_training)
     ]
 
 
 def test_a_rebalance_node_goes_with_the_training_slots() -> None:
-    split = split_pipeline(with_rebalance(get_pipeline("grpo"), RankBalancing.SAMPLES))
-    assert "rebalance" in split.train and "rebalance" not in split.rollout
+    rollout, train = split_pipeline(with_rebalance(get_pipeline("grpo"), RankBalancing.SAMPLES)).subgraphs
+    assert "rebalance" in train and "rebalance" not in rollout
 
 
 def _graph(*nodes: tuple[Any, ...]) -> TaskGraph:
@@ -80,8 +81,7 @@ def _graph(*nodes: tuple[Any, ...]) -> TaskGraph:
     pipeline = Pipeline("custom")
     for node_id, operation, role, *rest in nodes:
         params = rest.pop() if rest and isinstance(rest[-1], dict) else None
-        kind = NodeType.MODEL_TRAIN if role in (NodeRole.ACTOR, NodeRole.REFERENCE) else NodeType.COMPUTE
-        pipeline.add_node(node_id, operation, type=kind, role=role, dependencies=rest, params=params)
+        pipeline.add_node(node_id, operation, role=role, dependencies=rest, params=params)
     return pipeline.build()
 
 

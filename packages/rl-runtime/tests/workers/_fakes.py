@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import ray.cloudpickle
 import torch
 
-from rl_core.graph import Node, NodeType, TaskGraph
+from rl_core.graph import Node, TaskGraph
 from rl_runtime.workers import NodeContext, StepData, register_operation
 
 # Worker processes cannot import this test module; ship its functions by value instead of by name.
@@ -99,7 +99,7 @@ def fake_read_resource(ctx: NodeContext, inputs: Mapping[str, StepData]) -> Step
 
 
 def node(node_id: str, operation: str, deps: tuple[str, ...] = (), **params: object) -> Node:
-    return Node(node_id, NodeType.COMPUTE, operation, dependencies=deps, params=params)
+    return Node(node_id, operation, dependencies=deps, params=params)
 
 
 def chain_graph(num_samples: int, width: int) -> TaskGraph:

@@ -1,4 +1,4 @@
-"""TaskGraph types: immutable nodes, validated DAGs, the pipeline builder, built-ins and graph splitting.
+"""TaskGraph types: immutable nodes, validated DAGs, the pipeline builder, built-ins and the graph splitter.
 
 Pure data and standard library only (no torch), so a planner or config loader can use it anywhere;
 executors are bound to nodes by operation name in rl-runtime.
@@ -13,11 +13,18 @@ from rl_core.graph._errors import (
     GraphSpecError,
     UnknownDependencyError,
 )
-from rl_core.graph._node import Node, NodeRole, NodeType
+from rl_core.graph._node import Node, NodeRole
 from rl_core.graph._params import PARAM_COUNT_KEY
 from rl_core.graph._pipeline import Pipeline
 from rl_core.graph._plan import split_plan, validate_plan
-from rl_core.graph._split import CrossDependency, SplitResult, is_irreducible, split_graph
+from rl_core.graph._split import (
+    ROLLOUT_ROLES,
+    CrossDependency,
+    SplitResult,
+    SplitRule,
+    is_irreducible,
+    split_graph,
+)
 from rl_core.graph._task_graph import TaskGraph
 from rl_core.graph._weight import estimate_weight
 
@@ -25,6 +32,7 @@ __all__ = [
     "BUILTIN_OPERATIONS",
     "PARAM_COUNT_KEY",
     "PIPELINES",
+    "ROLLOUT_ROLES",
     "CrossDependency",
     "CycleError",
     "DuplicateGraphError",
@@ -33,9 +41,9 @@ __all__ = [
     "GraphSpecError",
     "Node",
     "NodeRole",
-    "NodeType",
     "Pipeline",
     "SplitResult",
+    "SplitRule",
     "TaskGraph",
     "UnknownDependencyError",
     "estimate_weight",

@@ -1,11 +1,14 @@
-"""The built-in pipelines (GRPO, PPO, DAPO, embodied SRPO) in a registry a user extends with one function.
+"""The built-in pipelines (GRPO, PPO, DAPO) in a registry a user extends with one function.
 
     @register_pipeline("my_algo")
     def my_algo() -> TaskGraph:
         return Pipeline("my_algo").add_node(...).build()
 
-Node order, types and roles follow siiRL's built-in pipeline definitions. Operation names are the
-`BUILTIN_OPERATIONS` a runtime binds to executors; no node imports anything.
+Node order and roles follow siiRL's built-in pipeline definitions. Operation names are the
+`BUILTIN_OPERATIONS` a runtime binds to executors; no node imports anything. Only a pipeline whose every
+operation the runtime binds is registered, so every registered name runs: `embodied_srpo_pipeline` is
+defined here but not registered, because its `embodied_sampling` operation needs an environment runtime
+that does not exist yet (the SRPO work registers it once that runs).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rl_core._registry import lookup, registrar
-from rl_core.graph._node import NodeRole, NodeType
+from rl_core.graph._node import NodeRole
 from rl_core.graph._pipeline import Pipeline
 from rl_core.graph._task_graph import TaskGraph
 
@@ -42,14 +45,16 @@ BUILTIN_OPERATIONS = frozenset(
         OP_COMPUTE_VALUE,
         OP_COMPUTE_ADVANTAGE,
         OP_DYNAMIC_SAMPLING,
-        OP_EMBODIED_SAMPLING,
         OP_COMPUTE_OLD_LOG_PROB,
         OP_COMPUTE_REF_LOG_PROB,
         OP_TRAIN_ACTOR,
         OP_TRAIN_CRITIC,
     }
 )
-"""Every operation name the built-in pipelines use; a runtime must bind each one."""
+"""Every operation name the registered built-in pipelines use; a runtime must bind each one.
+
+`OP_EMBODIED_SAMPLING` is not among them: only the unregistered `embodied_srpo_pipeline` uses it.
+"""
 
 
 def get_pipeline(name: str) -> TaskGraph:
@@ -62,9 +67,7 @@ def get_pipeline(name: str) -> TaskGraph:
 
 
 def _rollout(pipeline_id: str, description: str) -> Pipeline:
-    return Pipeline(pipeline_id, description).add_node(
-        "rollout_actor", OP_GENERATE, type=NodeType.MODEL_INFERENCE, role=NodeRole.ROLLOUT
-    )
+    return Pipeline(pipeline_id, description).add_node("rollout_actor", OP_GENERATE, role=NodeRole.ROLLOUT)
 
 
 def _policy_update(pipeline: Pipeline, after: str) -> Pipeline:
@@ -73,22 +76,18 @@ def _policy_update(pipeline: Pipeline, after: str) -> Pipeline:
         pipeline.add_node(
             "actor_old_log_prob",
             OP_COMPUTE_OLD_LOG_PROB,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.ACTOR,
             dependencies=[after],
-            forward_only=True,
         )
         .add_node(
             "reference_log_prob",
             OP_COMPUTE_REF_LOG_PROB,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.REFERENCE,
             dependencies=["actor_old_log_prob"],
         )
         .add_node(
             "actor_train",
             OP_TRAIN_ACTOR,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.ACTOR,
             dependencies=["reference_log_prob"],
         )
@@ -103,14 +102,12 @@ def grpo_pipeline() -> TaskGraph:
         .add_node(
             "function_reward",
             OP_COMPUTE_REWARD,
-            type=NodeType.COMPUTE,
             role=NodeRole.REWARD,
             dependencies=["rollout_actor"],
         )
         .add_node(
             "calculate_advantages",
             OP_COMPUTE_ADVANTAGE,
-            type=NodeType.COMPUTE,
             role=NodeRole.ADVANTAGE,
             dependencies=["function_reward"],
         )
@@ -126,22 +123,18 @@ def ppo_pipeline() -> TaskGraph:
         .add_node(
             "function_reward",
             OP_COMPUTE_REWARD,
-            type=NodeType.COMPUTE,
             role=NodeRole.REWARD,
             dependencies=["rollout_actor"],
         )
         .add_node(
             "compute_value",
             OP_COMPUTE_VALUE,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.CRITIC,
             dependencies=["function_reward"],
-            forward_only=True,
         )
         .add_node(
             "calculate_advantages",
             OP_COMPUTE_ADVANTAGE,
-            type=NodeType.COMPUTE,
             role=NodeRole.ADVANTAGE,
             dependencies=["compute_value"],
         )
@@ -151,7 +144,6 @@ def ppo_pipeline() -> TaskGraph:
         .add_node(
             "critic_train",
             OP_TRAIN_CRITIC,
-            type=NodeType.MODEL_TRAIN,
             role=NodeRole.CRITIC,
             dependencies=["actor_train"],
         )
@@ -167,21 +159,18 @@ def dapo_pipeline() -> TaskGraph:
         .add_node(
             "function_reward",
             OP_COMPUTE_REWARD,
-            type=NodeType.COMPUTE,
             role=NodeRole.REWARD,
             dependencies=["rollout_actor"],
         )
         .add_node(
             "dynamic_sampling",
             OP_DYNAMIC_SAMPLING,
-            type=NodeType.COMPUTE,
             role=NodeRole.DYNAMIC_SAMPLING,
             dependencies=["function_reward"],
         )
         .add_node(
             "calculate_advantages",
             OP_COMPUTE_ADVANTAGE,
-            type=NodeType.COMPUTE,
             role=NodeRole.ADVANTAGE,
             dependencies=["dynamic_sampling"],
         )
@@ -189,29 +178,31 @@ def dapo_pipeline() -> TaskGraph:
     return _policy_update(pipeline, after="calculate_advantages").build()
 
 
-@register_pipeline("embodied_srpo")
 def embodied_srpo_pipeline() -> TaskGraph:
-    """Embodied SRPO: environment rollout, sample filtering before the reward, then GRPO's update."""
+    """Embodied SRPO: environment rollout, sample filtering before the reward, then GRPO's update.
+
+    Not registered: no runtime binds `embodied_sampling` yet (it needs an environment runtime), and a
+    registered pipeline must run. The SRPO work registers it (`register_pipeline("embodied_srpo")`) together
+    with that operation; its pure pieces are `rl_core.shaping.srpo_progress_reward` and
+    `rl_core.shaping.accuracy_band_mask`.
+    """
     pipeline = (
         _rollout("embodied_srpo", "Embodied SRPO: filter rollouts, then world-model reward and GRPO update")
         .add_node(
             "dynamic_sampling",
             OP_EMBODIED_SAMPLING,
-            type=NodeType.COMPUTE,
             role=NodeRole.DYNAMIC_SAMPLING,
             dependencies=["rollout_actor"],
         )
         .add_node(
             "compute_reward",
             OP_COMPUTE_REWARD,
-            type=NodeType.COMPUTE,
             role=NodeRole.REWARD,
             dependencies=["dynamic_sampling"],
         )
         .add_node(
             "calculate_advantages",
             OP_COMPUTE_ADVANTAGE,
-            type=NodeType.COMPUTE,
             role=NodeRole.ADVANTAGE,
             dependencies=["compute_reward"],
         )

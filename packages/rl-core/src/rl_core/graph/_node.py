@@ -1,4 +1,4 @@
-"""One task of a TaskGraph: what kind of work it is, which model role runs it and what it waits for."""
+"""One task of a TaskGraph: the operation it runs, which model role runs it and what it waits for."""
 
 from __future__ import annotations
 
@@ -9,20 +9,6 @@ from types import MappingProxyType
 
 from rl_core.graph._errors import CycleError, GraphError
 from rl_core.graph._params import freeze_params, thaw
-
-
-class NodeType(Enum):
-    """The kind of work a node does."""
-
-    COMPUTE = "compute"
-    DATA_LOAD = "data_load"
-    ENV_INTERACT = "env_interact"
-    MODEL_INFERENCE = "model_inference"
-    MODEL_TRAIN = "model_train"
-    PUT_TO_BUFFER = "put_to_buffer"
-    GET_FROM_BUFFER = "get_from_buffer"
-    BARRIER_SYNC = "barrier_sync"
-    CUSTOM = "custom"
 
 
 class NodeRole(Enum):
@@ -53,33 +39,29 @@ def _no_params() -> Mapping[str, object]:
 class Node:
     """An immutable task: pure data, bound to an executor by `operation` name in the runtime.
 
-    `id` is unique within its graph; `dependencies` are the ids of the nodes that must finish first;
-    `operation` names what a runtime runs for it (e.g. "train_actor"); `forward_only` marks a model node
-    that computes without updating weights; `params` is a read-only mapping of plain data (see
-    `PARAM_COUNT_KEY`). `dependencies` may be given as any sequence and is stored as a tuple. A node holds
-    no status, outputs or callables; it pickles and deep-copies as plain data.
+    `id` is unique within its graph; `operation` names what a runtime runs for it (e.g. "train_actor");
+    `role` says which model or worker group runs it (the planner's process groups, the engines a slot
+    builds, split placement's cut); `dependencies` are the ids of the nodes that must finish first;
+    `params` is a read-only mapping of plain data for the operation (see `PARAM_COUNT_KEY`, which
+    parameter-aware placement reads). `dependencies` may be given as any sequence and is stored as a
+    tuple. A node holds no status, outputs or callables; it pickles and deep-copies as plain data.
+    Every field is read by the runtime; a node carries nothing else.
     """
 
     id: str
-    type: NodeType
     operation: str
     role: NodeRole = NodeRole.DEFAULT
     dependencies: tuple[str, ...] = ()
-    forward_only: bool = False
     # A mapping proxy is not hashable; the other fields identify a node well enough for hashing.
     params: Mapping[str, object] = field(default_factory=_no_params, hash=False)
 
     def __post_init__(self) -> None:
         check_identifier(self.id, "node id")
         where = f"node {self.id!r}"
-        if not isinstance(self.type, NodeType):
-            raise GraphError(f"{where}: type must be a NodeType (e.g. NodeType.COMPUTE), got {self.type!r}")
         if not isinstance(self.role, NodeRole):
             raise GraphError(f"{where}: role must be a NodeRole (e.g. NodeRole.ACTOR), got {self.role!r}")
         if not isinstance(self.operation, str) or not self.operation:
             raise GraphError(f"{where}: operation must be the non-empty name a runtime binds, got {self.operation!r}")
-        if not isinstance(self.forward_only, bool):
-            raise GraphError(f"{where}: forward_only must be a bool, got {self.forward_only!r}")
         object.__setattr__(self, "dependencies", _check_dependencies(self.id, self.dependencies))
         object.__setattr__(self, "params", freeze_params(self.params, where))
 
@@ -87,7 +69,7 @@ class Node:
         # Mapping proxies cannot be pickled; rebuild from plain data (pickle, deepcopy, Ray transport).
         return (
             Node,
-            (self.id, self.type, self.operation, self.role, self.dependencies, self.forward_only, thaw(self.params)),
+            (self.id, self.operation, self.role, self.dependencies, thaw(self.params)),
         )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rl_core.graph._errors import DuplicateNodeError, GraphError
-from rl_core.graph._node import Node, NodeRole, NodeType, check_identifier
+from rl_core.graph._node import Node, NodeRole, check_identifier
 from rl_core.graph._serialize import parse_graph_dict
 from rl_core.graph._task_graph import TaskGraph
 
@@ -16,8 +16,8 @@ class Pipeline:
 
     >>> graph = (
     ...     Pipeline("tiny")
-    ...     .add_node("rollout", "generate", type=NodeType.MODEL_INFERENCE, role=NodeRole.ROLLOUT)
-    ...     .add_node("train", "train_actor", type=NodeType.MODEL_TRAIN, role=NodeRole.ACTOR, dependencies=["rollout"])
+    ...     .add_node("rollout", "generate", role=NodeRole.ROLLOUT)
+    ...     .add_node("train", "train_actor", role=NodeRole.ACTOR, dependencies=["rollout"])
     ...     .build()
     ... )
     >>> graph.topological_order
@@ -65,20 +65,16 @@ class Pipeline:
         node_id: str,
         operation: str,
         *,
-        type: NodeType,
         role: NodeRole = NodeRole.DEFAULT,
         dependencies: Iterable[str] = (),
-        forward_only: bool = False,
         params: Mapping[str, object] | None = None,
     ) -> Pipeline:
         """Add one node (see `Node` for the fields) and return this builder for chaining."""
         node = Node(
             id=node_id,
-            type=type,
             operation=operation,
             role=role,
             dependencies=dependencies,  # Node checks and freezes it
-            forward_only=forward_only,
             params=params,
         )
         return self.add(node)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from rl_core.graph._errors import DuplicateGraphError, GraphError
-from rl_core.graph._split import SplitResult, split_graph
+from rl_core.graph._split import SplitResult, SplitRule, split_graph
 from rl_core.graph._task_graph import TaskGraph
 
 
@@ -38,8 +38,8 @@ def validate_plan(graphs: TaskGraph | Iterable[TaskGraph]) -> tuple[TaskGraph, .
     return plan
 
 
-def split_plan(graphs: TaskGraph | Iterable[TaskGraph]) -> tuple[SplitResult, ...]:
-    """Validate a plan and split each of its graphs; raises `DuplicateGraphError` if sub-graph ids collide."""
-    results = tuple(split_graph(graph) for graph in validate_plan(graphs))
+def split_plan(graphs: TaskGraph | Iterable[TaskGraph], rule: SplitRule = SplitRule.SHAPE) -> tuple[SplitResult, ...]:
+    """Validate a plan and split each of its graphs by `rule`; raises `DuplicateGraphError` if sub-graph ids collide."""
+    results = tuple(split_graph(graph, rule) for graph in validate_plan(graphs))
     validate_plan([sub for result in results for sub in result.subgraphs])
     return results

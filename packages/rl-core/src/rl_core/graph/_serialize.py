@@ -4,14 +4,13 @@
     description: Standard GRPO     # optional
     nodes:                         # required, a list in declaration order
       - id: rollout_actor          # required
-        type: model_inference      # required, a NodeType value (any case)
         operation: generate        # required, the name a runtime binds
         role: rollout              # optional, a NodeRole value (any case), default "default"
         dependencies: []           # optional, ids of nodes that run first
-        forward_only: false        # optional
         params: {param_count: 7000000000}   # optional, plain data
 
 An unknown key is an error naming it and the nearest valid key; a bad enum value names the valid values.
+The keys nodes no longer carry (`type`, `forward_only`: nothing read them) are refused with a note to delete them.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rl_core._registry import nearest_name
 from rl_core.graph._errors import GraphError, GraphSpecError
-from rl_core.graph._node import Node, NodeRole, NodeType
+from rl_core.graph._node import Node, NodeRole
 from rl_core.graph._params import thaw
 
 if TYPE_CHECKING:
@@ -30,8 +29,10 @@ if TYPE_CHECKING:
 
 GRAPH_KEYS = ("id", "description", "nodes")
 REQUIRED_GRAPH_KEYS = ("id", "nodes")
-NODE_KEYS = ("id", "type", "operation", "role", "dependencies", "forward_only", "params")
-REQUIRED_NODE_KEYS = ("id", "type", "operation")
+NODE_KEYS = ("id", "operation", "role", "dependencies", "params")
+REQUIRED_NODE_KEYS = ("id", "operation")
+REMOVED_NODE_KEYS = ("type", "forward_only")
+"""Keys a node once had and no longer carries, because nothing read them."""
 
 E = TypeVar("E", bound=Enum)
 
@@ -49,11 +50,9 @@ def node_to_dict(node: Node) -> dict[str, Any]:
     """Every field of `node` as plain data; enums become their lower-case values."""
     return {
         "id": node.id,
-        "type": node.type.value,
         "operation": node.operation,
         "role": node.role.value,
         "dependencies": list(node.dependencies),
-        "forward_only": node.forward_only,
         "params": thaw(node.params),
     }
 
@@ -86,7 +85,7 @@ def parse_node_dict(data: object, where: str) -> Node:
     position = where
     if isinstance(data, Mapping) and isinstance(data.get("id"), str):
         where = f"node {data['id']!r} ({position})"
-    data = _check_keys(data, NODE_KEYS, REQUIRED_NODE_KEYS, where)
+    data = _check_keys(data, NODE_KEYS, REQUIRED_NODE_KEYS, where, removed=REMOVED_NODE_KEYS)
     dependencies = data.get("dependencies", ())
     if dependencies is None:
         dependencies = ()
@@ -95,11 +94,9 @@ def parse_node_dict(data: object, where: str) -> Node:
     try:
         return Node(
             id=data["id"],
-            type=parse_enum(NodeType, data["type"], f"{where}: 'type'"),
             operation=data["operation"],
             role=parse_enum(NodeRole, data.get("role", NodeRole.DEFAULT.value), f"{where}: 'role'"),
             dependencies=tuple(dependencies),
-            forward_only=data.get("forward_only", False),
             params=data.get("params"),
         )
     except GraphSpecError:
@@ -119,10 +116,17 @@ def parse_enum(enum: type[E], value: object, where: str) -> E:
     raise GraphSpecError(f"{where} is {value!r}{hint}; valid values: {', '.join(valid)}")
 
 
-def _check_keys(data: object, keys: tuple[str, ...], required: tuple[str, ...], where: str) -> Mapping[str, Any]:
+def _check_keys(
+    data: object, keys: tuple[str, ...], required: tuple[str, ...], where: str, removed: tuple[str, ...] = ()
+) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise GraphSpecError(f"{where} must be a mapping with keys {', '.join(keys)}; got {type(data).__name__}")
     for key in data:
+        if key in removed:
+            raise GraphSpecError(
+                f"{where} has key {key!r}, which nodes no longer carry (nothing read it); delete it. "
+                f"Valid keys: {', '.join(keys)}"
+            )
         if key not in keys:
             near = nearest_name(str(key), keys)
             hint = f" (did you mean {near!r}?)" if near else ""

@@ -1,7 +1,11 @@
-"""Splitting a TaskGraph into irreducible sub-graphs a planner can place on separate worker groups.
+"""Splitting a TaskGraph into sub-graphs a planner places on separate worker groups: the one splitter.
 
-The rules follow siiRL's `discover_and_split_parallel_paths`, applied to one piece at a time until no
-rule applies to any piece:
+`split_graph(graph, rule)` cuts by one of two rules (`SplitRule`), into a partition: every node lands in
+exactly one sub-graph, every edge between sub-graphs is reported as a `CrossDependency`, and the
+sub-graphs are listed so that every cross dependency points from an earlier one to a later one.
+
+`SplitRule.SHAPE` (the TaskScheduler's, for plans of one or many graphs) follows siiRL's
+`discover_and_split_parallel_paths`, applied to one piece at a time until no rule applies to any piece:
 
 1. Disconnected parts: a piece whose nodes fall into several weakly connected components is split
    into them (parallel paths that never meet).
@@ -12,23 +16,41 @@ rule applies to any piece:
    downstream of it become one piece and the parallel paths leading into it another.
 
 Unlike siiRL, which copies the shared upstream (or downstream) nodes into every branch and can drop a
-node that feeds a branch from outside the fork's ancestry, this is a partition: every node lands in
-exactly one sub-graph, and every edge between sub-graphs is reported as a `CrossDependency`. The
-sub-graphs are listed so that every cross dependency points from an earlier one to a later one. A
-graph is irreducible exactly when it is a single chain, and an irreducible graph comes back unchanged.
+node that feeds a branch from outside the fork's ancestry, this is a partition. A graph is irreducible
+exactly when it is a single chain, and an irreducible graph comes back unchanged.
+
+`SplitRule.ROLLOUT` (split placement's, which gives sampling and training slots of their own) cuts by
+role rather than by shape, so it also cuts a chain such as GRPO: the rollout sub-graph is every node of a
+`ROLLOUT_ROLES` role that depends only on rollout nodes, the training sub-graph is everything else, in
+that order. A graph with no rollout or no training part cannot be cut this way (`GraphError`).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from rl_core._errors import UnknownNameError
+from rl_core.graph._errors import GraphError
+from rl_core.graph._node import NodeRole
 from rl_core.graph._task_graph import TaskGraph
 
 SUBGRAPH_ID_SEPARATOR = "/"
-"""Sub-graph ids are `<graph id>/<index>`, indices in the order the sub-graphs are listed."""
+"""Sub-graph ids are `<graph id>/<index>` (indices in the order listed), or `<graph id>/rollout` and `/train`."""
+
+ROLLOUT_ROLES = frozenset({NodeRole.ROLLOUT, NodeRole.REWARD, NodeRole.DYNAMIC_SAMPLING})
+"""Roles whose nodes `SplitRule.ROLLOUT` keeps on the rollout side: sampling, and the reward that stays with it."""
+
+
+class SplitRule(Enum):
+    """How `split_graph` cuts a graph (see the module docstring)."""
+
+    SHAPE = "shape"
+    """Parallel paths, fan-outs and merges, repeatedly, until every piece is a chain: `<id>/0`, `<id>/1`, ..."""
+    ROLLOUT = "rollout"
+    """By role, into `<id>/rollout` (the leading `ROLLOUT_ROLES` nodes) and `<id>/train` (the rest)."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +65,7 @@ class CrossDependency:
 
 @dataclass(frozen=True)
 class SplitResult:
-    """The irreducible sub-graphs of `source` and the dependencies that cross between them."""
+    """The sub-graphs `split_graph` cut `source` into (in order) and the dependencies that cross between them."""
 
     source: TaskGraph
     subgraphs: tuple[TaskGraph, ...]
@@ -62,10 +84,18 @@ class SplitResult:
         raise UnknownNameError(f"node {node_id!r} is not in graph {self.source.graph_id!r}")
 
 
-def split_graph(graph: TaskGraph) -> SplitResult:
-    """Split `graph` repeatedly by the module's rules until every sub-graph is irreducible (a chain)."""
+def split_graph(graph: TaskGraph, rule: SplitRule = SplitRule.SHAPE) -> SplitResult:
+    """Split `graph` by `rule`: the shape rules until every sub-graph is a chain, or the rollout/training cut.
+
+    Raises `GraphError` when `rule` is `SplitRule.ROLLOUT` and `graph` has no rollout or no training part.
+    """
     if not isinstance(graph, TaskGraph):
         raise TypeError(f"split_graph takes a TaskGraph, got {type(graph).__name__}")
+    if not isinstance(rule, SplitRule):
+        raise TypeError(f"split_graph's rule is a SplitRule (e.g. SplitRule.ROLLOUT), got {rule!r}")
+    if rule is SplitRule.ROLLOUT:
+        rollout, train = _rollout_parts(graph)
+        return _result(graph, [(rollout, "rollout"), (train, "train")])
     pending = [frozenset(graph.nodes)]
     final: list[frozenset[str]] = []
     while pending:
@@ -77,9 +107,13 @@ def split_graph(graph: TaskGraph) -> SplitResult:
             pending.extend(pieces)
     if len(final) == 1:
         return SplitResult(graph, (graph,), ())
+    return _result(graph, [(part, str(index)) for index, part in enumerate(_order_parts(graph, final))])
+
+
+def _result(graph: TaskGraph, parts: Sequence[tuple[Iterable[str], str]]) -> SplitResult:
+    """The sub-graphs of `parts` ((node ids, id suffix), in order) and every edge that crosses between them."""
     subgraphs = tuple(
-        graph.subgraph(part, f"{graph.graph_id}{SUBGRAPH_ID_SEPARATOR}{index}")
-        for index, part in enumerate(_order_parts(graph, final))
+        graph.subgraph(part, f"{graph.graph_id}{SUBGRAPH_ID_SEPARATOR}{suffix}") for part, suffix in parts
     )
     owner = {node_id: sub.graph_id for sub in subgraphs for node_id in sub.nodes}
     cross = tuple(
@@ -91,8 +125,25 @@ def split_graph(graph: TaskGraph) -> SplitResult:
     return SplitResult(graph, subgraphs, cross)
 
 
+def _rollout_parts(graph: TaskGraph) -> tuple[list[str], list[str]]:
+    """The rollout node ids (`ROLLOUT_ROLES`, depending only on rollout nodes) and the rest, in topological order."""
+    rollout: list[str] = []
+    for node_id in graph.topological_order:
+        node = graph[node_id]
+        if node.role in ROLLOUT_ROLES and all(dep in rollout for dep in node.dependencies):
+            rollout.append(node_id)
+    train = [node_id for node_id in graph.topological_order if node_id not in rollout]
+    if not rollout or not train:
+        empty = "rollout" if not rollout else "training"
+        raise GraphError(
+            f"pipeline {graph.graph_id!r} has no {empty} part to give slots of its own "
+            f"(rollout roles: {', '.join(sorted(r.value for r in ROLLOUT_ROLES))}, starting the pipeline)"
+        )
+    return rollout, train
+
+
 def is_irreducible(graph: TaskGraph) -> bool:
-    """Whether no splitting rule applies to `graph` (equivalently: it is a single chain)."""
+    """Whether no shape rule applies to `graph` (equivalently: it is a single chain)."""
     return _split_once(graph, frozenset(graph.nodes)) is None
 
 

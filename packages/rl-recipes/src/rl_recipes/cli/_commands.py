@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from rl_core.advantages import ADVANTAGE_ESTIMATORS
-from rl_core.graph import PIPELINES
+from rl_core.graph import PIPELINES, get_pipeline
 from rl_core.losses import POLICY_LOSSES
 from rl_recipes.evaluation import evaluate_math
 from rl_recipes.recipes import RECIPES, config_path, get_recipe, load_recipe_config, run_recipe
@@ -75,10 +75,11 @@ def export(args: argparse.Namespace) -> int:
 
 
 def list_components(args: argparse.Namespace) -> int:
-    """Print the registered recipes, pipelines, advantage estimators, policy losses and reward functions."""
+    """Print the registered recipes and pipelines with their descriptions, and the advantage estimators, policy losses
+    and reward functions."""
     sections = {
         "recipes": {name: recipe.summary for name, recipe in RECIPES.items()},
-        "pipelines": dict.fromkeys(PIPELINES, ""),
+        "pipelines": {name: get_pipeline(name).description for name in PIPELINES},
         "advantage estimators": dict.fromkeys(ADVANTAGE_ESTIMATORS, ""),
         "policy losses": dict.fromkeys(POLICY_LOSSES, ""),
         "reward functions": dict.fromkeys(REWARD_FUNCTIONS, ""),

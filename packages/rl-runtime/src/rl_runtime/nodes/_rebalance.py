@@ -11,7 +11,7 @@ import torch
 from rl_coordinator import CoordinatorInputError
 from rl_coordinator.coordinator import ReadRequest, StepSpec
 from rl_core import nearest_name
-from rl_core.graph import GraphError, Node, NodeRole, NodeType, TaskGraph
+from rl_core.graph import GraphError, Node, NodeRole, TaskGraph
 from rl_runtime.config import RankBalancing
 from rl_runtime.nodes._batching import require_fields, single_input
 from rl_runtime.nodes._rollout_batch import PAD_ID, select_samples
@@ -60,7 +60,7 @@ def with_rebalance(graph: TaskGraph, balancing: RankBalancing, *, after: str | N
         raise GraphError(f"graph {graph.graph_id!r} already has a node {REBALANCE_OPERATION!r}; add only one")
     anchor = _anchor(graph, after)
     params = {KEEP_GROUPS_PARAM: balancing is RankBalancing.GROUPS}
-    node = Node(REBALANCE_OPERATION, NodeType.COMPUTE, REBALANCE_OPERATION, NodeRole.ACTOR, (anchor,), params=params)
+    node = Node(REBALANCE_OPERATION, REBALANCE_OPERATION, NodeRole.ACTOR, (anchor,), params=params)
     nodes = []
     for existing in graph.nodes.values():
         if anchor in existing.dependencies:

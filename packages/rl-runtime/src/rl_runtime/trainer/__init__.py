@@ -7,9 +7,9 @@ Each worker builds its engines from the config (`RunResourcesFactory`: FSDP2 act
 gloo or NCCL, a rollout engine kept in sync with the actor), reads its own shard of the prompts and runs the
 pipeline's node operations (`rl_runtime.nodes`); the driver only sends step numbers and receives metrics.
 `placement.colocate=true` runs the whole pipeline on every slot; `false` splits it into a rollout and a training
-sub-graph on slots of their own (`split_pipeline`, `plan_placement`), each slot building only its sub-graph's
-engines, with the actor's updates broadcast to the rollout slots (`WeightSender`, `WeightReceiver`).
-Checkpoints under `<output_dir>/checkpoints/step_N` are committed atomically;
+sub-graph on slots of their own (`plan_placement`, `split_pipeline` over rl-core's `split_graph`), each slot
+building only its sub-graph's engines, with the actor's updates broadcast to the rollout slots (`WeightSender`,
+`WeightReceiver`). Checkpoints under `<output_dir>/checkpoints/step_N` are committed atomically;
 `trainer.resume: auto` continues from the newest.
 """
 
@@ -27,7 +27,7 @@ from rl_runtime.trainer._engines import build_actor, build_critic, build_referen
 from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
 from rl_runtime.trainer._loop import Trainer, TrainResult, load_pipeline
 from rl_runtime.trainer._session import DRIVER_BYTES_METRIC, TrainingSession
-from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, SplitPipeline, plan_placement, split_pipeline
+from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, plan_placement, split_pipeline
 from rl_runtime.trainer._validation import PASS_SCORE, evaluate_shard, reduce_validation
 from rl_runtime.trainer._weight_link import WeightReceiver, WeightSender
 from rl_runtime.trainer._worker_state import RunHooks, RunResourcesFactory, SlotEngines
@@ -43,7 +43,6 @@ __all__ = [
     "RunHooks",
     "RunResourcesFactory",
     "SlotEngines",
-    "SplitPipeline",
     "TrainResult",
     "Trainer",
     "TrainerError",

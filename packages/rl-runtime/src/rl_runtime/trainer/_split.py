@@ -1,103 +1,74 @@
 """Placing a pipeline on the slots: whole on every slot (colocated), or cut into a rollout and a training sub-graph
 on slots of their own (split placement).
 
-Split placement cuts the pipeline by role rather than by shape (`rl_core.graph.split_plan` leaves a chain such as
-GRPO whole): the rollout sub-graph is every generate / reward / dynamic-sampling node that depends only on nodes
-of its own kind, the training sub-graph is everything after (log-probs, values, advantages, updates), and every
-edge between them is a cross dependency the workers route through the DataCoordinator. The rollout sub-graph ends
-with a `receive_weights` node, so a rollout rank finishes a step only once it holds the weights of that step's
-actor update, and the next step samples from them. The rollout sub-graph takes the lowest ranks; the slots are
-shared with the configured apportion strategy and placed with node cohesion and load balancing, as the
+Split placement cuts the pipeline with rl-core's one splitter, `split_graph(graph, SplitRule.ROLLOUT)`: the rollout
+sub-graph `<id>/rollout` is every generate / reward / dynamic-sampling node that depends only on nodes of its own
+kind, the training sub-graph `<id>/train` is everything after (log-probs, values, advantages, updates), and every
+edge between them is a cross dependency the workers route through the DataCoordinator. Here the rollout sub-graph
+gains a `receive_weights` node at its end, so a rollout rank finishes a step only once it holds the weights of
+that step's actor update, and the next step samples from them. The rollout sub-graph takes the lowest ranks; the
+slots are shared with the configured apportion strategy and placed with node cohesion and load balancing, as the
 TaskScheduler does.
 """
 
 from __future__ import annotations
 
-import attrs
-
-from rl_core.graph import CrossDependency, Node, NodeRole, NodeType, TaskGraph, estimate_weight
+from rl_core.graph import (
+    GraphError,
+    Node,
+    NodeRole,
+    SplitResult,
+    SplitRule,
+    TaskGraph,
+    estimate_weight,
+    split_graph,
+)
 from rl_runtime.config import RunConfig
 from rl_runtime.nodes._train import RECEIVE_WEIGHTS_OPERATION, TRAIN_ACTOR_OPERATION
 from rl_runtime.planning import Placement, SchedulerConfig, SubgraphPlacement, TaskScheduler, place_subgraphs
 from rl_runtime.trainer._errors import TrainerError
 
-ROLLOUT_ROLES = frozenset({NodeRole.ROLLOUT, NodeRole.REWARD, NodeRole.DYNAMIC_SAMPLING})
-"""Roles whose nodes run on the rollout slots: sampling needs the rollout engine, and the reward stays with it."""
 ENGINE_ROLES = frozenset({NodeRole.ROLLOUT, NodeRole.DYNAMIC_SAMPLING})
 """Roles whose nodes call the rollout engine (dynamic sampling draws more prompts)."""
 RECEIVE_WEIGHTS_NODE = "receive_weights"
 """Id of the node split placement adds at the end of the rollout sub-graph."""
-ROLLOUT_SUFFIX = "/rollout"
-TRAIN_SUFFIX = "/train"
-"""Sub-graph ids are `<pipeline id>/rollout` and `<pipeline id>/train`, like `split_plan`'s `<graph id>/<index>`."""
+_FIX = "set placement.colocate=true (every slot runs the whole pipeline)"
 
 
-@attrs.frozen
-class SplitPipeline:
-    """A pipeline cut for split placement: the rollout and training sub-graphs and the edges between them."""
-
-    rollout: TaskGraph
-    """Ends with the `receive_weights` node."""
-    train: TaskGraph
-    cross_dependencies: tuple[CrossDependency, ...]
-    """Every edge from a rollout node to a training node."""
-
-
-def split_pipeline(graph: TaskGraph) -> SplitPipeline:
-    """Cut `graph` into its rollout and training sub-graphs (see the module doc); TrainerError when it cannot be cut."""
-    rollout_ids: list[str] = []
-    for node_id in graph.topological_order:
-        node = graph[node_id]
-        if node.role in ROLLOUT_ROLES and all(dep in rollout_ids for dep in node.dependencies):
-            rollout_ids.append(node_id)
-    train_ids = [node_id for node_id in graph.topological_order if node_id not in rollout_ids]
-    _check_cut(graph, rollout_ids, train_ids)
-    base = graph.graph_id
-    rollout = graph.subgraph(rollout_ids, f"{base}{ROLLOUT_SUFFIX}")
-    receive = Node(
-        RECEIVE_WEIGHTS_NODE,
-        NodeType.BARRIER_SYNC,
-        RECEIVE_WEIGHTS_OPERATION,
-        NodeRole.ROLLOUT,
-        rollout.exit_ids,
-    )
-    rollout = TaskGraph(rollout.graph_id, [*rollout.nodes.values(), receive], graph.description)
-    train = graph.subgraph(train_ids, f"{base}{TRAIN_SUFFIX}")
-    cross = tuple(
-        CrossDependency(rollout.graph_id, dep, train.graph_id, node_id)
-        for node_id in train_ids
-        for dep in graph.predecessors(node_id)
-        if dep in rollout_ids
-    )
-    return SplitPipeline(rollout, train, cross)
-
-
-def _check_cut(graph: TaskGraph, rollout_ids: list[str], train_ids: list[str]) -> None:
-    fix = "set placement.colocate=true (every slot runs the whole pipeline)"
+def split_pipeline(graph: TaskGraph) -> SplitResult:
+    """`graph` cut for split placement: `split_graph(graph, SplitRule.ROLLOUT)`, whose rollout sub-graph (the first)
+    ends with the `receive_weights` node; TrainerError when split placement cannot run `graph`."""
     if RECEIVE_WEIGHTS_NODE in graph:
         raise TrainerError(
             f"pipeline {graph.graph_id!r} has a node {RECEIVE_WEIGHTS_NODE!r}, the id split placement gives the "
-            f"rollout slots' weight sync; rename the node or {fix}"
+            f"rollout slots' weight sync; rename the node or {_FIX}"
         )
-    if not rollout_ids or not train_ids:
-        empty = "rollout" if not rollout_ids else "training"
-        raise TrainerError(
-            f"placement.colocate=false: pipeline {graph.graph_id!r} has no {empty} part to give slots of its own "
-            f"(rollout roles: {', '.join(sorted(r.value for r in ROLLOUT_ROLES))}, starting the pipeline); {fix}"
-        )
+    try:
+        cut = split_graph(graph, SplitRule.ROLLOUT)
+    except GraphError as exc:
+        raise TrainerError(f"placement.colocate=false: {exc}; {_FIX}") from exc
+    rollout, train = cut.subgraphs
+    _check_training_part(graph, train)
+    receive = Node(RECEIVE_WEIGHTS_NODE, RECEIVE_WEIGHTS_OPERATION, NodeRole.ROLLOUT, rollout.exit_ids)
+    rollout = TaskGraph(rollout.graph_id, [*rollout.nodes.values(), receive], rollout.description)
+    return SplitResult(graph, (rollout, train), cut.cross_dependencies)
+
+
+def _check_training_part(graph: TaskGraph, train: TaskGraph) -> None:
+    train_ids = [node_id for node_id in graph.topological_order if node_id in train]
     stranded = [node_id for node_id in train_ids if graph[node_id].role in ENGINE_ROLES]
     if stranded:
         raise TrainerError(
             f"placement.colocate=false: node(s) {', '.join(map(repr, stranded))} of pipeline {graph.graph_id!r} use "
             "the rollout engine but run after a training node, so they cannot run on the rollout slots; move them "
-            f"before the training nodes or {fix}"
+            f"before the training nodes or {_FIX}"
         )
     updates = [node_id for node_id in train_ids if graph[node_id].operation == TRAIN_ACTOR_OPERATION]
     if len(updates) != 1:
         raise TrainerError(
             f"placement.colocate=false: pipeline {graph.graph_id!r} has {len(updates)} {TRAIN_ACTOR_OPERATION!r} "
             "nodes; the rollout slots wait for exactly one actor update (and its weight sync) per step; use a "
-            f"pipeline with one, or {fix}"
+            f"pipeline with one, or {_FIX}"
         )
 
 
@@ -121,10 +92,7 @@ def plan_placement(config: RunConfig, graph: TaskGraph) -> Placement:
     if settings.colocate:
         return TaskScheduler(settings).schedule(graph)
     split = split_pipeline(graph)
-    entries = [
-        (split.rollout, graph.graph_id, estimate_weight(split.rollout)),
-        (split.train, graph.graph_id, estimate_weight(split.train)),
-    ]
+    entries = [(sub, graph.graph_id, estimate_weight(sub)) for sub in split.subgraphs]  # rollout first
     return place_subgraphs(settings, entries, split.cross_dependencies)
 
 
