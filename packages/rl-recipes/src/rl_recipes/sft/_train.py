@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from rl_coordinator.balancing import plan_micro_batches_all_ranks
+from rl_core.balancing import plan_micro_batches_all_ranks
 from rl_engines.training import (
     FSDPEngine,
     MicroBatchConfig,

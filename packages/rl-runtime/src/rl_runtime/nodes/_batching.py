@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import torch
 import torch.distributed as dist
 
-from rl_coordinator.balancing import min_num_micro_batches, plan_micro_batches
+from rl_core.balancing import min_num_micro_batches, plan_micro_batches
 from rl_engines.training import TrainEngine
 from rl_runtime.workers import NodeContext, StepData, StepDataError
 
