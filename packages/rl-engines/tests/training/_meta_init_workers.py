@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import torch
 from _training_helpers import engine_config, llama_config, ppo_loss_fn, qwen_config, rollout_batch
-from _training_workers import FULL_BATCH, MICRO_BATCHES, local_rows
+from _training_workers import FULL_BATCH, local_rows
 from transformers import Qwen2Config
 
 from rl_engines.training import CriticConfig, CriticRole, ForwardSpec, FSDPEngine, ModelConfig
@@ -86,9 +86,8 @@ def _run_case(rank: int, model: ModelConfig) -> dict[str, object]:
         spec, loss_fn = ForwardSpec(log_probs=False, values=True), CriticRole(engine, CriticConfig()).loss
     else:
         spec, loss_fn = ForwardSpec(entropy=True), ppo_loss_fn
-    seen["outputs"] = engine.forward(batch, MICRO_BATCHES, spec)
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    seen["step"] = engine.train_step(batch, MICRO_BATCHES, normalizer, loss_fn, spec)
+    seen["outputs"] = engine.forward(batch, spec)
+    seen["step"] = engine.train_step(batch, loss_fn, spec)
     seen["weights"] = {name: full_tensor(p.detach()).clone() for name, p in engine.network.named_parameters()}
     return seen
 

@@ -63,7 +63,8 @@ def engine_config(hf_config: Any = None, *, packing: bool = True, lr: float = 1e
     return TrainEngineConfig(
         model=model,
         optimizer=kwargs.pop("optimizer", OptimizerConfig(lr=lr, max_grad_norm=None)),
-        micro_batch=kwargs.pop("micro_batch", MicroBatchConfig(max_tokens_per_micro_batch=64, packing=packing)),
+        # 24 tokens split a few rollout rows (at most 16 tokens each) into several micro-batches.
+        micro_batch=kwargs.pop("micro_batch", MicroBatchConfig(max_tokens_per_micro_batch=24, packing=packing)),
         device="cpu",
         **kwargs,
     )

@@ -20,7 +20,6 @@ PUBLIC_API = [
     "LossOutput",
     "MicroBatchConfig",
     "MicroBatchError",
-    "MiniBatch",
     "ModelConfig",
     "ModelSourceError",
     "OffloadConfig",

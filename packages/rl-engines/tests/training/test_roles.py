@@ -17,7 +17,6 @@ from rl_engines.training import (
     ForwardOutput,
     ForwardSpec,
     FSDPEngine,
-    MiniBatch,
     ModelConfig,
     ReferenceConfig,
     ReferenceRole,
@@ -27,13 +26,13 @@ from rl_engines.training import (
 )
 
 
-def _mini_batches(engine: FSDPEngine, seeds: tuple[int, ...]) -> list[MiniBatch]:
+def _mini_batches(seeds: tuple[int, ...]) -> list[dict[str, torch.Tensor]]:
     minis = []
     for seed in seeds:
         batch = rollout_batch(4, seed=seed)
         batch["values"] = torch.randn(4, batch["input_ids"].shape[1]) * batch["response_mask"]
         batch["returns"] = batch["values"] + torch.randn_like(batch["values"])
-        minis.append(MiniBatch(batch, [[0, 1], [2, 3]], engine.global_normalizer(batch["response_mask"])))
+        minis.append(batch)
     return minis
 
 
@@ -54,11 +53,11 @@ def test_actor_update_runs_epochs_over_mini_batches_then_one_schedule_step() -> 
     manual = FSDPEngine.from_config(engine_config(schedule=schedule))
     role_engine.step_lr_scheduler(), manual.step_lr_scheduler()  # leave the zero-rate first warm-up step
     actor = ActorRole.from_config(ActorConfig(ppo_epochs=2), role_engine)
-    minis = _mini_batches(role_engine, (1, 2))
+    minis = _mini_batches((1, 2))
     results = actor.update(minis)
     for _ in range(2):
         for mini in minis:
-            manual.train_step(mini.batch, mini.micro_batches, mini.normalizer, ppo_loss_fn, ForwardSpec())
+            manual.train_step(mini, ppo_loss_fn, ForwardSpec())
     assert len(results) == 4 and role_engine.global_step == 4
     assert all(r.lr == pytest.approx(0.005) for r in results)
     assert role_engine.lr == pytest.approx(0.01)  # one schedule step after the update
@@ -101,10 +100,8 @@ def test_actor_kl_needs_reference_log_probs() -> None:
 def test_actor_old_log_probs_match_the_engine_forward() -> None:
     engine = FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=0)
-    outputs = ActorRole(engine, ActorConfig(temperature=0.7)).compute_log_probs(
-        batch, [[0, 1, 2, 3]], with_entropy=True
-    )
-    direct = engine.forward(batch, [[0, 1], [2, 3]], ForwardSpec(entropy=True, temperature=0.7))
+    outputs = ActorRole(engine, ActorConfig(temperature=0.7)).compute_log_probs(batch, with_entropy=True)
+    direct = engine.forward(batch, ForwardSpec(entropy=True, temperature=0.7))
     torch.testing.assert_close(outputs.log_probs, direct.log_probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(outputs.entropy, direct.entropy, atol=1e-5, rtol=0)
 
@@ -121,20 +118,18 @@ def test_on_policy_update_equals_the_update_from_recomputed_old_log_probs(config
     full, lean = FSDPEngine.from_config(engine_config()), FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=3)
     batch["ref_log_probs"] = batch.pop("old_log_probs") - 0.1 * batch["response_mask"]
-    plan = [[0, 1], [2, 3]]
     full_actor, lean_actor = ActorRole(full, config), ActorRole(lean, config)
-    before = full_actor.compute_log_probs(batch, plan, with_entropy=True)
+    before = full_actor.compute_log_probs(batch, with_entropy=True)
     old = {**batch, "old_log_probs": before.log_probs}
-    normalizer = full.global_normalizer(batch["response_mask"])
     # The gradient of the loss itself: with the forward's detached log-probs as the old ones it is the same.
     spec = ForwardSpec(entropy=True, temperature=config.temperature)
-    expected_grads = full.compute_gradients(old, plan, normalizer, full_actor.loss, spec)
-    lean_grads = lean.compute_gradients(batch, plan, normalizer, lean_actor.loss, spec)
+    expected_grads = full.compute_gradients(old, full_actor.loss, spec)
+    lean_grads = lean.compute_gradients(batch, lean_actor.loss, spec)
     for name, grad in expected_grads.items():
         torch.testing.assert_close(lean_grads[name], grad, atol=1e-6, rtol=1e-5, msg=name)
 
-    [full_result] = full_actor.update([MiniBatch(old, plan, normalizer)])
-    lean_result, forward = lean_actor.update_on_policy(MiniBatch(batch, plan, normalizer))
+    [full_result] = full_actor.update([old])
+    lean_result, forward = lean_actor.update_on_policy(batch)
     assert lean_result.loss == pytest.approx(full_result.loss, abs=1e-6)
     assert lean_result.grad_norm == pytest.approx(full_result.grad_norm, rel=1e-5)
     assert lean_result.metrics.keys() == full_result.metrics.keys()
@@ -153,9 +148,9 @@ def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
     engine = FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=5)
     del batch["old_log_probs"]
-    before = engine.forward(batch, [[0, 1, 2, 3]], ForwardSpec(entropy=True))
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    _, forward = ActorRole(engine, ActorConfig()).update_on_policy(MiniBatch(batch, [[3, 0], [2], [1]], normalizer))
+    before = engine.forward(batch, ForwardSpec(entropy=True))
+    result, forward = ActorRole(engine, ActorConfig()).update_on_policy(batch)
+    assert result.num_micro_batches > 1
     torch.testing.assert_close(forward.log_probs, before.log_probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(forward.entropy, before.entropy, atol=1e-5, rtol=0)
     assert "_update_on_policy_row" not in batch  # the caller's batch is left as it was
@@ -163,8 +158,8 @@ def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
 
 def test_update_needs_old_log_probs_in_every_mini_batch() -> None:
     engine = FSDPEngine.from_config(engine_config())
-    minis = _mini_batches(engine, (1, 2))
-    del minis[1].batch["old_log_probs"]
+    minis = _mini_batches((1, 2))
+    del minis[1]["old_log_probs"]
     with pytest.raises(
         BatchError, match=r"mini-batch 1 of the actor's update has no 'old_log_probs'.*update_on_policy"
     ):
@@ -174,10 +169,10 @@ def test_update_needs_old_log_probs_in_every_mini_batch() -> None:
 
 def test_update_on_policy_refusals() -> None:
     engine = FSDPEngine.from_config(engine_config())
-    [mini] = _mini_batches(engine, (1,))
+    [mini] = _mini_batches((1,))
     with pytest.raises(BatchError, match=r"has 'old_log_probs', which it would not use; call update"):
         ActorRole(engine, ActorConfig()).update_on_policy(mini)
-    del mini.batch["old_log_probs"]
+    del mini["old_log_probs"]
     with pytest.raises(TrainConfigError, match=r"one optimizer step, but ActorConfig\.ppo_epochs=2"):
         ActorRole(engine, ActorConfig(ppo_epochs=2)).update_on_policy(mini)
     assert engine.global_step == 0
@@ -236,26 +231,26 @@ def test_critic_loss_is_the_clipped_value_loss() -> None:
 
 def test_critic_updates_move_values_towards_the_returns() -> None:
     critic = CriticRole(_critic_engine(), CriticConfig(clip_range=float("inf"), ppo_epochs=8))
-    minis = _mini_batches(critic.engine, (3,))
-    batch = minis[0].batch
+    minis = _mini_batches((3,))
+    batch = minis[0]
     mask = batch["response_mask"].bool()
 
     def error() -> float:
-        return float((critic.compute_values(batch, [[0, 1, 2, 3]]) - batch["returns"])[mask].square().mean())
+        return float((critic.compute_values(batch) - batch["returns"])[mask].square().mean())
 
     before = error()
     results = critic.update(minis)
     assert len(results) == 8 and not any(r.skipped for r in results)
     assert results[-1].loss < results[0].loss
     assert error() < before
-    assert critic.compute_values(batch, [[0, 1], [2, 3]]).shape == batch["input_ids"].shape
+    assert critic.compute_values(batch).shape == batch["input_ids"].shape
 
 
 def test_critic_update_needs_no_old_log_probs() -> None:
     critic = CriticRole(_critic_engine(), CriticConfig())
-    minis = _mini_batches(critic.engine, (4, 5))
+    minis = _mini_batches((4, 5))
     for mini in minis:
-        del mini.batch["old_log_probs"]
+        del mini["old_log_probs"]
     assert len(critic.update(minis)) == 2
 
 
@@ -289,13 +284,13 @@ def test_reference_log_probs_equal_the_initial_policy(offload: bool) -> None:
     reference = ReferenceRole(FSDPEngine.from_config(engine_config(optimizer=None)), ReferenceConfig(offload))
     policy = FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=8)
-    ref = reference.compute_ref_log_probs(batch, [[0, 1], [2, 3]])
-    torch.testing.assert_close(ref, policy.forward(batch, [[0, 1, 2, 3]], ForwardSpec()).log_probs, atol=1e-6, rtol=0)
+    ref = reference.compute_ref_log_probs(batch)
+    torch.testing.assert_close(ref, policy.forward(batch, ForwardSpec()).log_probs, atol=1e-6, rtol=0)
     assert not any(p.requires_grad for p in reference.engine.network.parameters())
     if offload:  # offloaded again after use: a direct forward must ask for onload first
         with pytest.raises(TrainConfigError, match=r"engine is offloaded to the CPU; call onload\(\) first"):
-            reference.engine.forward(batch, [[0, 1, 2, 3]], ForwardSpec())
-        assert torch.equal(reference.compute_ref_log_probs(batch, [[0, 1], [2, 3]]), ref)
+            reference.engine.forward(batch, ForwardSpec())
+        assert torch.equal(reference.compute_ref_log_probs(batch), ref)
 
 
 def test_reference_must_be_frozen() -> None:

@@ -2,8 +2,8 @@
 reference roles composed around an engine.
 
 A batch is a mapping of sample-schema tensors (`input_ids`, `attention_mask`, `response_mask`, ...); the
-caller plans the micro-batches (row indices under `MicroBatchConfig.max_tokens_per_micro_batch`) and
-passes the step's global `LossNormalizer` (`TrainEngine.global_normalizer`).
+engine plans its own micro-batches (under `MicroBatchConfig.max_tokens_per_micro_batch`) and computes the
+step's global `LossNormalizer` itself.
 """
 
 from rl_engines.training._config import (
@@ -35,7 +35,7 @@ from rl_engines.training._roles import (
     ReferenceConfig,
     ReferenceRole,
 )
-from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, LossOutput, MiniBatch, StepResult
+from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, LossOutput, StepResult
 
 __all__ = [
     "ActorConfig",
@@ -53,7 +53,6 @@ __all__ = [
     "LossOutput",
     "MicroBatchConfig",
     "MicroBatchError",
-    "MiniBatch",
     "ModelConfig",
     "ModelSourceError",
     "OffloadConfig",

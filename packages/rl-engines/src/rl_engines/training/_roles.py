@@ -26,7 +26,7 @@ from rl_core.losses import (
 )
 from rl_engines.training._errors import BatchError, TrainConfigError
 from rl_engines.training._protocol import TrainEngine
-from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossOutput, MiniBatch, StepResult
+from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossOutput, StepResult
 
 DEFAULT_VALUE_CLIP_RANGE = 0.5
 """verl's `critic.cliprange_value`."""
@@ -60,13 +60,9 @@ def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, values, 0.0).sum().detach() / mask.sum().clamp(min=1)
 
 
-def _update(engine: TrainEngine, mini_batches: Sequence[MiniBatch], epochs: int, loss, spec) -> list[StepResult]:
+def _update(engine: TrainEngine, mini_batches: Sequence[Batch], epochs: int, loss, spec) -> list[StepResult]:
     """`epochs` passes over the mini-batches, one optimizer step each, then one schedule step."""
-    results = [
-        engine.train_step(mini.batch, mini.micro_batches, mini.normalizer, loss, spec)
-        for _ in range(epochs)
-        for mini in mini_batches
-    ]
+    results = [engine.train_step(mini, loss, spec) for _ in range(epochs) for mini in mini_batches]
     engine.step_lr_scheduler()
     return results
 
@@ -120,12 +116,10 @@ class ActorRole:
         """The actor role around `engine`."""
         return cls(engine, config)
 
-    def compute_log_probs(
-        self, batch: Batch, micro_batches: Sequence[Sequence[int]], *, with_entropy: bool = False
-    ) -> ForwardOutput:
+    def compute_log_probs(self, batch: Batch, *, with_entropy: bool = False) -> ForwardOutput:
         """`(B, T)` log-probs (and entropy) of the response tokens under the current policy, without gradients."""
         spec = ForwardSpec(entropy=with_entropy, temperature=self.config.temperature)
-        return self.engine.forward(batch, micro_batches, spec)
+        return self.engine.forward(batch, spec)
 
     def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
         """Policy loss + `kl_coef` * KL loss - `entropy_coef` * entropy, each over the step's global counts.
@@ -166,21 +160,21 @@ class ActorRole:
             metrics["actor/entropy"] = _masked_mean(outputs.entropy, mask)
         return LossOutput(loss, metrics)
 
-    def update(self, mini_batches: Sequence[MiniBatch]) -> list[StepResult]:
+    def update(self, mini_batches: Sequence[Batch]) -> list[StepResult]:
         """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step.
 
         Every mini-batch carries `old_log_probs` `(B, T)` (`compute_log_probs` before the first update); an
         on-policy step may leave them to `update_on_policy` instead.
         """
         for index, mini in enumerate(mini_batches):
-            if "old_log_probs" not in mini.batch:
+            if "old_log_probs" not in mini:
                 raise BatchError(
                     f"mini-batch {index} of the actor's update has no 'old_log_probs'; compute them with "
                     "compute_log_probs before the update, or, for one on-policy mini-batch, call update_on_policy"
                 )
         return _update(self.engine, mini_batches, self.config.ppo_epochs, self.loss, self._train_spec)
 
-    def update_on_policy(self, mini_batch: MiniBatch) -> tuple[StepResult, ForwardOutput]:
+    def update_on_policy(self, batch: Batch) -> tuple[StepResult, ForwardOutput]:
         """The step's one optimizer step (one mini-batch, one epoch), with the old log-probs taken from its own
         training forward, then one schedule step.
 
@@ -197,7 +191,6 @@ class ActorRole:
                 f"update_on_policy makes one optimizer step, but ActorConfig.ppo_epochs={self.config.ppo_epochs}; "
                 "compute old_log_probs with compute_log_probs and call update"
             )
-        batch = mini_batch.batch
         if "old_log_probs" in batch:
             raise BatchError(
                 "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
@@ -217,7 +210,7 @@ class ActorRole:
         # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.
         tagged = {**batch, _ROW_KEY: torch.arange(shape[0], device=device)}
         spec = ForwardSpec(entropy=True, temperature=self.config.temperature)
-        result = self.engine.train_step(tagged, mini_batch.micro_batches, mini_batch.normalizer, recording_loss, spec)
+        result = self.engine.train_step(tagged, recording_loss, spec)
         self.engine.step_lr_scheduler()
         return result, ForwardOutput(log_probs, entropy, None)
 
@@ -264,9 +257,9 @@ class CriticRole:
         """The critic role around `engine`."""
         return cls(engine, config)
 
-    def compute_values(self, batch: Batch, micro_batches: Sequence[Sequence[int]]) -> torch.Tensor:
+    def compute_values(self, batch: Batch) -> torch.Tensor:
         """`(B, T)` float32 values of the response tokens' preceding states, without gradients."""
-        values = self.engine.forward(batch, micro_batches, self._SPEC).values
+        values = self.engine.forward(batch, self._SPEC).values
         assert values is not None  # asked for by _SPEC
         return values
 
@@ -287,7 +280,7 @@ class CriticRole:
             loss, {"critic/vf_clipfrac": clipfrac, "critic/vpred_mean": _masked_mean(outputs.values, mask)}
         )
 
-    def update(self, mini_batches: Sequence[MiniBatch]) -> list[StepResult]:
+    def update(self, mini_batches: Sequence[Batch]) -> list[StepResult]:
         """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step."""
         return _update(self.engine, mini_batches, self.config.ppo_epochs, self.loss, self._SPEC)
 
@@ -328,17 +321,17 @@ class ReferenceRole:
         """The reference role around `engine`."""
         return cls(engine, config)
 
-    def compute_ref_log_probs(self, batch: Batch, micro_batches: Sequence[Sequence[int]]) -> torch.Tensor:
+    def compute_ref_log_probs(self, batch: Batch) -> torch.Tensor:
         """`(B, T)` float32 log-probs of the response tokens under the reference policy."""
         if not self.config.offload_between_uses:
-            return self._forward(batch, micro_batches)
+            return self._forward(batch)
         self.engine.onload()
         try:
-            return self._forward(batch, micro_batches)
+            return self._forward(batch)
         finally:
             self.engine.offload()
 
-    def _forward(self, batch: Batch, micro_batches: Sequence[Sequence[int]]) -> torch.Tensor:
-        log_probs = self.engine.forward(batch, micro_batches, self._spec).log_probs
+    def _forward(self, batch: Batch) -> torch.Tensor:
+        log_probs = self.engine.forward(batch, self._spec).log_probs
         assert log_probs is not None  # asked for by _spec
         return log_probs
