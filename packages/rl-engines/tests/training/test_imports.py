@@ -5,14 +5,10 @@ from __future__ import annotations
 import rl_engines.training as training
 
 PUBLIC_API = [
-    "ActorConfig",
-    "ActorRole",
     "Batch",
     "BatchError",
     "CheckpointError",
     "CheckpointMismatchError",
-    "CriticConfig",
-    "CriticRole",
     "FSDPEngine",
     "ForwardOutput",
     "ForwardSpec",
@@ -25,8 +21,6 @@ PUBLIC_API = [
     "OffloadConfig",
     "OptimizerConfig",
     "PrecisionConfig",
-    "ReferenceConfig",
-    "ReferenceRole",
     "ScheduleConfig",
     "StepResult",
     "TrainConfigError",

@@ -1,5 +1,5 @@
-"""The training engine: a `TrainEngine` protocol, its FSDP2 implementation, and the actor, critic and
-reference roles composed around an engine.
+"""The training engine: a `TrainEngine` protocol and its FSDP2 implementation (compute only: the RL roles
+that own engines, with their losses, live in `rl_runtime.roles`).
 
 A batch is a mapping of sample-schema tensors (`input_ids`, `attention_mask`, `response_mask`, ...); the
 engine plans its own micro-batches (under `MicroBatchConfig.max_tokens_per_micro_batch`) and computes the
@@ -27,25 +27,13 @@ from rl_engines.training._errors import (
 from rl_engines.training._export import WeightBucket
 from rl_engines.training._flops import estimate_train_flops, mfu, peak_flops
 from rl_engines.training._protocol import TrainEngine
-from rl_engines.training._roles import (
-    ActorConfig,
-    ActorRole,
-    CriticConfig,
-    CriticRole,
-    ReferenceConfig,
-    ReferenceRole,
-)
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, LossOutput, StepResult
 
 __all__ = [
-    "ActorConfig",
-    "ActorRole",
     "Batch",
     "BatchError",
     "CheckpointError",
     "CheckpointMismatchError",
-    "CriticConfig",
-    "CriticRole",
     "FSDPEngine",
     "ForwardOutput",
     "ForwardSpec",
@@ -58,8 +46,6 @@ __all__ = [
     "OffloadConfig",
     "OptimizerConfig",
     "PrecisionConfig",
-    "ReferenceConfig",
-    "ReferenceRole",
     "ScheduleConfig",
     "StepResult",
     "TrainConfigError",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -49,6 +49,11 @@ class TrainEngine(Protocol):
     @property
     def trainable(self) -> bool:
         """Whether the engine has an optimizer (False for a frozen, forward-only engine)."""
+        ...
+
+    @property
+    def hf_config(self) -> Any:
+        """The transformers config of the model (what a rollout engine of the same model is built from)."""
         ...
 
     @property
