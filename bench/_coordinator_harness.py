@@ -24,7 +24,6 @@ from _coordinator_workload import (
 )
 
 from rl_coordinator import SampleInfo
-from rl_coordinator.balancing import balance_across_ranks
 from rl_coordinator.coordinator import (
     METRIC_BYTES_THROUGH,
     CoordinatorClient,
@@ -33,6 +32,7 @@ from rl_coordinator.coordinator import (
     fetch_payloads,
     start_coordinator,
 )
+from rl_core.balancing import balance_across_ranks
 
 # Ray worker processes cannot import bench/ modules by name; ship this module's actors by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

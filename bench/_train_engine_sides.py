@@ -62,7 +62,7 @@ def rollout_batch(args: argparse.Namespace, rows: int, seed: int, vocab: int) ->
 
 
 def plan_micro_batches(lengths: list[int], budget: int) -> list[list[int]]:
-    """First-fit decreasing under the token budget (what rl-coordinator's planner does, simplified)."""
+    """First-fit decreasing under the token budget (what rl_core.balancing's planner does, simplified)."""
     bins: list[tuple[int, list[int]]] = []
     for row in sorted(range(len(lengths)), key=lambda r: -lengths[r]):
         for index, (used, rows) in enumerate(bins):
@@ -147,11 +147,11 @@ def engine_loss(outputs: Any, micro: dict[str, torch.Tensor], normalizer: Any) -
     return LossOutput(ppo_loss(outputs.log_probs, micro, normalizer), {})
 
 
-def engine_step(engine: Any, batch: dict[str, torch.Tensor], plan: list[list[int]], normalizer: Any) -> None:
-    """One engine training step; a skipped step is an error."""
+def engine_step(engine: Any, batch: dict[str, torch.Tensor]) -> None:
+    """One engine training step (the engine plans its micro-batches and normalizer); a skipped step is an error."""
     from rl_engines.training import ForwardSpec
 
-    result = engine.train_step(batch, plan, normalizer, engine_loss, ForwardSpec())
+    result = engine.train_step(batch, engine_loss, ForwardSpec())
     if result.skipped:
         raise RuntimeError(f"engine skipped a benchmark step: {result}")
 

@@ -9,9 +9,9 @@ alike). Lengths are rounded and clipped to [1, 20000]; Python's `random.Random(s
 For dp = 8, 16, 64 (equal-size: every rank gets 8192 / dp samples; workload = token count), the table gives
 max/mean load of
     contiguous   rank r gets samples [r·n/dp, (r+1)·n/dp) (no balancing),
-    lpt          rl_coordinator.balancing.greedy_lpt,
-    kk_plain     rl_coordinator.balancing.karmarkar_karp(refine=False), the differencing alone,
-    kk           rl_coordinator.balancing.karmarkar_karp (default: differencing + swap refinement),
+    lpt          rl_core.balancing.greedy_lpt,
+    kk_plain     rl_core.balancing.karmarkar_karp(refine=False), the differencing alone,
+    kk           rl_core.balancing.karmarkar_karp (default: differencing + swap refinement),
     verl         verl.utils.seqlen_balancing.get_seqlen_balanced_partitions(equal_size=True) (verl 0.9.1),
 and the wall time of one kk call against one verl call on the same lengths. verl runs in its own interpreter
 (--verl-python, default $VERL_PYTHON, then /opt/verl/bin/python) as a long-lived worker that reads the lengths
@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rl_coordinator.balancing import greedy_lpt, karmarkar_karp, max_over_mean
+from rl_core.balancing import greedy_lpt, karmarkar_karp, max_over_mean
 
 PROMPTS, PER_PROMPT = 512, 16
 MEDIAN_TOKENS, SIGMA, PROMPT_SIGMA, MAX_TOKENS = 1000, 1.0, 0.8, 20000

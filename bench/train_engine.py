@@ -48,7 +48,6 @@ from _train_engine_sides import (
     build_engine,
     engine_step,
     hf_config,
-    plan_micro_batches,
     rollout_batch,
     workload,
 )
@@ -95,14 +94,14 @@ def _measure_one_process(args: argparse.Namespace) -> dict[str, Any]:
     batch, plan, normalizer = workload(args, vocab)
     runners = {"plain": PlainLoop(args, device).step}
     engine = build_engine(args)  # built before any process group exists: one unsharded process
-    runners["engine"] = lambda b, p, n: engine_step(engine, b, p, n)
+    runners["engine"] = lambda b, p, n: engine_step(engine, b)
     if args.group_size > 1:
         padded = build_engine(args, share_prefixes=False)
-        runners["engine-padded"] = lambda b, p, n: engine_step(padded, b, p, n)
+        runners["engine-padded"] = lambda b, p, n: engine_step(padded, b)
     if args.fsdp_one:
         _init_one_process_group(device)
         sharded = build_engine(args)
-        runners["engine-fsdp1"] = lambda b, p, n: engine_step(sharded, b, p, n)
+        runners["engine-fsdp1"] = lambda b, p, n: engine_step(sharded, b)
     for run in runners.values():
         for _ in range(WARMUP_STEPS):
             run(batch, plan, normalizer)
@@ -128,20 +127,12 @@ def _dist_rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None
         half = args.batch // 2
         batch = {k: v[rank * half : (rank + 1) * half] for k, v in full.items()}
         engine = build_engine(args)
-        plan = plan_micro_batches(batch["attention_mask"].sum(-1).tolist(), args.budget)
-        # Equal micro-batch counts on both ranks (FSDP2 pairs collectives per forward): split the largest.
-        most = torch.tensor(len(plan))
-        dist.all_reduce(most, op=dist.ReduceOp.MAX)
-        while len(plan) < int(most):
-            plan.sort(key=len)
-            biggest = plan.pop()
-            plan += [biggest[: len(biggest) // 2], biggest[len(biggest) // 2 :]] if len(biggest) > 1 else [biggest]
-        normalizer = engine.global_normalizer(batch["response_mask"])
-        engine_step(engine, batch, plan, normalizer)
+        # The engine plans as many micro-batches on both ranks (FSDP2 pairs collectives per forward).
+        engine_step(engine, batch)
         times = []
         for _ in range(args.reps):
             dist.barrier()
-            times.append(_timed(lambda: engine_step(engine, batch, plan, normalizer), torch.device("cpu")))
+            times.append(_timed(lambda: engine_step(engine, batch), torch.device("cpu")))
         if rank == 0:
             Path(out).write_text(repr(statistics.median(times)))
     finally:
@@ -174,7 +165,7 @@ def _peak_child(variant: str, args: argparse.Namespace, sender: Any) -> None:
             if variant == "plain":
                 runner.step(batch, plan, normalizer)
             else:
-                engine_step(runner, batch, plan, normalizer)
+                engine_step(runner, batch)
         if device.type == "cuda":
             peak = torch.cuda.max_memory_allocated(device)
         else:

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from _training_helpers import engine_config, llama_config, ppo_loss_fn, qwen_config, rollout_batch
-from _training_workers import FULL_BATCH, MICRO_BATCHES, local_rows
+from _training_helpers import engine_config, llama_config, ppo_loss_fn, qwen_config, rollout_batch, value_loss_fn
+from _training_workers import FULL_BATCH, local_rows
 from transformers import Qwen2Config
 
-from rl_engines.training import CriticConfig, CriticRole, ForwardSpec, FSDPEngine, ModelConfig
+from rl_engines.training import ForwardSpec, FSDPEngine, ModelConfig
 from rl_engines.training._fsdp import full_tensor
 from rl_engines.training._meta_init import non_persistent_buffers
 
@@ -83,12 +83,11 @@ def _run_case(rank: int, model: ModelConfig) -> dict[str, object]:
     seen["buffers"] = {name: buffer.clone() for name, buffer in non_persistent_buffers(engine.network)}
     batch = _critic_batch(rank)
     if model.value_head:
-        spec, loss_fn = ForwardSpec(log_probs=False, values=True), CriticRole(engine, CriticConfig()).loss
+        spec, loss_fn = ForwardSpec(log_probs=False, values=True), value_loss_fn
     else:
         spec, loss_fn = ForwardSpec(entropy=True), ppo_loss_fn
-    seen["outputs"] = engine.forward(batch, MICRO_BATCHES, spec)
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    seen["step"] = engine.train_step(batch, MICRO_BATCHES, normalizer, loss_fn, spec)
+    seen["outputs"] = engine.forward(batch, spec)
+    seen["step"] = engine.train_step(batch, loss_fn, spec)
     seen["weights"] = {name: full_tensor(p.detach()).clone() for name, p in engine.network.named_parameters()}
     return seen
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 from _training_helpers import engine_config, ppo_loss_fn, qwen_config, rollout_batch
-from _training_workers import BUCKET_BYTES, FULL_BATCH, MICRO_BATCHES, exported_weights, local_rows
+from _training_workers import BUCKET_BYTES, FULL_BATCH, exported_weights, local_rows
 from torch.distributed.tensor import DTensor
 
 from rl_engines.training import (
@@ -35,8 +35,7 @@ def ddp_config(*, init_seed: int = 3, data_parallel: str = DDP) -> object:
 
 def _step(engine: FSDPEngine, seed: int) -> float:
     batch = local_rows(rollout_batch(FULL_BATCH, seed=seed), engine.rank)
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    loss = engine.train_step(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec()).loss
+    loss = engine.train_step(batch, ppo_loss_fn, ForwardSpec()).loss
     engine.step_lr_scheduler()
     return loss
 
@@ -51,16 +50,14 @@ def ddp_scenario(rank: int, out: Path) -> None:
     saved["initial"] = exported_weights(engine)
     full = rollout_batch(FULL_BATCH, seed=0)
     batch = local_rows(full, rank)
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    saved["gradients"] = engine.compute_gradients(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec())
+    saved["gradients"] = engine.compute_gradients(batch, ppo_loss_fn, ForwardSpec())
     saved["buckets"] = [[name for name, _ in bucket] for bucket in engine.export_weights(BUCKET_BYTES)]
 
     poisoned = {name: tensor.clone() for name, tensor in batch.items()}
     if rank == 1:
         poisoned["advantages"][0, -1] = float("nan")
         poisoned["response_mask"][0, -1] = 1
-    nan_normalizer = engine.global_normalizer(poisoned["response_mask"])
-    saved["nan_step"] = engine.train_step(poisoned, MICRO_BATCHES, nan_normalizer, ppo_loss_fn, ForwardSpec())
+    saved["nan_step"] = engine.train_step(poisoned, ppo_loss_fn, ForwardSpec())
     saved["unchanged_after_nan"] = all(torch.equal(t, saved["initial"][n]) for n, t in exported_weights(engine).items())
 
     saved["losses"] = [_step(engine, seed) for seed in (1, 2)]

@@ -36,7 +36,6 @@ def shared_prefix_scenario(rank: int, out: Path) -> None:
     batch = {name: tensor[rows] for name, tensor in full.items()}
     micro_batch = MicroBatchConfig(max_tokens_per_micro_batch=1024, packing=False)
     engine = FSDPEngine.from_config(engine_config(qwen_config(), micro_batch=micro_batch))
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    gradients = engine.compute_gradients(batch, [list(range(len(rows)))], normalizer, ppo_loss_fn, ForwardSpec())
+    gradients = engine.compute_gradients(batch, ppo_loss_fn, ForwardSpec())
     saved = {"layout": engine.input_layout.value, "fast": engine.network.fast_forward is not None}
     torch.save(saved | {"gradients": gradients}, out / f"shared_rank{rank}.pt")

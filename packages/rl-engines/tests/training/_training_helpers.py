@@ -16,7 +16,7 @@ import torch.multiprocessing as mp
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
 
-from rl_core.losses import LossNormalizer, PolicyLossInputs, get_policy_loss
+from rl_core.losses import LossNormalizer, PolicyLossInputs, clipped_value_loss, get_policy_loss
 from rl_engines.training import (
     ForwardOutput,
     LossOutput,
@@ -63,7 +63,8 @@ def engine_config(hf_config: Any = None, *, packing: bool = True, lr: float = 1e
     return TrainEngineConfig(
         model=model,
         optimizer=kwargs.pop("optimizer", OptimizerConfig(lr=lr, max_grad_norm=None)),
-        micro_batch=kwargs.pop("micro_batch", MicroBatchConfig(max_tokens_per_micro_batch=64, packing=packing)),
+        # 24 tokens split a few rollout rows (at most 16 tokens each) into several micro-batches.
+        micro_batch=kwargs.pop("micro_batch", MicroBatchConfig(max_tokens_per_micro_batch=24, packing=packing)),
         device="cpu",
         **kwargs,
     )
@@ -188,3 +189,19 @@ def run_distributed(fn: Callable[..., None], out: Path, *args: Any, world: int =
     except Exception as error:
         messages = [p.read_text() for p in sorted(out.glob("error_rank*.txt"))]
         raise AssertionError("\n".join(messages) or str(error)) from error
+
+
+def value_loss_fn(
+    outputs: ForwardOutput, micro_batch: dict[str, torch.Tensor], normalizer: LossNormalizer
+) -> LossOutput:
+    """rl_core's clipped value loss (clip range 0.5, token-mean) on a micro-batch: what the critic role computes."""
+    loss, clipfrac = clipped_value_loss(
+        outputs.values,
+        micro_batch["values"],
+        micro_batch["returns"],
+        micro_batch["response_mask"],
+        clip_range=0.5,
+        aggregation="token-mean",
+        normalizer=normalizer,
+    )
+    return LossOutput(loss, {"critic/vf_clipfrac": clipfrac})

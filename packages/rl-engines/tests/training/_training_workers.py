@@ -18,10 +18,10 @@ from rl_engines.training import (
     ScheduleConfig,
     TrainEngineConfig,
 )
+from rl_engines.training._micro_batches import plan_micro_batches
 
 FULL_BATCH = 8
 LOCAL_BATCH = FULL_BATCH // 2
-MICRO_BATCHES = [[0, 1], [2, 3]]
 BUCKET_BYTES = 8192
 
 
@@ -38,21 +38,24 @@ def fsdp_scenario(rank: int, out: Path) -> None:
     saved: dict[str, object] = {}
     for packing in (True, False):
         engine = FSDPEngine.from_config(engine_config(qwen_config(), packing=packing))
-        outputs = engine.forward(batch, MICRO_BATCHES, spec)
+        outputs = engine.forward(batch, spec)
         saved[f"log_probs_{packing}"], saved[f"entropy_{packing}"] = outputs.log_probs, outputs.entropy
     mixed = FSDPEngine.from_config(engine_config(qwen_config(), precision=PrecisionConfig(compute_dtype="bfloat16")))
-    saved["log_probs_bf16"] = mixed.forward(batch, MICRO_BATCHES, ForwardSpec()).log_probs
+    saved["log_probs_bf16"] = mixed.forward(batch, ForwardSpec()).log_probs
     saved["bf16_param_dtype"] = {p.dtype for p in mixed.network.parameters()}
     del mixed
     # A forward without backward must not leave the root's embedding and LM head gathered.
     saved["sharded_after_forward"] = all(isinstance(p, DTensor) for p in engine.network.parameters())
+    # FSDP2 pairs collectives per micro-batch: a rank whose rows fit one micro-batch runs as many as the other.
+    few_short_rows = {"input_ids": torch.ones(4, 3, dtype=torch.int64)}
+    budget = engine.config.micro_batch.max_tokens_per_micro_batch
+    saved["plan_size"] = len(plan_micro_batches(few_short_rows if rank == 0 else batch, budget, engine.layout))
     try:
-        engine.forward(batch, [[0, 1, 2, 3]] if rank == 0 else MICRO_BATCHES, spec)
+        engine.forward({"input_ids": torch.ones(1, 3, dtype=torch.int64)} if rank == 0 else batch, spec)
     except MicroBatchError as error:  # every rank must refuse, or the next collective would hang
         saved["uneven_error"] = str(error)
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    saved["normalizer"] = normalizer
-    saved["gradients"] = engine.compute_gradients(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec())
+    saved["normalizer"] = engine.global_normalizer(batch["response_mask"])
+    saved["gradients"] = engine.compute_gradients(batch, ppo_loss_fn, ForwardSpec())
     buckets = [[(name, tensor.clone()) for name, tensor in bucket] for bucket in engine.export_weights(BUCKET_BYTES)]
     saved["buckets"] = buckets
     poisoned = dict(batch)
@@ -61,16 +64,15 @@ def fsdp_scenario(rank: int, out: Path) -> None:
         poisoned["advantages"][0, -1] = float("nan")
         poisoned["response_mask"] = batch["response_mask"].clone()
         poisoned["response_mask"][0, -1] = 1
-    nan_normalizer = engine.global_normalizer(poisoned["response_mask"])
-    saved["nan_step"] = engine.train_step(poisoned, MICRO_BATCHES, nan_normalizer, ppo_loss_fn, ForwardSpec())
+    saved["nan_step"] = engine.train_step(poisoned, ppo_loss_fn, ForwardSpec())
     before = {name: tensor for bucket in buckets for name, tensor in bucket}
     after = exported_weights(engine)
     saved["unchanged_after_nan"] = before.keys() == after.keys() and all(
         torch.equal(after[n], t) for n, t in before.items()
     )
-    saved["real_step"] = engine.train_step(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec())
+    saved["real_step"] = engine.train_step(batch, ppo_loss_fn, ForwardSpec())
     saved["global_step"] = engine.global_step
-    saved["trained_log_probs"] = engine.forward(batch, MICRO_BATCHES, ForwardSpec()).log_probs
+    saved["trained_log_probs"] = engine.forward(batch, ForwardSpec()).log_probs
     engine.export_hf(out / "hf")
     torch.save(saved, out / f"fsdp_rank{rank}.pt")
 
@@ -79,8 +81,7 @@ def _steps(engine: FSDPEngine, rank: int, seeds: range) -> list[float]:
     losses = []
     for seed in seeds:
         batch = local_rows(rollout_batch(FULL_BATCH, seed=seed), rank)
-        normalizer = engine.global_normalizer(batch["response_mask"])
-        losses.append(engine.train_step(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec()).loss)
+        losses.append(engine.train_step(batch, ppo_loss_fn, ForwardSpec()).loss)
         engine.step_lr_scheduler()
     return losses
 
@@ -106,7 +107,7 @@ def resume_scenario(rank: int, out: Path, hf_config: object) -> None:
     torch.manual_seed(100 + rank)
     first = FSDPEngine.from_config(config)
     resumed_losses = _steps(first, rank, range(1, 2))
-    first.forward(local_rows(rollout_batch(FULL_BATCH, seed=9), rank), MICRO_BATCHES, ForwardSpec())
+    first.forward(local_rows(rollout_batch(FULL_BATCH, seed=9), rank), ForwardSpec())
     first.save_checkpoint(out / "ckpt")
     del first
     torch.manual_seed(12345)  # scramble the RNG: only the checkpoint's RNG state may make the runs agree
@@ -123,10 +124,6 @@ def resume_scenario(rank: int, out: Path, hf_config: object) -> None:
         },
         out / f"resume_rank{rank}.pt",
     )
-
-
-WORLD1_MICRO_BATCHES = [[0, 1], [2, 3], [4, 5], [6, 7]]
-"""The full batch in one process: the same rows and micro-batch size as both ranks' `MICRO_BATCHES` together."""
 
 
 def reshard_config() -> TrainEngineConfig:
@@ -146,12 +143,8 @@ def steps_at(engine: FSDPEngine, seeds: range) -> list[float]:
     losses = []
     for seed in seeds:
         full = rollout_batch(FULL_BATCH, seed=seed)
-        if engine.world_size == 1:
-            batch, plan = full, WORLD1_MICRO_BATCHES
-        else:
-            batch, plan = local_rows(full, engine.rank), MICRO_BATCHES
-        normalizer = engine.global_normalizer(batch["response_mask"])
-        losses.append(engine.train_step(batch, plan, normalizer, ppo_loss_fn, ForwardSpec()).loss)
+        batch = full if engine.world_size == 1 else local_rows(full, engine.rank)
+        losses.append(engine.train_step(batch, ppo_loss_fn, ForwardSpec()).loss)
         engine.step_lr_scheduler()
     return losses
 

@@ -12,7 +12,6 @@ import torch
 import torch.distributed.checkpoint as dcp
 from _training_helpers import engine_config, ppo_loss_fn, qwen_config, rollout_batch, run_distributed
 from _training_workers import (
-    MICRO_BATCHES,
     exported_weights,
     reshard_config,
     reshard_scenario,
@@ -47,8 +46,7 @@ def _dropout_config() -> object:
 
 def _train(engine: FSDPEngine, seed: int) -> float:
     batch = rollout_batch(4, seed=seed)
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    return engine.train_step(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec()).loss
+    return engine.train_step(batch, ppo_loss_fn, ForwardSpec()).loss
 
 
 @pytest.fixture(scope="module")

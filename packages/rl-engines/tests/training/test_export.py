@@ -25,9 +25,7 @@ from rl_engines.training import ForwardSpec, FSDPEngine, ModelConfig, TrainConfi
 def _trained_engine(hf_config) -> FSDPEngine:
     engine = FSDPEngine.from_config(engine_config(hf_config))
     batch = rollout_batch(4, seed=1)
-    engine.train_step(
-        batch, [[0, 1], [2, 3]], engine.global_normalizer(batch["response_mask"]), ppo_loss_fn, ForwardSpec()
-    )
+    engine.train_step(batch, ppo_loss_fn, ForwardSpec())
     return engine
 
 
@@ -71,9 +69,7 @@ def test_export_hf_reloads_with_the_same_log_probs(tmp_path: Path, make_config) 
     batch = rollout_batch(5, seed=2)
     with torch.no_grad():
         expected, _ = reference_outputs(reloaded, batch)
-    torch.testing.assert_close(
-        engine.forward(batch, [[0, 1, 2, 3, 4]], ForwardSpec()).log_probs, expected, atol=1e-5, rtol=0
-    )
+    torch.testing.assert_close(engine.forward(batch, ForwardSpec()).log_probs, expected, atol=1e-5, rtol=0)
 
 
 def test_export_hf_shards_with_an_index_and_copies_the_tokenizer(tmp_path: Path) -> None:

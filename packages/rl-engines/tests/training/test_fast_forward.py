@@ -72,14 +72,12 @@ def test_outputs_and_gradients_equal_transformers(
     assert fast.input_layout is layout and plain.input_layout is layout
     _perturb([fast, plain])
     batch = grouped_batch(GROUPS, SAMPLES, seed=11)
-    plan = [list(range(GROUPS * SAMPLES + 1))]
     spec = ForwardSpec(entropy=True, values=True)
-    got, want = fast.forward(batch, plan, spec), plain.forward(batch, plan, spec)
+    got, want = fast.forward(batch, spec), plain.forward(batch, spec)
     for name in ("log_probs", "entropy", "values"):
         torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=TOLERANCE, rtol=0)
-    normalizer = fast.global_normalizer(batch["response_mask"])
-    got_grads = fast.compute_gradients(batch, plan, normalizer, ppo_loss_fn, ForwardSpec())
-    want_grads = plain.compute_gradients(batch, plan, normalizer, ppo_loss_fn, ForwardSpec())
+    got_grads = fast.compute_gradients(batch, ppo_loss_fn, ForwardSpec())
+    want_grads = plain.compute_gradients(batch, ppo_loss_fn, ForwardSpec())
     assert got_grads.keys() == want_grads.keys()
     for name, grad in want_grads.items():
         assert torch.isfinite(got_grads[name]).all(), name
@@ -94,12 +92,10 @@ def test_gradients_equal_one_plain_forward_per_sequence() -> None:
     )
     assert engine.network.fast_forward is not None
     batch = grouped_batch(GROUPS, SAMPLES, seed=12)
-    plan = [list(range(GROUPS * SAMPLES + 1))]
     with torch.no_grad():
         log_probs, _ = reference_outputs(reference_model(config), batch)
-    torch.testing.assert_close(engine.forward(batch, plan, ForwardSpec()).log_probs, log_probs, atol=TOLERANCE, rtol=0)
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    got = engine.compute_gradients(batch, plan, normalizer, ppo_loss_fn, ForwardSpec())
+    torch.testing.assert_close(engine.forward(batch, ForwardSpec()).log_probs, log_probs, atol=TOLERANCE, rtol=0)
+    got = engine.compute_gradients(batch, ppo_loss_fn, ForwardSpec())
     for name, grad in reference_gradients(batch, config).items():
         torch.testing.assert_close(got[name], grad, atol=TOLERANCE, rtol=TOLERANCE)
 
@@ -109,14 +105,13 @@ def test_parameters_replaced_after_construction_are_the_ones_used() -> None:
     layer = engine.network.backbone.model.layers[1]
     replacement = torch.nn.Parameter(layer.mlp.down_proj.weight.detach() * 3.0)
     batch = grouped_batch(GROUPS, SAMPLES, seed=13)
-    plan = [list(range(GROUPS * SAMPLES + 1))]
-    before = engine.forward(batch, plan, ForwardSpec()).log_probs
+    before = engine.forward(batch, ForwardSpec()).log_probs
     layer.mlp.down_proj.weight = replacement
-    after = engine.forward(batch, plan, ForwardSpec()).log_probs
+    after = engine.forward(batch, ForwardSpec()).log_probs
     reference = _engine(SUPPORTED["qwen2"](), fast=False)
     reference.network.backbone.model.layers[1].mlp.down_proj.weight = torch.nn.Parameter(replacement.detach().clone())
     assert not torch.allclose(before, after)
-    torch.testing.assert_close(after, reference.forward(batch, plan, ForwardSpec()).log_probs, atol=TOLERANCE, rtol=0)
+    torch.testing.assert_close(after, reference.forward(batch, ForwardSpec()).log_probs, atol=TOLERANCE, rtol=0)
 
 
 UNSUPPORTED = {

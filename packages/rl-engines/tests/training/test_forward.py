@@ -16,7 +16,6 @@ from _training_helpers import (
 from rl_engines.training import BatchError, ForwardSpec, FSDPEngine, ModelConfig, TrainConfigError
 from rl_engines.training._packing import padded_inputs, target_mask
 
-MICRO_BATCHES = [[0, 1, 2], [3, 4], [5]]
 TOLERANCE = 1e-5
 
 
@@ -28,7 +27,7 @@ def test_packed_and_padded_agree_with_one_forward_per_sequence(make_config) -> N
     results = {}
     for packing in (True, False):
         engine = FSDPEngine.from_config(engine_config(make_config(), packing=packing))
-        results[packing] = engine.forward(batch, MICRO_BATCHES, ForwardSpec(entropy=True))
+        results[packing] = engine.forward(batch, ForwardSpec(entropy=True))
     for outputs in results.values():
         torch.testing.assert_close(outputs.log_probs, log_probs, atol=TOLERANCE, rtol=0)
         torch.testing.assert_close(outputs.entropy, entropy, atol=TOLERANCE, rtol=0)
@@ -51,7 +50,7 @@ def test_temperature_divides_the_logits() -> None:
     batch = rollout_batch(3, seed=1)
     model = reference_model()
     engine = FSDPEngine.from_config(engine_config())
-    outputs = engine.forward(batch, [[0, 1, 2]], ForwardSpec(temperature=0.5))
+    outputs = engine.forward(batch, ForwardSpec(temperature=0.5))
     with torch.no_grad():
         tokens = batch["input_ids"][0][batch["attention_mask"][0].bool()]
         logits = model(input_ids=tokens[None]).logits[0, :-1] / 0.5
@@ -65,7 +64,7 @@ def test_temperature_divides_the_logits() -> None:
 def test_response_only_false_covers_every_predicted_token() -> None:
     batch = rollout_batch(4, seed=2)
     engine = FSDPEngine.from_config(engine_config())
-    outputs = engine.forward(batch, [[0, 1], [2, 3]], ForwardSpec(response_only=False))
+    outputs = engine.forward(batch, ForwardSpec(response_only=False))
     mask = batch["attention_mask"].bool()
     predicted = mask & torch.cat([torch.zeros(4, 1, dtype=torch.bool), mask[:, :-1]], dim=1)
     assert torch.equal(outputs.log_probs != 0, predicted)
@@ -77,8 +76,8 @@ def test_values_agree_between_layouts_and_with_the_value_head_on_hidden_states()
     packed = FSDPEngine.from_config(engine_config(model=model, packing=True))
     padded = FSDPEngine.from_config(engine_config(model=model, packing=False))
     spec = ForwardSpec(log_probs=False, values=True)
-    values = packed.forward(batch, [[0, 1, 2], [3, 4]], spec).values
-    torch.testing.assert_close(values, padded.forward(batch, [[0], [1, 2, 3, 4]], spec).values, atol=TOLERANCE, rtol=0)
+    values = packed.forward(batch, spec).values
+    torch.testing.assert_close(values, padded.forward(batch, spec).values, atol=TOLERANCE, rtol=0)
     head = packed.network.value_head
     with torch.no_grad():
         tokens = batch["input_ids"][1][batch["attention_mask"][1].bool()]
@@ -94,7 +93,7 @@ def test_values_agree_between_layouts_and_with_the_value_head_on_hidden_states()
 def test_values_need_a_value_head() -> None:
     engine = FSDPEngine.from_config(engine_config())
     with pytest.raises(TrainConfigError, match="value_head=True"):
-        engine.forward(rollout_batch(2, seed=0), [[0, 1]], ForwardSpec(log_probs=False, values=True))
+        engine.forward(rollout_batch(2, seed=0), ForwardSpec(log_probs=False, values=True))
 
 
 def test_packing_refuses_position_ids_it_would_rewrite() -> None:
@@ -102,9 +101,9 @@ def test_packing_refuses_position_ids_it_would_rewrite() -> None:
     batch["position_ids"] = batch["position_ids"] + 3
     engine = FSDPEngine.from_config(engine_config(packing=True))
     with pytest.raises(BatchError, match="packing=False"):
-        engine.forward(batch, [[0, 1]], ForwardSpec())
+        engine.forward(batch, ForwardSpec())
     padded = FSDPEngine.from_config(engine_config(packing=False))
-    assert padded.forward(batch, [[0, 1]], ForwardSpec()).log_probs.shape == (2, batch["input_ids"].shape[1])
+    assert padded.forward(batch, ForwardSpec()).log_probs.shape == (2, batch["input_ids"].shape[1])
 
 
 def test_mismatched_masks_are_refused() -> None:
@@ -112,7 +111,7 @@ def test_mismatched_masks_are_refused() -> None:
     batch["response_mask"] = batch["response_mask"][:, :-1]
     engine = FSDPEngine.from_config(engine_config())
     with pytest.raises(BatchError, match="response_mask has shape"):
-        engine.forward(batch, [[0, 1]], ForwardSpec())
+        engine.forward(batch, ForwardSpec())
 
 
 def test_forward_spec_rejections() -> None:
@@ -124,7 +123,7 @@ def test_forward_spec_rejections() -> None:
 
 def test_forward_keeps_no_graph_and_returns_on_the_batch_device() -> None:
     engine = FSDPEngine.from_config(engine_config())
-    outputs = engine.forward(rollout_batch(2, seed=0), [[0, 1]], ForwardSpec(entropy=True))
+    outputs = engine.forward(rollout_batch(2, seed=0), ForwardSpec(entropy=True))
     assert not outputs.log_probs.requires_grad
     assert outputs.log_probs.device == torch.device("cpu")
     assert outputs.log_probs.dtype == torch.float32

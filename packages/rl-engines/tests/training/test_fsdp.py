@@ -46,10 +46,13 @@ def test_packed_and_padded_forwards_agree_with_plain_transformers(ranks: list[di
     assert all(rank["sharded_after_forward"] for rank in ranks)
 
 
-def test_ranks_with_different_micro_batch_counts_all_refuse(ranks: list[dict]) -> None:
-    for index, rank in enumerate(ranks):
+def test_ranks_plan_as_many_micro_batches_or_all_refuse(ranks: list[dict]) -> None:
+    assert ranks[0]["plan_size"] == ranks[1]["plan_size"] > 1  # rank 0's rows alone would fit one micro-batch
+    for rank in ranks:
+        needed = ranks[1]["plan_size"]
         assert rank["uneven_error"].startswith(
-            f"ranks run between 1 and 2 micro-batches (this rank {2 - (index == 0)})"
+            f"a rank needs {needed} micro-batches under MicroBatchConfig.max_tokens_per_micro_batch=24, more than "
+            "the 1 rows the smallest rank holds"
         )
 
 
@@ -65,6 +68,7 @@ def test_normalizer_counts_every_rank(ranks: list[dict], full_batch: dict) -> No
     for rank in ranks:
         assert rank["normalizer"].num_tokens == float(mask.sum())
         assert rank["normalizer"].num_sequences == FULL_BATCH
+        assert rank["real_step"].normalizer == rank["normalizer"]  # the step divided by the global counts
 
 
 def test_dp2_times_two_micro_batches_gradients_equal_one_process(ranks: list[dict], full_batch: dict) -> None:
@@ -84,6 +88,7 @@ def test_nan_loss_on_one_rank_skips_the_step_on_both(ranks: list[dict]) -> None:
         assert rank["unchanged_after_nan"]
         assert math.isnan(result.loss)
         assert not rank["real_step"].skipped
+        assert rank["real_step"].num_micro_batches > 1  # gradients accumulated over micro-batches and ranks
         assert rank["global_step"] == 1
 
 

@@ -33,7 +33,7 @@ def test_folder_model_has_the_saved_weights(model_folder: Path) -> None:
     batch = rollout_batch(3, seed=0)
     with torch.no_grad():
         expected, _ = reference_outputs(reference_model(), batch)
-    outputs = engine.forward(batch, [[0, 1, 2]], ForwardSpec())
+    outputs = engine.forward(batch, ForwardSpec())
     torch.testing.assert_close(outputs.log_probs, expected, atol=1e-5, rtol=0)
 
 
@@ -105,8 +105,7 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     for checkpointing in (False, True):
         model = ModelConfig(hf_config=qwen_config(), gradient_checkpointing=checkpointing, init_seed=3)
         engine = FSDPEngine.from_config(engine_config(model=model))
-        normalizer = engine.global_normalizer(batch["response_mask"])
-        grads.append(engine.compute_gradients(batch, [[0, 1], [2, 3]], normalizer, ppo_loss_fn, ForwardSpec()))
+        grads.append(engine.compute_gradients(batch, ppo_loss_fn, ForwardSpec()))
     backbone = engine.network.backbone
     assert getattr(backbone, "is_activation_checkpointing", None) or backbone.is_gradient_checkpointing
     for name, grad in grads[0].items():

@@ -22,6 +22,7 @@ from transformers import MistralConfig, Qwen2Config
 
 from rl_engines._attention import full_attention_only
 from rl_engines.training import ForwardSpec, FSDPEngine, MicroBatchConfig, ModelConfig, TrainConfigError
+from rl_engines.training._micro_batches import plan_micro_batches
 from rl_engines.training._packing import InputLayout, padded_inputs, shared_prefix_inputs
 
 TOLERANCE = 1e-5
@@ -48,11 +49,10 @@ def test_rows_sharing_a_prompt_run_it_once() -> None:
 @pytest.mark.parametrize("response_only", [True, False])
 def test_outputs_equal_one_forward_per_sequence(make_config, response_only: bool) -> None:
     batch = grouped_batch(GROUPS, SAMPLES, seed=1)
-    plan = [list(range(GROUPS * SAMPLES + 1))]
     spec = ForwardSpec(entropy=True, values=True, response_only=response_only)
     shared, padded = _engine(make_config()), _engine(make_config(), share_prefixes=False)
     assert shared.input_layout is InputLayout.SHARED_PREFIX and padded.input_layout is InputLayout.PADDED
-    got, want = shared.forward(batch, plan, spec), padded.forward(batch, plan, spec)
+    got, want = shared.forward(batch, spec), padded.forward(batch, spec)
     for name in ("log_probs", "entropy", "values"):
         torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=TOLERANCE, rtol=0)
     if response_only:
@@ -65,14 +65,15 @@ def test_outputs_equal_one_forward_per_sequence(make_config, response_only: bool
 @pytest.mark.parametrize("make_config", [qwen_config, llama_config], ids=["qwen2", "llama-tied"])
 def test_gradients_equal_one_forward_per_sequence(make_config) -> None:
     batch = grouped_batch(GROUPS, SAMPLES, seed=2)
+    # A budget of 3/5 of the batch's tokens: the engine plans two micro-batches or more, splitting groups.
+    budget = int(batch["attention_mask"].sum()) * 3 // 5
     engine = FSDPEngine.from_config(
-        engine_config(make_config(), micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=1024, packing=False))
+        engine_config(make_config(), micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=budget, packing=False))
     )
     assert engine.input_layout is InputLayout.SHARED_PREFIX
-    normalizer = engine.global_normalizer(batch["response_mask"])
     # Groups split across micro-batches: each piece runs its prompt once and the gradients still add up.
-    plan = [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11, 12]]
-    got = engine.compute_gradients(batch, plan, normalizer, ppo_loss_fn, ForwardSpec())
+    assert len(plan_micro_batches(batch, budget, engine.layout)) >= 2
+    got = engine.compute_gradients(batch, ppo_loss_fn, ForwardSpec())
     want = reference_gradients(batch, make_config())
     assert got.keys() == want.keys()
     for name, grad in want.items():
@@ -96,10 +97,9 @@ def test_one_token_responses_are_predicted_from_the_prefix_alone() -> None:
     batch["input_ids"] = batch["input_ids"] * batch["attention_mask"]
     inputs = shared_prefix_inputs(batch, response_only=True)
     assert inputs is not None and inputs.input_ids.shape[1] == 1
-    plan = [list(range(GROUPS * SAMPLES + 1))]
     with torch.no_grad():
         log_probs, _ = reference_outputs(reference_model(qwen_config()), batch)
-    got = _engine().forward(batch, plan, ForwardSpec())
+    got = _engine().forward(batch, ForwardSpec())
     torch.testing.assert_close(got.log_probs, log_probs, atol=TOLERANCE, rtol=0)
     assert torch.equal(got.log_probs != 0, batch["response_mask"].bool())
 
@@ -116,9 +116,8 @@ def test_tokens_inside_the_continuation_outside_the_response_are_inputs_only() -
     batch = dict(batch, response_mask=response)
     inputs = shared_prefix_inputs(batch, response_only=True)
     assert inputs is not None and inputs.prefix is not None
-    plan = [list(range(GROUPS * SAMPLES + 1))]
     spec = ForwardSpec(entropy=True)
-    got, want = _engine().forward(batch, plan, spec), _engine(share_prefixes=False).forward(batch, plan, spec)
+    got, want = _engine().forward(batch, spec), _engine(share_prefixes=False).forward(batch, spec)
     torch.testing.assert_close(got.log_probs, want.log_probs, atol=TOLERANCE, rtol=0)
     assert torch.equal(got.log_probs != 0, response.bool())
 
@@ -133,9 +132,8 @@ def test_where_the_layout_does_not_apply_the_rows_run_padded() -> None:
     assert shared_prefix_inputs(no_response, response_only=True) is None
     assert shared_prefix_inputs({k: v for k, v in batch.items() if k != "response_mask"}, True) is None
     engine = _engine()
-    plan = [list(range(GROUPS * SAMPLES + 1))]
-    outputs = engine.forward(shifted, plan, ForwardSpec())
-    expected = _engine(share_prefixes=False).forward(shifted, plan, ForwardSpec())
+    outputs = engine.forward(shifted, ForwardSpec())
+    expected = _engine(share_prefixes=False).forward(shifted, ForwardSpec())
     torch.testing.assert_close(outputs.log_probs, expected.log_probs, atol=TOLERANCE, rtol=0)
 
 

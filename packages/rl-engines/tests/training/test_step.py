@@ -9,20 +9,26 @@ import torch
 from _training_helpers import engine_config, ppo_loss_fn, reference_gradients, rollout_batch
 
 from rl_engines.training import BatchError, ForwardSpec, FSDPEngine, LossOutput, TrainConfigError
+from rl_engines.training._fsdp import ProcessLayout
+from rl_engines.training._micro_batches import plan_micro_batches
 from rl_engines.training._step import _grad_norm
 
-MICRO_BATCHES = [[0, 1, 2], [3, 4], [5]]
+ALONE = ProcessLayout(world_size=1, rank=0, device=torch.device("cpu"), distributed=False)
+
+
+_ROW = "row"
+"""A `(B,)` row index riding along in the batch, so a loss function knows which rows its micro-batch holds."""
 
 
 def _weights(engine: FSDPEngine) -> dict[str, torch.Tensor]:
     return {name: p.detach().clone() for name, p in engine.network.named_parameters()}
 
 
-def test_three_micro_batches_give_the_whole_batch_gradient() -> None:
+def test_several_micro_batches_give_the_whole_batch_gradient() -> None:
     batch = rollout_batch(6, seed=0)
     engine = FSDPEngine.from_config(engine_config())
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    gradients = engine.compute_gradients(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec())
+    assert len(plan_micro_batches(batch, engine.config.micro_batch.max_tokens_per_micro_batch, ALONE)) > 1
+    gradients = engine.compute_gradients(batch, ppo_loss_fn, ForwardSpec())
     reference = reference_gradients(batch)
     assert gradients.keys() == reference.keys()
     for name, grad in reference.items():
@@ -33,13 +39,14 @@ def test_three_micro_batches_give_the_whole_batch_gradient() -> None:
 def test_step_applies_adamw_and_reports_loss_norm_and_metrics() -> None:
     batch = rollout_batch(6, seed=0)
     engine = FSDPEngine.from_config(engine_config())
-    normalizer = engine.global_normalizer(batch["response_mask"])
     reference_norm = math.sqrt(sum(float(g.square().sum()) for g in reference_gradients(batch).values()))
     before = _weights(engine)
-    result = engine.train_step(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec())
+    result = engine.train_step(batch, ppo_loss_fn, ForwardSpec())
     assert not result.skipped
     assert result.grad_norm == pytest.approx(reference_norm, rel=1e-5)
-    assert result.num_micro_batches == 3
+    budget = engine.config.micro_batch.max_tokens_per_micro_batch
+    assert result.num_micro_batches == len(plan_micro_batches(batch, budget, ALONE)) > 1
+    assert result.normalizer == engine.global_normalizer(batch["response_mask"])
     assert set(result.metrics) == {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"}
     assert engine.global_step == 1
     after = _weights(engine)
@@ -47,8 +54,9 @@ def test_step_applies_adamw_and_reports_loss_norm_and_metrics() -> None:
 
 
 def _nan_loss(outputs, micro_batch, normalizer) -> LossOutput:
+    # Only the micro-batch holding row 0 turns NaN; the engine's other micro-batches stay finite.
     loss, metrics = ppo_loss_fn(outputs, micro_batch, normalizer)
-    return LossOutput(loss * float("nan") if micro_batch["input_ids"].shape[0] == 1 else loss, metrics)
+    return LossOutput(loss * float("nan") if bool((micro_batch[_ROW] == 0).any()) else loss, metrics)
 
 
 def _inf_loss(outputs, micro_batch, normalizer) -> LossOutput:
@@ -59,17 +67,17 @@ def _inf_loss(outputs, micro_batch, normalizer) -> LossOutput:
 @pytest.mark.parametrize("loss_fn", [_nan_loss, _inf_loss], ids=["nan", "inf"])
 def test_non_finite_loss_skips_the_step(loss_fn) -> None:
     batch = rollout_batch(6, seed=0)
+    batch[_ROW] = torch.arange(6)
     engine = FSDPEngine.from_config(engine_config())
-    normalizer = engine.global_normalizer(batch["response_mask"])
     before = _weights(engine)
-    result = engine.train_step(batch, MICRO_BATCHES, normalizer, loss_fn, ForwardSpec())
+    result = engine.train_step(batch, loss_fn, ForwardSpec())
     assert result.skipped
     assert not math.isfinite(result.loss)
     assert engine.global_step == 0
     after = _weights(engine)
     assert all(torch.equal(before[n], after[n]) for n in before)
     assert all(p.grad is None for p in engine.network.parameters())
-    assert not engine.train_step(batch, MICRO_BATCHES, normalizer, ppo_loss_fn, ForwardSpec()).skipped
+    assert not engine.train_step(batch, ppo_loss_fn, ForwardSpec()).skipped
     assert engine.global_step == 1
 
 
@@ -86,9 +94,8 @@ def test_a_frozen_engine_cannot_train() -> None:
     frozen = FSDPEngine.from_config(engine_config(optimizer=None))
     assert not frozen.trainable
     assert frozen.lr == 0.0
-    normalizer = frozen.global_normalizer(batch["response_mask"])
     with pytest.raises(TrainConfigError, match=r"engine is frozen \(TrainEngineConfig.optimizer=None\)"):
-        frozen.train_step(batch, [[0, 1]], normalizer, ppo_loss_fn, ForwardSpec())
+        frozen.train_step(batch, ppo_loss_fn, ForwardSpec())
     with pytest.raises(TrainConfigError, match="cannot step the learning-rate schedule"):
         frozen.step_lr_scheduler()
 
@@ -101,7 +108,7 @@ def test_loss_must_be_a_scalar() -> None:
         return LossOutput(outputs.log_probs, {})
 
     with pytest.raises(BatchError, match="0-dim loss, got shape"):
-        engine.train_step(batch, [[0, 1]], engine.global_normalizer(batch["response_mask"]), per_token, ForwardSpec())
+        engine.train_step(batch, per_token, ForwardSpec())
 
 
 def test_normalizer_of_a_batch_without_response_tokens_is_refused() -> None:

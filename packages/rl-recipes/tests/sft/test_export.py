@@ -32,9 +32,7 @@ def _trained_engine() -> FSDPEngine:
     )
     engine = FSDPEngine.from_config(config)
     batch = collate(ROWS, TOKENIZER.pad_token_id)
-    engine.train_step(
-        batch, [[0, 1]], engine.global_normalizer(batch["response_mask"]), response_nll_loss, LOG_PROBS_ONLY
-    )
+    engine.train_step(batch, response_nll_loss, LOG_PROBS_ONLY)
     return engine
 
 
@@ -42,7 +40,7 @@ def test_reloaded_folder_gives_the_engines_log_probs(tmp_path: Path) -> None:
     engine = _trained_engine()
     folder = export_model_folder(engine, TOKENIZER, tmp_path / "model")
     batch = collate(ROWS, TOKENIZER.pad_token_id)
-    expected = engine.forward(batch, [[0, 1]], ForwardSpec(log_probs=True, response_only=False)).log_probs
+    expected = engine.forward(batch, ForwardSpec(log_probs=True, response_only=False)).log_probs
 
     model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
     with torch.no_grad():

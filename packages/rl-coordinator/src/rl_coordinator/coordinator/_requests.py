@@ -11,8 +11,8 @@ import ray
 
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo, pack_infos, unpack_infos
-from rl_coordinator.balancing import PARTITION_METHODS, WORKLOADS
 from rl_core import nearest_name
+from rl_core.balancing import PARTITION_METHODS, WORKLOADS
 
 SampleFilter = Callable[[SampleInfo], bool]
 """A predicate over SampleInfo; samples (or groups) it rejects are dropped. It is pickled to the coordinator

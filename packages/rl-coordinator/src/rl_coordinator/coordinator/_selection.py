@@ -7,9 +7,10 @@ from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo
-from rl_coordinator.balancing import balance_across_ranks
 from rl_coordinator.coordinator._requests import SampleFilter, StepSpec
+from rl_core.balancing import BalancingError, balance_across_ranks
 
 
 class PendingSample(NamedTuple):
@@ -126,7 +127,8 @@ def split_across_ranks(
     group_aware), the step's batches (samples sharing a payload key, their producer batch's ref) are cut into
     equal units (`batch_units`) that are balanced whole, then single samples are exchanged between ranks while
     that lowers the heaviest load (`soft_groups`): about the balance of sample-by-sample, with each rank
-    reading few batches. Otherwise samples are balanced one by one.
+    reading few batches. Otherwise samples are balanced one by one. A step the balancer refuses raises
+    CoordinatorInputError with its message.
     """
     if not spec.balance:
         per_rank = spec.per_rank
@@ -138,12 +140,15 @@ def split_across_ranks(
     elif spec.keep_batches and payload_keys is not None:
         group_ids = batch_units(payload_keys, spec.per_rank)
         soft = group_ids is not None
-    return balance_across_ranks(
-        [info.total_tokens for info in infos],
-        spec.dp_size,
-        method=spec.method,
-        workload=spec.workload,
-        equal_size=True,
-        group_ids=group_ids,
-        soft_groups=soft,
-    )
+    try:
+        return balance_across_ranks(
+            [info.total_tokens for info in infos],
+            spec.dp_size,
+            method=spec.method,
+            workload=spec.workload,
+            equal_size=True,
+            group_ids=group_ids,
+            soft_groups=soft,
+        )
+    except BalancingError as exc:
+        raise CoordinatorInputError(str(exc)) from exc

@@ -1,9 +1,9 @@
-"""The training engine: a `TrainEngine` protocol, its FSDP2 implementation, and the actor, critic and
-reference roles composed around an engine.
+"""The training engine: a `TrainEngine` protocol and its FSDP2 implementation (compute only: the RL roles
+that own engines, with their losses, live in `rl_runtime.roles`).
 
 A batch is a mapping of sample-schema tensors (`input_ids`, `attention_mask`, `response_mask`, ...); the
-caller plans the micro-batches (row indices under `MicroBatchConfig.max_tokens_per_micro_batch`) and
-passes the step's global `LossNormalizer` (`TrainEngine.global_normalizer`).
+engine plans its own micro-batches (under `MicroBatchConfig.max_tokens_per_micro_batch`) and computes the
+step's global `LossNormalizer` itself.
 """
 
 from rl_engines.training._config import (
@@ -27,25 +27,13 @@ from rl_engines.training._errors import (
 from rl_engines.training._export import WeightBucket
 from rl_engines.training._flops import estimate_train_flops, mfu, peak_flops
 from rl_engines.training._protocol import TrainEngine
-from rl_engines.training._roles import (
-    ActorConfig,
-    ActorRole,
-    CriticConfig,
-    CriticRole,
-    ReferenceConfig,
-    ReferenceRole,
-)
-from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, LossOutput, MiniBatch, StepResult
+from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, LossOutput, StepResult
 
 __all__ = [
-    "ActorConfig",
-    "ActorRole",
     "Batch",
     "BatchError",
     "CheckpointError",
     "CheckpointMismatchError",
-    "CriticConfig",
-    "CriticRole",
     "FSDPEngine",
     "ForwardOutput",
     "ForwardSpec",
@@ -53,14 +41,11 @@ __all__ = [
     "LossOutput",
     "MicroBatchConfig",
     "MicroBatchError",
-    "MiniBatch",
     "ModelConfig",
     "ModelSourceError",
     "OffloadConfig",
     "OptimizerConfig",
     "PrecisionConfig",
-    "ReferenceConfig",
-    "ReferenceRole",
     "ScheduleConfig",
     "StepResult",
     "TrainConfigError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from rl_engines.training._fsdp import (
     shard,
 )
 from rl_engines.training._meta_init import build_network, build_sharded_from_rank0
-from rl_engines.training._micro_batches import check_micro_batches, select_rows
+from rl_engines.training._micro_batches import plan_micro_batches, select_rows
 from rl_engines.training._optim import build_optimizer, build_scheduler
 from rl_engines.training._packing import InputLayout
 from rl_engines.training._replicate import broadcast_rank0_weights
@@ -133,24 +133,18 @@ class FSDPEngine:
         return self.network.value_head is not None
 
     @property
-    def micro_batches_in_lockstep(self) -> bool:
-        """FSDP2 gathers and reduces per micro-batch; ddp replicas meet once a step, whatever their micro-batches."""
-        return self.layout.sharded
-
-    @property
     def lr(self) -> float:
         """The current learning rate (0 for a frozen engine)."""
         return 0.0 if self.optimizer is None else float(self.optimizer.param_groups[0]["lr"])
 
-    def _plan(self, batch: Batch, micro_batches: Sequence[Sequence[int]]) -> list[list[int]]:
-        return check_micro_batches(
-            micro_batches, batch, self.config.micro_batch.max_tokens_per_micro_batch, self.layout
-        )
+    def _plan(self, batch: Batch) -> list[list[int]]:
+        return plan_micro_batches(batch, self.config.micro_batch.max_tokens_per_micro_batch, self.layout)
 
-    def forward(self, batch: Batch, micro_batches: Sequence[Sequence[int]], spec: ForwardSpec) -> ForwardOutput:
-        """Per-token outputs of `batch` without gradients, each `(B, T)` float32 on the batch's device."""
+    def forward(self, batch: Batch, spec: ForwardSpec) -> ForwardOutput:
+        """Per-token outputs of `batch` without gradients, each `(B, T)` float32 on the batch's device, run in the
+        engine's own micro-batches (see `TrainEngine.forward`)."""
         self._require_onloaded("run a forward")
-        plan = self._plan(batch, micro_batches)
+        plan = self._plan(batch)
         out_device = batch["input_ids"].device
         shape = tuple(batch["input_ids"].shape)
         merged: dict[str, torch.Tensor] = {}
@@ -174,8 +168,8 @@ class FSDPEngine:
         return ForwardOutput(merged.get("log_probs"), merged.get("entropy"), merged.get("values"))
 
     def global_normalizer(self, response_mask: torch.Tensor, *, horizon: float | None = None) -> LossNormalizer:
-        """The counts of this rank's `response_mask` `(B, T)` summed over every rank; `horizon` defaults to
-        the widest `T` on any rank."""
+        """The counts of this rank's `response_mask` `(B, T)` summed over every rank (a collective): what
+        `train_step` divides each micro-batch's loss by. `horizon` defaults to the widest `T` on any rank."""
         mask = response_mask.bool()
         local = torch.tensor([mask.sum(), mask.any(dim=-1).sum(), mask.shape[-1]], dtype=torch.float64)
         ranks = all_gather_rows(local.to(collective_device(self.layout)), self.layout).cpu()
@@ -194,14 +188,20 @@ class FSDPEngine:
         if self._offloaded:
             raise TrainConfigError(f"cannot {action}: the engine is offloaded to the CPU; call onload() first")
 
-    def _run_step(self, batch, micro_batches, normalizer, loss_fn, spec, *, keep_gradients: bool) -> StepResult:
+    def _run_step(self, batch: Batch, loss_fn: LossFn, spec: ForwardSpec, *, keep_gradients: bool) -> StepResult:
         optimizer = self._require_optimizer("train")
         self._require_onloaded("train")
+        if "response_mask" not in batch:
+            raise BatchError(
+                f"a training step needs 'response_mask' (B, T) to normalise the loss; the batch has {sorted(batch)}"
+            )
+        plan = self._plan(batch)
+        normalizer = self.global_normalizer(batch["response_mask"])
         return train_step(
             self.network,
             optimizer,
             batch,
-            self._plan(batch, micro_batches),
+            plan,
             normalizer,
             loss_fn,
             spec,
@@ -212,31 +212,17 @@ class FSDPEngine:
             keep_gradients=keep_gradients,
         )
 
-    def train_step(
-        self,
-        batch: Batch,
-        micro_batches: Sequence[Sequence[int]],
-        normalizer: LossNormalizer,
-        loss_fn: LossFn,
-        spec: ForwardSpec,
-    ) -> StepResult:
-        """One optimizer step over the micro-batches (see `TrainEngine.train_step`)."""
-        result = self._run_step(batch, micro_batches, normalizer, loss_fn, spec, keep_gradients=False)
+    def train_step(self, batch: Batch, loss_fn: LossFn, spec: ForwardSpec) -> StepResult:
+        """One optimizer step over `batch` in the engine's own micro-batches (see `TrainEngine.train_step`)."""
+        result = self._run_step(batch, loss_fn, spec, keep_gradients=False)
         if not result.skipped:
             self._global_step += 1
         return result
 
-    def compute_gradients(
-        self,
-        batch: Batch,
-        micro_batches: Sequence[Sequence[int]],
-        normalizer: LossNormalizer,
-        loss_fn: LossFn,
-        spec: ForwardSpec,
-    ) -> dict[str, torch.Tensor]:
+    def compute_gradients(self, batch: Batch, loss_fn: LossFn, spec: ForwardSpec) -> dict[str, torch.Tensor]:
         """The full (gathered) gradient of the step's loss per parameter, under the network's names, without
         applying it: for checking the engine against a reference. A collective."""
-        self._run_step(batch, micro_batches, normalizer, loss_fn, spec, keep_gradients=True)
+        self._run_step(batch, loss_fn, spec, keep_gradients=True)
         gradients = {
             name: full_tensor(p.grad).detach().clone()
             for name, p in self.network.named_parameters()

@@ -1,7 +1,8 @@
-"""Checking the caller's micro-batch plan against the batch and the token budget, and slicing micro-batches.
+"""The engine's own micro-batch plan under its token budget, checking the batch's shape, and slicing micro-batches.
 
-The engine does not plan micro-batches (rl-coordinator does, under the same budget); it only refuses a
-plan that would silently drop or repeat samples, overflow the budget, or desynchronise the ranks' collectives.
+The caller hands the engine a batch (one mini-batch: one optimizer step); the engine splits it into micro-batches
+under `MicroBatchConfig.max_tokens_per_micro_batch` with `rl_core.balancing`, so the budget and the lockstep rule
+of its collectives stay inside the engine.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from collections.abc import Sequence
 
 import torch
 
+from rl_core.balancing import min_num_micro_batches
+from rl_core.balancing import plan_micro_batches as balanced_micro_batches
 from rl_engines.training._errors import BatchError, MicroBatchError
-from rl_engines.training._fsdp import ProcessLayout, all_reduce_min_max
+from rl_engines.training._fsdp import ProcessLayout, all_gather_rows, collective_device
 from rl_engines.training._types import Batch
 
 _SHOWN_LENGTHS = 8
-"""Sequence lengths quoted in an over-budget message before it elides the rest."""
+"""Row indices quoted in a message before it elides the rest."""
 
 
 def sequence_lengths(batch: Batch) -> torch.Tensor:
@@ -36,54 +39,41 @@ def sequence_lengths(batch: Batch) -> torch.Tensor:
     return batch["attention_mask"].bool().sum(dim=-1).cpu()
 
 
-def check_micro_batches(
-    micro_batches: Sequence[Sequence[int]], batch: Batch, max_tokens: int, layout: ProcessLayout
-) -> list[list[int]]:
-    """The plan as lists after checking it covers `batch` exactly once and respects `max_tokens`.
+def plan_micro_batches(batch: Batch, max_tokens: int, layout: ProcessLayout) -> list[list[int]]:
+    """Row indices of each micro-batch of `batch`: every row once, at most `max_tokens` valid tokens per micro-batch.
 
-    A micro-batch of several sequences may hold at most `max_tokens` valid tokens; a single longer
-    sequence runs alone. Under FSDP2 every rank must run the same number of micro-batches (its collectives
-    pair up per forward), which costs one small all-reduce to check; replicas (`data_parallel="ddp"`) meet
-    once a step and may run any number.
+    The fewest micro-batches under the budget (a single longer sequence runs alone), balanced by tokens with
+    `rl_core.balancing.plan_micro_batches`. Under FSDP2 every rank must run the same number (its collectives pair up
+    per micro-batch), so the ranks take the largest of their minimal counts, one small all-gather (a collective);
+    replicas (`data_parallel="ddp"`) meet once a step and each plan their own fewest.
+
+    Args:
+        batch: this rank's `(B, ...)` tensors; `attention_mask` `(B, T)` gives the valid tokens of each row.
+        max_tokens: `MicroBatchConfig.max_tokens_per_micro_batch`.
+        layout: the engine's process layout.
     """
     lengths = sequence_lengths(batch)
-    batch_size = len(lengths)
-    plan = [[int(i) for i in rows] for rows in micro_batches]
-    flat = sorted(i for rows in plan for i in rows)
-    if flat != list(range(batch_size)):
-        seen = set(flat)
-        missing = sorted(set(range(batch_size)) - seen)[:_SHOWN_LENGTHS]
-        repeated = sorted({i for i in flat if flat.count(i) > 1})[:_SHOWN_LENGTHS]
-        outside = sorted(i for i in seen if not 0 <= i < batch_size)[:_SHOWN_LENGTHS]
-        raise MicroBatchError(
-            f"micro_batches must cover the batch's rows 0..{batch_size - 1} exactly once; missing {missing}, "
-            f"repeated {repeated}, out of range {outside}"
-        )
     empty = (lengths == 0).nonzero().flatten().tolist()
     if empty:
         raise MicroBatchError(f"rows {empty[:_SHOWN_LENGTHS]} have no valid tokens (attention_mask all 0); drop them")
-    for index, rows in enumerate(plan):
-        row_lengths = [int(lengths[i]) for i in rows]
-        if len(rows) > 1 and sum(row_lengths) > max_tokens:
-            shown = row_lengths[:_SHOWN_LENGTHS] + (["..."] if len(rows) > _SHOWN_LENGTHS else [])
-            raise MicroBatchError(
-                f"micro-batch {index} holds {sum(row_lengths)} tokens (sequence lengths {shown}) over "
-                f"MicroBatchConfig.max_tokens_per_micro_batch={max_tokens}; plan micro-batches under that budget "
-                "(a sequence longer than the budget goes alone) or raise the budget"
-            )
-    if not layout.sharded:
-        return plan
-    fewest, most = all_reduce_min_max(len(plan), layout)
-    if fewest != most:
+    counts = lengths.tolist()
+    needed, fewest_rows = min_num_micro_batches(counts, max_tokens), len(counts)
+    if layout.sharded:
+        mine = torch.tensor([needed, fewest_rows], dtype=torch.int64, device=collective_device(layout))
+        ranks = all_gather_rows(mine, layout).cpu()
+        needed, fewest_rows = int(ranks[:, 0].max()), int(ranks[:, 1].min())
+    if needed > fewest_rows:
+        # Every rank sees the same figures, so every rank refuses: none is left waiting in a collective.
         raise MicroBatchError(
-            f"ranks run between {fewest} and {most} micro-batches (this rank {len(plan)}); FSDP2 needs the same "
-            "number on every rank: plan them together (rl_coordinator plan_micro_batches_all_ranks)"
+            f"a rank needs {needed} micro-batches under MicroBatchConfig.max_tokens_per_micro_batch={max_tokens}, "
+            f"more than the {fewest_rows} rows the smallest rank holds (FSDP2 runs as many on every rank); raise "
+            "max_tokens_per_micro_batch or give every rank more rows"
         )
-    return plan
+    return balanced_micro_batches(counts, max_tokens, num_micro_batches=needed).micro_batches
 
 
 def select_rows(batch: Batch, rows: Sequence[int], device: torch.device) -> dict[str, torch.Tensor]:
     """The micro-batch's tensors (every `(B, ...)` entry indexed by `rows`) on `device`; the batch was checked
-    by `check_micro_batches`."""
+    by `plan_micro_batches`."""
     index = torch.as_tensor(rows, dtype=torch.int64)
     return {key: tensor[index.to(tensor.device)].to(device, non_blocking=True) for key, tensor in batch.items()}

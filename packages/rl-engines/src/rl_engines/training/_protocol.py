@@ -1,10 +1,16 @@
-"""The `TrainEngine` protocol: what the actor, critic and reference roles (and rl-runtime) need of a trainer.
+"""The `TrainEngine` protocol: what the actor, critic and reference roles (in rl-runtime) need of a trainer.
+
+Engines compute, the caller decides: the caller hands over one batch (a mini-batch: one optimizer step) and a
+loss function; the engine plans its own micro-batches under its `MicroBatchConfig` token budget
+(`rl_core.balancing`) and computes the step's global `LossNormalizer` (the token and sequence counts over every
+rank) itself. Splitting a step into mini-batches for PPO epochs stays with the caller.
 
 Implementations: `FSDPEngine` (FSDP2, `torch.distributed.fsdp.fully_shard`). A Megatron-core engine
 (the `rl-engines[megatron]` extra) belongs beside it as another implementation of this protocol, in its
-own module that imports megatron lazily: it receives the same batch mapping and micro-batch plan, returns
-the same `(B, T)` outputs and `StepResult`, and exports weights under Hugging Face names, so the roles and
-the runtime work with either unchanged. Tensor/pipeline parallel layouts stay inside that engine.
+own module that imports megatron lazily: it receives the same batch mapping, plans its micro-batches under
+its own budget, returns the same `(B, T)` outputs and `StepResult`, and exports weights under Hugging Face
+names, so the roles and the runtime work with either unchanged. Tensor/pipeline parallel layouts stay
+inside that engine.
 
 Collective calls: with more than one rank, every method except the properties is a collective; all
 ranks call it in the same order with their own shard of the data.
@@ -12,19 +18,18 @@ ranks call it in the same order with their own shard of the data.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from rl_core.losses import LossNormalizer
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, StepResult
 
 
 @runtime_checkable
 class TrainEngine(Protocol):
-    """A data-parallel model trainer that runs caller-planned micro-batches (see the module docstring)."""
+    """A data-parallel model trainer that plans its own micro-batches and loss normaliser (see the module docstring)."""
 
     @property
     def world_size(self) -> int:
@@ -47,40 +52,31 @@ class TrainEngine(Protocol):
         ...
 
     @property
+    def hf_config(self) -> Any:
+        """The transformers config of the model (what a rollout engine of the same model is built from)."""
+        ...
+
+    @property
     def has_value_head(self) -> bool:
         """Whether the model has a value head (the critic), so `ForwardSpec(values=True)` works."""
         ...
 
-    @property
-    def micro_batches_in_lockstep(self) -> bool:
-        """Whether every rank must run the same number of micro-batches in a forward or step (sharded engines
-        pair their collectives per micro-batch); False lets each rank plan its own."""
-        ...
-
-    def forward(self, batch: Batch, micro_batches: Sequence[Sequence[int]], spec: ForwardSpec) -> ForwardOutput:
-        """Per-token outputs of `batch` without gradients, each `(B, T)` float32 on the batch's device.
+    def forward(self, batch: Batch, spec: ForwardSpec) -> ForwardOutput:
+        """Per-token outputs of `batch` without gradients, each `(B, T)` float32 on the batch's device, run in
+        micro-batches the engine plans under its token budget.
 
         Args:
             batch: `input_ids`, optional `attention_mask`, `position_ids`, `response_mask`, all `(B, T)`.
-            micro_batches: row indices of each micro-batch, covering the batch exactly once.
             spec: which outputs to compute.
         """
         ...
 
-    def global_normalizer(self, response_mask: torch.Tensor, *, horizon: float | None = None) -> LossNormalizer:
-        """The counts of `response_mask` `(B, T)` summed over every rank (the step's `LossNormalizer`)."""
-        ...
-
-    def train_step(
-        self,
-        batch: Batch,
-        micro_batches: Sequence[Sequence[int]],
-        normalizer: LossNormalizer,
-        loss_fn: LossFn,
-        spec: ForwardSpec,
-    ) -> StepResult:
-        """One optimizer step: forward and backward every micro-batch, then clip and apply the gradient
-        (skipped and reported when the loss or gradient is not finite)."""
+    def train_step(self, batch: Batch, loss_fn: LossFn, spec: ForwardSpec) -> StepResult:
+        """One optimizer step on `batch` (this rank's share of one mini-batch): the engine plans the micro-batches
+        under its token budget and computes the step's global `LossNormalizer` from `response_mask` `(B, T)` over
+        every rank, then runs forward and backward on every micro-batch (`loss_fn(outputs, micro_batch,
+        normalizer)`), clips and applies the gradient (skipped and reported when the loss or gradient is not
+        finite). The result carries the normaliser it used."""
         ...
 
     def step_lr_scheduler(self) -> float:

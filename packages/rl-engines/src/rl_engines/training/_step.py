@@ -1,4 +1,4 @@
-"""One optimizer step over the caller's micro-batches, with the loss normalised over the global batch.
+"""One optimizer step over the engine's micro-batches, with the loss normalised over the global batch.
 
 Every micro-batch's loss is already divided by the step's global counts (`LossNormalizer`, summed over
 all micro-batches on all ranks), so the gradients of the micro-batches add up, across accumulation and
@@ -134,7 +134,7 @@ def train_step(
     loss = _sum_gradients_and_loss(network, local_loss, layout)
     lr = float(optimizer.param_groups[0]["lr"])
     if keep_gradients:
-        return StepResult(loss, math.nan, True, lr, len(plan), metrics)
+        return StepResult(loss, math.nan, True, lr, len(plan), normalizer, metrics)
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     norm, skipped = apply_gradients(parameters, optimizer, loss, max_grad_norm)
-    return StepResult(loss, norm, skipped, lr, len(plan), metrics)
+    return StepResult(loss, norm, skipped, lr, len(plan), normalizer, metrics)

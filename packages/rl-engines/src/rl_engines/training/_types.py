@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
 
 from rl_core.losses import LossNormalizer
-from rl_engines.training._errors import MicroBatchError, TrainConfigError
+from rl_engines.training._errors import TrainConfigError
 
 Batch = Mapping[str, torch.Tensor]
 """Tensors keyed by the sample-schema names (`input_ids`, `attention_mask`, `response_mask`, ...), all `(B, ...)`."""
@@ -68,25 +68,6 @@ and the step's global normaliser -> `LossOutput`. Summed over micro-batches and 
 
 
 @dataclass(frozen=True)
-class MiniBatch:
-    """One optimizer step's data on this rank.
-
-    Attributes:
-        batch: the step's tensors on this rank.
-        micro_batches: row indices of each micro-batch, covering `batch` exactly once.
-        normalizer: the step's counts over every rank (`TrainEngine.global_normalizer`).
-    """
-
-    batch: Batch
-    micro_batches: Sequence[Sequence[int]]
-    normalizer: LossNormalizer
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.normalizer, LossNormalizer):
-            raise MicroBatchError(f"MiniBatch.normalizer must be a LossNormalizer, got {type(self.normalizer)}")
-
-
-@dataclass(frozen=True)
 class StepResult:
     """What one optimizer step did.
 
@@ -95,7 +76,8 @@ class StepResult:
         grad_norm: the global gradient norm before clipping (NaN/inf when the step was skipped for it).
         skipped: True when the loss or the gradient was not finite and the optimizer was not applied.
         lr: the learning rate the step used.
-        num_micro_batches: micro-batches run on this rank.
+        num_micro_batches: micro-batches run on this rank (the engine's plan under its token budget).
+        normalizer: the step's global counts over every rank that each micro-batch's loss was divided by.
         metrics: the loss function's metrics, averaged over this rank's micro-batches.
     """
 
@@ -104,4 +86,5 @@ class StepResult:
     skipped: bool
     lr: float
     num_micro_batches: int
+    normalizer: LossNormalizer
     metrics: dict[str, float] = field(default_factory=dict)

@@ -28,6 +28,6 @@ def export_checkpoint(checkpoint: Path, out: Path) -> Path:
         )
     config = load_config(RecipeConfig, config_file)
     actor = build_actor(config, total_steps=int(state.get("total_steps", state["step"])))
-    actor.engine.load_checkpoint(checkpoint / ACTOR_DIR)
+    actor.load_checkpoint(checkpoint / ACTOR_DIR)
     tokenizer = load_tokenizer(config.tokenizer_path)
-    return export_model_folder(actor.engine, tokenizer, out)
+    return export_model_folder(actor, tokenizer, out)

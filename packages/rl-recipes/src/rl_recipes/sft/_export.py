@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch.distributed as dist
-
-from rl_engines.training import FSDPEngine
 
 MODEL_DIR = "model"
 """Sub-folder of `output_dir` that holds the exported model."""
 _STAGING_PREFIX = ".staging-"
 _REPLACED_PREFIX = ".replaced-"
+
+
+class HFExportable(Protocol):
+    """What `export_model_folder` writes from: an `FSDPEngine`, or the actor role (rl_runtime.roles) owning one."""
+
+    @property
+    def rank(self) -> int:
+        """This process's data-parallel rank (rank 0 writes)."""
+        ...
+
+    def export_hf(self, path: str | Path) -> Path:
+        """Write the model's weights and config as a Hugging Face folder at `path` (a collective)."""
+        ...
 
 
 def _generation_config(folder: Path, tokenizer: Any) -> Any:
@@ -38,7 +49,7 @@ def _generation_config(folder: Path, tokenizer: Any) -> Any:
     return config
 
 
-def export_model_folder(engine: FSDPEngine, tokenizer: Any, path: str | Path) -> Path:
+def export_model_folder(engine: HFExportable, tokenizer: Any, path: str | Path) -> Path:
     """Write `path`: the engine's weights and config (`export_hf`), the tokenizer and a generation config.
 
     Every rank calls it (the export gathers shards); rank 0 writes. The folder is assembled under a

@@ -16,7 +16,7 @@ def response_nll_loss(outputs: ForwardOutput, micro_batch: Batch, normalizer: Lo
     Args:
         outputs: the engine's forward; `log_probs` is `(b, T)` float with grad.
         micro_batch: holds `response_mask` `(b, T)` 0/1, the tokens the loss covers.
-        normalizer: the step's global counts (`TrainEngine.global_normalizer`).
+        normalizer: the step's global counts (the engine computes them for its `train_step`).
     """
     if outputs.log_probs is None:
         raise ValueError(

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from rl_coordinator.balancing import plan_micro_batches_all_ranks
 from rl_engines.training import (
     FSDPEngine,
     MicroBatchConfig,
@@ -93,14 +92,10 @@ def _engine_config(config: SFTConfig, tokenizer: Any, total_steps: int) -> Train
     )
 
 
-def _step_batch(
-    examples: list[SFTExample], rows: list[int], engine: FSDPEngine, max_tokens: int, pad_token_id: int
-) -> tuple[dict[str, Any], list[list[int]]]:
-    """This rank's share of the step's rows as a batch, and its micro-batches (the same count on every rank)."""
-    shares = [rows[rank :: engine.world_size] for rank in range(engine.world_size)]
-    plans = plan_micro_batches_all_ranks([[examples[i].length for i in share] for share in shares], max_tokens)
-    mine = [examples[i] for i in shares[engine.rank]]
-    return collate(mine, pad_token_id), plans[engine.rank].micro_batches
+def _step_batch(examples: list[SFTExample], rows: list[int], engine: FSDPEngine, pad_token_id: int) -> dict[str, Any]:
+    """This rank's share of the step's rows as a batch; the engine plans its micro-batches under its budget."""
+    mine = [examples[i] for i in rows[engine.rank :: engine.world_size]]
+    return collate(mine, pad_token_id)
 
 
 class _MetricsLog:
@@ -152,15 +147,12 @@ class _Run:
         """One optimizer step on the next `batch_size` rows, recorded in the metrics log."""
         started = time.perf_counter()
         rows = self.order.take(self.config.batch_size)
-        batch, micro_batches = _step_batch(
-            self.examples, rows, self.engine, self.config.max_tokens_per_micro_batch, self.pad_token_id
-        )
-        normalizer = self.engine.global_normalizer(batch["response_mask"])
-        result = self.engine.train_step(batch, micro_batches, normalizer, response_nll_loss, LOG_PROBS_ONLY)
+        batch = _step_batch(self.examples, rows, self.engine, self.pad_token_id)
+        result = self.engine.train_step(batch, response_nll_loss, LOG_PROBS_ONLY)
         self.engine.step_lr_scheduler()
         seconds = time.perf_counter() - started
         record = SFTStep(
-            step, self.total_steps, result.loss, result.grad_norm, result.lr, int(normalizer.num_tokens), seconds
+            step, self.total_steps, result.loss, result.grad_norm, result.lr, int(result.normalizer.num_tokens), seconds
         )
         self.metrics.write({k: v for k, v in dataclasses.asdict(record).items() if k != "total_steps"})
         if step % _LOG_EVERY == 0 or step == self.total_steps:

@@ -1,14 +1,15 @@
-"""Shared plumbing of the node operations: the one upstream batch, adding fields, micro- and mini-batches."""
+"""Shared plumbing of the node operations: the one upstream batch, adding fields, mini-batches.
+
+Micro-batches are the engine's business: a role hands its engine whole mini-batches, and the engine plans the
+micro-batches under its own token budget.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 import torch
-import torch.distributed as dist
 
-from rl_coordinator.balancing import min_num_micro_batches, plan_micro_batches
-from rl_engines.training import TrainEngine
 from rl_runtime.workers import NodeContext, StepData, StepDataError
 
 
@@ -34,37 +35,6 @@ def require_fields(data: StepData, names: tuple[str, ...], node: str) -> None:
 def with_fields(data: StepData, metrics: Mapping[str, float] | None = None, **tensors: torch.Tensor) -> StepData:
     """`data` with `tensors` added (or replaced) and `metrics` as the node's metrics."""
     return StepData({**data.batch, **tensors}, data.extras, metrics or {})
-
-
-def all_reduce_max(value: int, group: dist.ProcessGroup | None) -> int:
-    """The maximum of `value` over the ranks of `group` (the value itself without a group)."""
-    if group is None or dist.get_world_size(group) == 1:
-        return value
-    tensor = torch.tensor([value], dtype=torch.int64)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=group)
-    return int(tensor.item())
-
-
-def micro_batches(
-    attention_mask: torch.Tensor, max_tokens: int, group: dist.ProcessGroup | None, engine: TrainEngine
-) -> list[list[int]]:
-    """Row indices of each micro-batch under `max_tokens` for `engine`: as many on every rank of `group` (a
-    collective) when the engine runs micro-batches in lockstep, else this rank's own fewest.
-
-    Args:
-        attention_mask: `(B, T)` 0/1 valid-token mask of this rank's batch.
-        max_tokens: token budget of one micro-batch.
-    """
-    if not engine.micro_batches_in_lockstep:
-        group = None
-    counts = attention_mask.sum(dim=-1).tolist()
-    needed = all_reduce_max(min_num_micro_batches(counts, max_tokens), group)
-    if needed > len(counts):
-        raise StepDataError(
-            f"another rank needs {needed} micro-batches under batch.max_tokens_per_micro_batch={max_tokens}, more "
-            f"than the {len(counts)} samples this rank holds; raise max_tokens_per_micro_batch"
-        )
-    return plan_micro_batches(counts, max_tokens, num_micro_batches=needed).micro_batches
 
 
 def mini_batch_rows(num_samples: int, num_mini_batches: int) -> list[list[int]]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from rl_engines.training import Batch, ForwardOutput
 from rl_runtime.config import BatchConfig, KLMode, RecomputeOldLogProb, RunConfig
 from rl_runtime.metrics import timed
-from rl_runtime.nodes._batching import micro_batches, require_fields, single_input, with_fields
+from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import resources_of
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
@@ -71,9 +71,7 @@ def compute_old_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> St
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("old_log_prob", metrics):
-        budget = res.config.batch.max_tokens_per_micro_batch
-        rows = micro_batches(data.batch["attention_mask"], budget, res.group, res.actor.engine)
-        output = res.actor.compute_log_probs(data.batch, rows, with_entropy=True)
+        output = res.actor.compute_log_probs(data.batch, with_entropy=True)
         metrics.update(policy_forward_metrics(output, data.batch))
     return with_fields(data, metrics, old_log_probs=output.log_probs)
 
@@ -88,9 +86,7 @@ def compute_ref_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> St
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("ref", metrics):
-        budget = res.config.batch.max_tokens_per_micro_batch
-        rows = micro_batches(data.batch["attention_mask"], budget, res.group, res.reference.engine)
-        ref_log_probs = res.reference.compute_ref_log_probs(data.batch, rows)
+        ref_log_probs = res.reference.compute_ref_log_probs(data.batch)
     return with_fields(data, metrics, ref_log_probs=ref_log_probs)
 
 
@@ -104,7 +100,5 @@ def compute_value(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("values", metrics):
-        budget = res.config.batch.max_tokens_per_micro_batch
-        rows = micro_batches(data.batch["attention_mask"], budget, res.group, res.critic.engine)
-        values = res.critic.compute_values(data.batch, rows)
+        values = res.critic.compute_values(data.batch)
     return with_fields(data, metrics, values=values)

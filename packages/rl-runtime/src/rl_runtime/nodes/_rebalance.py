@@ -35,9 +35,9 @@ ADVANTAGE_OPERATION = "compute_advantage"
 KEEP_GROUPS_PARAM = "keep_groups"
 """Node parameter: keep each group (samples sharing `group_id`) on one rank (bool, default false)."""
 WORKLOAD_PARAM = "workload"
-"""Node parameter: what to balance, a name in rl_coordinator.balancing.WORKLOADS (default "tokens")."""
+"""Node parameter: what to balance, a name in rl_core.balancing.WORKLOADS (default "tokens")."""
 METHOD_PARAM = "method"
-"""Node parameter: the partition method, a name in rl_coordinator.balancing.PARTITION_METHODS."""
+"""Node parameter: the partition method, a name in rl_core.balancing.PARTITION_METHODS."""
 _DEFAULTS: Mapping[str, object] = {KEEP_GROUPS_PARAM: False, WORKLOAD_PARAM: "tokens", METHOD_PARAM: "karmarkar_karp"}
 _NEEDS = ("uid", "prompt_len", "response_len")
 _GROUP_NEEDS = ("group_id",)
@@ -183,7 +183,7 @@ def rebalance(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
 
     Every rank puts its samples on the node's own coordinator edge (`"<id>-><id>"`, by reference: the batch to
     the object store, infos to the coordinator) and reads back its share of a partition computed once for all
-    ranks (rl_coordinator.balancing, Karmarkar-Karp by default). Every rank must hold as many samples. The
+    ranks (rl_core.balancing, Karmarkar-Karp by default). Every rank must hold as many samples. The
     samples keep every field, advantages included; each rank's share comes back in uid order, padded to a
     common width and trimmed to the longest sample. With one rank the batch passes through unchanged. Node
     params: `keep_groups`, `workload`, `method` (see the module constants).

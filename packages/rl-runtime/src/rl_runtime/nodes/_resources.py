@@ -11,9 +11,9 @@ import torch.distributed as dist
 from rl_coordinator.loading import ShardedLoader
 from rl_engines.rollout import InferenceEngine
 from rl_engines.sync import Bucket, SyncReport
-from rl_engines.training import ActorRole, CriticRole, ReferenceRole
 from rl_runtime.config import BatchPlan, RunConfig
 from rl_runtime.nodes._task import Task
+from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
 from rl_runtime.workers import NodeContext, StepDataError
 
 RUN_RESOURCES_KEY = "run"

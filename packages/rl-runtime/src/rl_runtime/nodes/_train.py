@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from rl_engines.training import MiniBatch, StepResult, TrainEngine
+from rl_engines.training import Batch, StepResult
 from rl_runtime.metrics import compute_data_metrics, count_tokens, timed
-from rl_runtime.nodes._batching import micro_batches, mini_batch_rows, require_fields, single_input, with_fields
+from rl_runtime.nodes._batching import mini_batch_rows, require_fields, single_input, with_fields
 from rl_runtime.nodes._log_probs import policy_forward_metrics, skips_old_log_prob_pass
 from rl_runtime.nodes._resources import NodeResources, resources_of
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
@@ -29,14 +29,13 @@ CHECKSUM_METRIC_HEX_DIGITS = 13
 float64 holds exactly, so two sides' values compare equal exactly when those digits agree."""
 
 
-def build_mini_batches(res: NodeResources, data: StepData, engine: TrainEngine) -> list[MiniBatch]:
-    """The step's mini-batches on this rank, each with its micro-batch plan and global loss normaliser."""
-    minis = []
-    for rows in mini_batch_rows(data.num_samples, res.config.batch.mini_batches_per_step):
-        batch = {name: tensor[rows[0] : rows[-1] + 1] for name, tensor in data.batch.items()}
-        plan = micro_batches(batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group, engine)
-        minis.append(MiniBatch(batch, plan, engine.global_normalizer(batch["response_mask"])))
-    return minis
+def build_mini_batches(res: NodeResources, data: StepData) -> list[Batch]:
+    """The step's mini-batches on this rank (one optimizer step each); the engine plans their micro-batches and
+    loss normaliser itself."""
+    return [
+        {name: tensor[rows[0] : rows[-1] + 1] for name, tensor in data.batch.items()}
+        for rows in mini_batch_rows(data.num_samples, res.config.batch.mini_batches_per_step)
+    ]
 
 
 def update_metrics(results: Sequence[StepResult], prefix: str, loss_name: str) -> dict[str, float]:
@@ -72,7 +71,7 @@ def sync_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
         raise StepDataError("this worker holds no actor to publish weights from; the actor runs on the training slots")
     if res.rollout is not None and "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
         res.rollout.wake_up()
-    report = res.weight_sync.sync(res.actor.engine.export_weights(SYNC_BUCKET_BYTES), str(version))
+    report = res.weight_sync.sync(res.actor.export_weights(SYNC_BUCKET_BYTES), str(version))
     res.policy_version = version
     metrics = {"sync/weight_version": float(version)}
     if report.tensors:  # a training rank that only took part in the export's gathers sent nothing
@@ -131,7 +130,7 @@ def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     metrics: dict[str, float] = {}
     added: dict[str, torch.Tensor] = {}
     with timed("update_actor", metrics):
-        minis = build_mini_batches(res, data, res.actor.engine)
+        minis = build_mini_batches(res, data)
         if from_update:
             result, forward = res.actor.update_on_policy(minis[0])  # on-policy: a single mini-batch
             results = [result]
@@ -164,6 +163,6 @@ def train_critic(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     require_fields(data, _CRITIC_NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("update_critic", metrics):
-        results = res.critic.update(build_mini_batches(res, data, res.critic.engine))
+        results = res.critic.update(build_mini_batches(res, data))
     metrics.update(update_metrics(results, "critic", "vf_loss"))
     return with_fields(data, metrics)

@@ -9,28 +9,20 @@ import torch
 from rl_engines.rollout import HFEngine, HFEngineConfig, InferenceEngine
 from rl_engines.sync import ReferenceTransport, WeightSync, WeightSyncConfig
 from rl_engines.training import (
-    ActorConfig as ActorLossConfig,
-)
-from rl_engines.training import (
-    ActorRole,
-    CriticRole,
     FSDPEngine,
     MicroBatchConfig,
     ModelConfig,
     OffloadConfig,
     OptimizerConfig,
     PrecisionConfig,
-    ReferenceRole,
     ScheduleConfig,
     TrainEngineConfig,
 )
-from rl_engines.training import (
-    CriticConfig as CriticLossConfig,
-)
-from rl_engines.training import (
-    ReferenceConfig as ReferenceRoleConfig,
-)
 from rl_runtime.config import ActorConfig, DataParallel, DeviceKind, KLMode, ModelSourceConfig, RunConfig
+from rl_runtime.roles import ActorConfig as ActorLossConfig
+from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
+from rl_runtime.roles import CriticConfig as CriticLossConfig
+from rl_runtime.roles import ReferenceConfig as ReferenceRoleConfig
 from rl_runtime.trainer._errors import TrainerError
 
 _PARAM_DTYPE = "float32"
@@ -192,7 +184,7 @@ def build_rollout_engine(config: RunConfig, hf_config: Any) -> HFEngine:
 
 def build_rollout(config: RunConfig, actor: ActorRole) -> tuple[InferenceEngine, WeightSync]:
     """This worker's rollout engine, holding the actor's current weights, and the sync that keeps it so."""
-    engine = build_rollout_engine(config, actor.engine.hf_config)
+    engine = build_rollout_engine(config, actor.hf_config)
     return engine, local_weight_sync(engine, engine.config.dtype)
 
 

@@ -18,12 +18,12 @@ from rl_coordinator.loading import RowSource, ShardedLoader
 from rl_core.graph import NodeRole
 from rl_core.kl import AdaptiveKLController, FixedKLController
 from rl_engines.rollout import InferenceEngine
-from rl_engines.training import ActorRole
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import RUN_RESOURCES_KEY, NodeResources, TaskFactory, sync_rollout_weights
 from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber
 from rl_runtime.nodes._train import receive_rollout_weights
 from rl_runtime.planning import Exchange, ProcessGroupConfig, WorkerAssignment, init_distributed
+from rl_runtime.roles import ActorRole
 from rl_runtime.trainer._data import open_files
 from rl_runtime.trainer._engines import (
     actor_hf_config,
@@ -195,9 +195,9 @@ class RunHooks:
         """Engines (DCP, every rank) plus this rank's loader position, policy version, KL and RNG states."""
         res, folder = self.resources, Path(path)
         if res.actor is not None:
-            res.actor.engine.save_checkpoint(folder / ACTOR_DIR)
+            res.actor.save_checkpoint(folder / ACTOR_DIR)
         if res.critic is not None:
-            res.critic.engine.save_checkpoint(folder / CRITIC_DIR)
+            res.critic.save_checkpoint(folder / CRITIC_DIR)
         state = {
             "loader": None if res.prompts is None else res.prompts.state_dict(),
             "policy_version": res.policy_version,
@@ -220,9 +220,9 @@ class RunHooks:
                 "fewer slots: resume with the same placement.slots"
             )
         if res.actor is not None:
-            res.actor.engine.load_checkpoint(folder / ACTOR_DIR)
+            res.actor.load_checkpoint(folder / ACTOR_DIR)
         if res.critic is not None:
-            res.critic.engine.load_checkpoint(folder / CRITIC_DIR)
+            res.critic.load_checkpoint(folder / CRITIC_DIR)
         state = torch.load(state_path, weights_only=False)
         if res.prompts is not None:
             res.prompts.load_state_dict(state["loader"])

@@ -11,8 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl_coordinator import CoordinatorInputError
-from rl_coordinator.balancing import karmarkar_karp
+from rl_core.balancing import BalancingError, karmarkar_karp
 
 from ._brute_force import assert_is_partition, optimal_max_load
 
@@ -142,5 +141,5 @@ def test_one_part_holds_everything() -> None:
 
 
 def test_equal_size_rejects_indivisible_count() -> None:
-    with pytest.raises(CoordinatorInputError, match=r"n=10 to be divisible by num_parts k=4"):
+    with pytest.raises(BalancingError, match=r"n=10 to be divisible by num_parts k=4"):
         karmarkar_karp(list(range(1, 11)), 4, equal_size=True)

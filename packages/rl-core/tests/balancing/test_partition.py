@@ -7,9 +7,8 @@ import math
 import pytest
 import torch
 
-from rl_coordinator import CoordinatorInputError
-from rl_coordinator.balancing import Partition, max_over_mean
-from rl_coordinator.balancing._partition import check_positive_int, check_token_counts, check_workloads
+from rl_core.balancing import BalancingError, Partition, max_over_mean
+from rl_core.balancing._partition import check_positive_int, check_token_counts, check_workloads
 
 
 def test_from_parts_sums_loads() -> None:
@@ -44,7 +43,7 @@ def test_check_workloads_accepts_numbers_and_tensors() -> None:
     ],
 )
 def test_check_workloads_rejects(values: object, message: str) -> None:
-    with pytest.raises(CoordinatorInputError, match=message):
+    with pytest.raises(BalancingError, match=message):
         check_workloads(values)  # type: ignore[arg-type]
 
 
@@ -58,11 +57,11 @@ def test_check_workloads_rejects(values: object, message: str) -> None:
     ],
 )
 def test_check_token_counts_rejects(values: list, message: str) -> None:
-    with pytest.raises(CoordinatorInputError, match=message):
+    with pytest.raises(BalancingError, match=message):
         check_token_counts(values)
 
 
 @pytest.mark.parametrize("value", [0, -1, 2.0, True, None])
 def test_check_positive_int_rejects(value: object) -> None:
-    with pytest.raises(CoordinatorInputError, match=r"num_parts must be an int >= 1"):
+    with pytest.raises(BalancingError, match=r"num_parts must be an int >= 1"):
         check_positive_int(value, "num_parts")

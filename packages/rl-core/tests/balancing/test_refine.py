@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl_coordinator.balancing._refine import refine_by_swaps
+from rl_core.balancing._refine import refine_by_swaps
 
 
 def test_exchange_closes_the_gap() -> None:

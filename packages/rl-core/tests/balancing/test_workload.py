@@ -7,15 +7,15 @@ import functools
 import pytest
 import torch
 
-from rl_coordinator import CoordinatorInputError
-from rl_coordinator.balancing import (
+from rl_core import UnknownNameError
+from rl_core.balancing import (
     DEFAULT_LINEAR_COEFF,
     WORKLOADS,
+    BalancingError,
     attention_workload,
     compute_workloads,
     token_workload,
 )
-from rl_core import UnknownNameError
 
 
 def test_token_workload_is_the_count() -> None:
@@ -40,16 +40,16 @@ def test_compute_workloads_by_name_and_callable() -> None:
 
 @pytest.mark.parametrize("coeff", [-1, float("inf"), "2", None])
 def test_attention_rejects_bad_coeff(coeff: object) -> None:
-    with pytest.raises(CoordinatorInputError, match=r"linear_coeff must be a finite number >= 0"):
+    with pytest.raises(BalancingError, match=r"linear_coeff must be a finite number >= 0"):
         attention_workload([1], linear_coeff=coeff)  # type: ignore[arg-type]
 
 
 def test_rejections() -> None:
-    with pytest.raises(CoordinatorInputError, match=r"token_counts\[1\] must be > 0"):
+    with pytest.raises(BalancingError, match=r"token_counts\[1\] must be > 0"):
         attention_workload([3, 0])
     with pytest.raises(UnknownNameError, match=r"unknown workload 'token'.*did you mean 'tokens'"):
         compute_workloads([1], "token")
-    with pytest.raises(CoordinatorInputError, match=r"returned 1 costs for 2 samples"):
+    with pytest.raises(BalancingError, match=r"returned 1 costs for 2 samples"):
         compute_workloads([1, 2], lambda counts: [1])
-    with pytest.raises(CoordinatorInputError, match=r"workload must be a name in .* or a callable, got 3"):
+    with pytest.raises(BalancingError, match=r"workload must be a name in .* or a callable, got 3"):
         compute_workloads([1], 3)  # type: ignore[arg-type]

@@ -6,10 +6,10 @@ from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
-from rl_coordinator._errors import CoordinatorInputError
-from rl_coordinator.balancing._partition import Number, Partition, check_positive_int, check_workloads, max_over_mean
-from rl_coordinator.balancing._refine import refine_by_swaps
 from rl_core import registrar
+from rl_core.balancing._errors import BalancingError
+from rl_core.balancing._partition import Number, Partition, check_positive_int, check_workloads, max_over_mean
+from rl_core.balancing._refine import refine_by_swaps
 
 CoreFn = Callable[[list[Number], int, bool], tuple[list[list[int]], list[Number]]]
 """A method's core: (workloads, k, equal_size) -> (k index lists, k loads); inputs already checked."""
@@ -23,12 +23,12 @@ register_method = registrar(PARTITION_METHODS, "partition method")
 def _group_members(group_ids: Sequence[Hashable] | torch.Tensor, n: int) -> list[list[int]]:
     """Item indices of each group, groups in order of first appearance."""
     if isinstance(group_ids, torch.Tensor) and group_ids.dim() != 1:
-        raise CoordinatorInputError(f"group_ids must be a 1-D tensor (n,), got shape {tuple(group_ids.shape)}")
+        raise BalancingError(f"group_ids must be a 1-D tensor (n,), got shape {tuple(group_ids.shape)}")
     ids = group_ids.tolist() if isinstance(group_ids, torch.Tensor) else group_ids
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-        raise CoordinatorInputError(f"group_ids must be a sequence or a 1-D tensor, got {type(group_ids).__name__}")
+        raise BalancingError(f"group_ids must be a sequence or a 1-D tensor, got {type(group_ids).__name__}")
     if len(ids) != n:
-        raise CoordinatorInputError(f"group_ids has {len(ids)} entries but there are {n} items; pass one id per item")
+        raise BalancingError(f"group_ids has {len(ids)} entries but there are {n} items; pass one id per item")
     members: dict[Hashable, list[int]] = {}
     for index, gid in enumerate(ids):
         members.setdefault(gid, []).append(index)
@@ -40,13 +40,13 @@ def _check_equal_groups(members: list[list[int]], k: int, n: int) -> None:
     if len(sizes) > 1:
         small = min(members, key=len)
         large = max(members, key=len)
-        raise CoordinatorInputError(
+        raise BalancingError(
             "equal_size=True with group_ids needs every group to have the same size (equal sample counts per "
             f"part); found groups of {len(small)} (item {small[0]}) and {len(large)} (item {large[0]}) samples; "
             "pass equal_size=False or complete the groups"
         )
     if len(members) % k:
-        raise CoordinatorInputError(
+        raise BalancingError(
             f"equal_size=True with group_ids needs the group count ({len(members)} groups of {n // len(members)}, "
             f"n={n}) to be divisible by num_parts k={k}; pass equal_size=False or a multiple of k groups"
         )
@@ -67,15 +67,15 @@ def run_partition(
     (`refine_by_swaps`), which may split a few groups to lower the heaviest load.
     """
     if type(soft_groups) is not bool:
-        raise CoordinatorInputError(f"soft_groups must be a bool, got {soft_groups!r}")
+        raise BalancingError(f"soft_groups must be a bool, got {soft_groups!r}")
     w = check_workloads(workloads)
     k = check_positive_int(num_parts, "num_parts")
     n = len(w)
     if group_ids is None:
         if n < k:
-            raise CoordinatorInputError(f"cannot split n={n} items into k={k} non-empty parts; pass k <= n")
+            raise BalancingError(f"cannot split n={n} items into k={k} non-empty parts; pass k <= n")
         if equal_size and n % k:
-            raise CoordinatorInputError(
+            raise BalancingError(
                 f"equal_size=True needs the item count n={n} to be divisible by num_parts k={k}; "
                 "pass a multiple of k items or equal_size=False"
             )
@@ -85,7 +85,7 @@ def run_partition(
         return Partition(parts=parts, loads=loads, max_over_mean=max_over_mean(loads))
     members = _group_members(group_ids, n)
     if len(members) < k:
-        raise CoordinatorInputError(
+        raise BalancingError(
             f"cannot split {len(members)} groups into k={k} non-empty parts with groups kept together; pass k <= "
             f"{len(members)} or group_ids=None"
         )

@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl_coordinator import CoordinatorInputError
-from rl_coordinator.balancing import balance_across_ranks, partition
 from rl_core import UnknownNameError
+from rl_core.balancing import BalancingError, balance_across_ranks, partition
 
 from ._brute_force import assert_is_partition, optimal_max_load
 
@@ -95,5 +94,5 @@ def test_soft_groups_never_worse_than_whole_groups(group_loads: list[list[int]],
     ],
 )
 def test_rejections(args: tuple, kwargs: dict, message: str) -> None:
-    with pytest.raises(CoordinatorInputError, match=message):
+    with pytest.raises(BalancingError, match=message):
         balance_across_ranks(*args, **kwargs)

@@ -7,8 +7,8 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from rl_coordinator.balancing._driver import register_method, run_partition
-from rl_coordinator.balancing._partition import Number, Partition
+from rl_core.balancing._driver import register_method, run_partition
+from rl_core.balancing._partition import Number, Partition
 
 
 @register_method("lpt")

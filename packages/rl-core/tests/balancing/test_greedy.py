@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl_coordinator import CoordinatorInputError
-from rl_coordinator.balancing import greedy_lpt
+from rl_core.balancing import BalancingError, greedy_lpt
 
 from ._brute_force import assert_is_partition, optimal_max_load
 
@@ -59,5 +58,5 @@ def test_groups_stay_together() -> None:
 
 
 def test_rejects_more_parts_than_items() -> None:
-    with pytest.raises(CoordinatorInputError, match=r"n=2 items into k=3"):
+    with pytest.raises(BalancingError, match=r"n=2 items into k=3"):
         greedy_lpt([1, 2], 3)

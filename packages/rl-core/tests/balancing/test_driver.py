@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl_coordinator import CoordinatorInputError
-from rl_coordinator.balancing import PARTITION_METHODS, karmarkar_karp, register_method
 from rl_core import DuplicateNameError
+from rl_core.balancing import PARTITION_METHODS, BalancingError, karmarkar_karp, register_method
 
 from ._brute_force import assert_is_partition
 
@@ -54,10 +53,10 @@ def test_equal_size_groups_give_equal_sample_counts() -> None:
 )
 def test_rejections(kwargs: dict, message: str) -> None:
     args = {"num_parts": 2, **kwargs}
-    with pytest.raises(CoordinatorInputError, match=message):
+    with pytest.raises(BalancingError, match=message):
         karmarkar_karp([1, 2, 3, 4], **args)
 
 
 def test_equal_size_group_count_must_divide() -> None:
-    with pytest.raises(CoordinatorInputError, match=r"group count \(3 groups of 2, n=6\) to be divisible by .*k=2"):
+    with pytest.raises(BalancingError, match=r"group count \(3 groups of 2, n=6\) to be divisible by .*k=2"):
         karmarkar_karp([1] * 6, 2, equal_size=True, group_ids=[0, 0, 1, 1, 2, 2])

@@ -6,12 +6,12 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from rl_coordinator._errors import CoordinatorInputError
-from rl_coordinator.balancing import _greedy, _karmarkar_karp  # noqa: F401  (they fill PARTITION_METHODS)
-from rl_coordinator.balancing._driver import PARTITION_METHODS, run_partition
-from rl_coordinator.balancing._partition import Number, Partition, check_positive_int, check_token_counts
-from rl_coordinator.balancing._workload import WorkloadFn, compute_workloads
 from rl_core import lookup
+from rl_core.balancing import _greedy, _karmarkar_karp  # noqa: F401  (they fill PARTITION_METHODS)
+from rl_core.balancing._driver import PARTITION_METHODS, run_partition
+from rl_core.balancing._errors import BalancingError
+from rl_core.balancing._partition import Number, Partition, check_positive_int, check_token_counts
+from rl_core.balancing._workload import WorkloadFn, compute_workloads
 
 
 def partition(
@@ -70,7 +70,7 @@ def balance_across_ranks(
     dp_size = check_positive_int(dp_size, "dp_size")
     n = len(counts)
     if equal_size and group_ids is None and n % dp_size:
-        raise CoordinatorInputError(
+        raise BalancingError(
             f"a batch of {n} samples cannot be split evenly across dp_size={dp_size} ranks; make the batch size "
             "a multiple of dp_size or pass equal_size=False"
         )

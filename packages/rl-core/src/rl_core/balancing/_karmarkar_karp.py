@@ -10,9 +10,9 @@ from operator import add, itemgetter
 
 import torch
 
-from rl_coordinator.balancing._driver import register_method, run_partition
-from rl_coordinator.balancing._partition import Number, Partition
-from rl_coordinator.balancing._refine import refine_by_swaps
+from rl_core.balancing._driver import register_method, run_partition
+from rl_core.balancing._partition import Number, Partition
+from rl_core.balancing._refine import refine_by_swaps
 
 # A partial partition (state) is three equal-length tuples, (sums, heads, tails), describing its non-empty sets
 # sorted by sum, largest first; the remaining k - len(sums) sets are implicitly empty. A set's items form a

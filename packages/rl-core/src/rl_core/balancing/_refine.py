@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from rl_coordinator.balancing._partition import Number
+from rl_core.balancing._partition import Number
 
 REFINE_TOLERANCE = 1e-4
 """Stop once the heaviest part is within 0.01 % of the mean: further swaps cost time and buy nothing a training

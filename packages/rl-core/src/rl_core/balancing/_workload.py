@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from rl_coordinator._errors import CoordinatorInputError
-from rl_coordinator.balancing._partition import Number, check_token_counts
 from rl_core import lookup, registrar
+from rl_core.balancing._errors import BalancingError
+from rl_core.balancing._partition import Number, check_token_counts
 
 WorkloadFn = Callable[[list[int]], list[Number]]
 
@@ -51,9 +51,7 @@ def attention_workload(
             transformer (see DEFAULT_LINEAR_COEFF). Must be a finite number >= 0.
     """
     if type(linear_coeff) not in (int, float) or not 0 <= linear_coeff < float("inf"):
-        raise CoordinatorInputError(
-            f"linear_coeff must be a finite number >= 0 (e.g. 6 * hidden_size), got {linear_coeff!r}"
-        )
+        raise BalancingError(f"linear_coeff must be a finite number >= 0 (e.g. 6 * hidden_size), got {linear_coeff!r}")
     counts = check_token_counts(token_counts)
     return [linear_coeff * length + length * length for length in counts]
 
@@ -71,8 +69,8 @@ def compute_workloads(
     counts = check_token_counts(token_counts)
     fn = lookup(WORKLOADS, workload, "workload") if isinstance(workload, str) else workload
     if not callable(fn):
-        raise CoordinatorInputError(f"workload must be a name in {sorted(WORKLOADS)} or a callable, got {workload!r}")
+        raise BalancingError(f"workload must be a name in {sorted(WORKLOADS)} or a callable, got {workload!r}")
     costs = list(fn(counts))
     if len(costs) != len(counts):
-        raise CoordinatorInputError(f"workload function returned {len(costs)} costs for {len(counts)} samples")
+        raise BalancingError(f"workload function returned {len(costs)} costs for {len(counts)} samples")
     return costs

@@ -1,51 +1,16 @@
-"""Actor, critic and reference roles composed around engines, checked against direct rl_core computations."""
+"""The actor role around an engine: updates, its loss against direct rl_core computations, the on-policy update."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from _training_helpers import engine_config, ppo_loss_fn, qwen_config, rollout_batch
 
 from rl_core.kl import kl_loss
-from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, clipped_value_loss, ppo
-from rl_engines.training import (
-    ActorConfig,
-    ActorRole,
-    BatchError,
-    CriticConfig,
-    CriticRole,
-    ForwardOutput,
-    ForwardSpec,
-    FSDPEngine,
-    MiniBatch,
-    ModelConfig,
-    ReferenceConfig,
-    ReferenceRole,
-    ScheduleConfig,
-    TrainConfigError,
-    TrainEngine,
-)
+from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, ppo
+from rl_engines.training import BatchError, ForwardSpec, FSDPEngine, ScheduleConfig, TrainConfigError
+from rl_runtime.roles import ActorConfig, ActorRole
 
-
-def _mini_batches(engine: FSDPEngine, seeds: tuple[int, ...]) -> list[MiniBatch]:
-    minis = []
-    for seed in seeds:
-        batch = rollout_batch(4, seed=seed)
-        batch["values"] = torch.randn(4, batch["input_ids"].shape[1]) * batch["response_mask"]
-        batch["returns"] = batch["values"] + torch.randn_like(batch["values"])
-        minis.append(MiniBatch(batch, [[0, 1], [2, 3]], engine.global_normalizer(batch["response_mask"])))
-    return minis
-
-
-def _outputs(batch: dict, seed: int) -> ForwardOutput:
-    gen = torch.Generator().manual_seed(seed)
-    shape = batch["input_ids"].shape
-    log_probs = (batch["old_log_probs"] + 0.05 * torch.randn(shape, generator=gen)).requires_grad_()
-    return ForwardOutput(log_probs, torch.rand(shape, generator=gen) * 4, torch.randn(shape, generator=gen))
-
-
-def test_fsdp_engine_satisfies_the_protocol() -> None:
-    assert isinstance(FSDPEngine.from_config(engine_config()), TrainEngine)
+from ._helpers import engine_config, fake_outputs, mini_batches, ppo_loss_fn, rollout_batch
 
 
 def test_actor_update_runs_epochs_over_mini_batches_then_one_schedule_step() -> None:
@@ -54,11 +19,11 @@ def test_actor_update_runs_epochs_over_mini_batches_then_one_schedule_step() -> 
     manual = FSDPEngine.from_config(engine_config(schedule=schedule))
     role_engine.step_lr_scheduler(), manual.step_lr_scheduler()  # leave the zero-rate first warm-up step
     actor = ActorRole.from_config(ActorConfig(ppo_epochs=2), role_engine)
-    minis = _mini_batches(role_engine, (1, 2))
+    minis = mini_batches((1, 2))
     results = actor.update(minis)
     for _ in range(2):
         for mini in minis:
-            manual.train_step(mini.batch, mini.micro_batches, mini.normalizer, ppo_loss_fn, ForwardSpec())
+            manual.train_step(mini, ppo_loss_fn, ForwardSpec())
     assert len(results) == 4 and role_engine.global_step == 4
     assert all(r.lr == pytest.approx(0.005) for r in results)
     assert role_engine.lr == pytest.approx(0.01)  # one schedule step after the update
@@ -75,7 +40,7 @@ def test_actor_loss_adds_kl_and_subtracts_entropy() -> None:
     actor = ActorRole(engine, config)
     batch = rollout_batch(3, seed=4)
     batch["ref_log_probs"] = batch["old_log_probs"] - 0.1 * batch["response_mask"]
-    outputs = _outputs(batch, seed=5)
+    outputs = fake_outputs(batch, seed=5)
     mask = batch["response_mask"]
     normalizer = LossNormalizer(float(mask.sum()) * 2, 6.0, 16.0)  # as if another rank held as many tokens
     loss, metrics = actor.loss(outputs, batch, normalizer)
@@ -95,16 +60,14 @@ def test_actor_kl_needs_reference_log_probs() -> None:
     actor = ActorRole(FSDPEngine.from_config(engine_config()), ActorConfig(kl_coef=0.1))
     batch = rollout_batch(2, seed=0)
     with pytest.raises(BatchError, match=r"KL loss \(kl_coef > 0\) needs batch keys \['ref_log_probs'\]"):
-        actor.loss(_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
+        actor.loss(fake_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
 
 
 def test_actor_old_log_probs_match_the_engine_forward() -> None:
     engine = FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=0)
-    outputs = ActorRole(engine, ActorConfig(temperature=0.7)).compute_log_probs(
-        batch, [[0, 1, 2, 3]], with_entropy=True
-    )
-    direct = engine.forward(batch, [[0, 1], [2, 3]], ForwardSpec(entropy=True, temperature=0.7))
+    outputs = ActorRole(engine, ActorConfig(temperature=0.7)).compute_log_probs(batch, with_entropy=True)
+    direct = engine.forward(batch, ForwardSpec(entropy=True, temperature=0.7))
     torch.testing.assert_close(outputs.log_probs, direct.log_probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(outputs.entropy, direct.entropy, atol=1e-5, rtol=0)
 
@@ -121,20 +84,18 @@ def test_on_policy_update_equals_the_update_from_recomputed_old_log_probs(config
     full, lean = FSDPEngine.from_config(engine_config()), FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=3)
     batch["ref_log_probs"] = batch.pop("old_log_probs") - 0.1 * batch["response_mask"]
-    plan = [[0, 1], [2, 3]]
     full_actor, lean_actor = ActorRole(full, config), ActorRole(lean, config)
-    before = full_actor.compute_log_probs(batch, plan, with_entropy=True)
+    before = full_actor.compute_log_probs(batch, with_entropy=True)
     old = {**batch, "old_log_probs": before.log_probs}
-    normalizer = full.global_normalizer(batch["response_mask"])
     # The gradient of the loss itself: with the forward's detached log-probs as the old ones it is the same.
     spec = ForwardSpec(entropy=True, temperature=config.temperature)
-    expected_grads = full.compute_gradients(old, plan, normalizer, full_actor.loss, spec)
-    lean_grads = lean.compute_gradients(batch, plan, normalizer, lean_actor.loss, spec)
+    expected_grads = full.compute_gradients(old, full_actor.loss, spec)
+    lean_grads = lean.compute_gradients(batch, lean_actor.loss, spec)
     for name, grad in expected_grads.items():
         torch.testing.assert_close(lean_grads[name], grad, atol=1e-6, rtol=1e-5, msg=name)
 
-    [full_result] = full_actor.update([MiniBatch(old, plan, normalizer)])
-    lean_result, forward = lean_actor.update_on_policy(MiniBatch(batch, plan, normalizer))
+    [full_result] = full_actor.update([old])
+    lean_result, forward = lean_actor.update_on_policy(batch)
     assert lean_result.loss == pytest.approx(full_result.loss, abs=1e-6)
     assert lean_result.grad_norm == pytest.approx(full_result.grad_norm, rel=1e-5)
     assert lean_result.metrics.keys() == full_result.metrics.keys()
@@ -153,9 +114,9 @@ def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
     engine = FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=5)
     del batch["old_log_probs"]
-    before = engine.forward(batch, [[0, 1, 2, 3]], ForwardSpec(entropy=True))
-    normalizer = engine.global_normalizer(batch["response_mask"])
-    _, forward = ActorRole(engine, ActorConfig()).update_on_policy(MiniBatch(batch, [[3, 0], [2], [1]], normalizer))
+    before = engine.forward(batch, ForwardSpec(entropy=True))
+    result, forward = ActorRole(engine, ActorConfig()).update_on_policy(batch)
+    assert result.num_micro_batches > 1
     torch.testing.assert_close(forward.log_probs, before.log_probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(forward.entropy, before.entropy, atol=1e-5, rtol=0)
     assert "_update_on_policy_row" not in batch  # the caller's batch is left as it was
@@ -163,8 +124,8 @@ def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
 
 def test_update_needs_old_log_probs_in_every_mini_batch() -> None:
     engine = FSDPEngine.from_config(engine_config())
-    minis = _mini_batches(engine, (1, 2))
-    del minis[1].batch["old_log_probs"]
+    minis = mini_batches((1, 2))
+    del minis[1]["old_log_probs"]
     with pytest.raises(
         BatchError, match=r"mini-batch 1 of the actor's update has no 'old_log_probs'.*update_on_policy"
     ):
@@ -174,10 +135,10 @@ def test_update_needs_old_log_probs_in_every_mini_batch() -> None:
 
 def test_update_on_policy_refusals() -> None:
     engine = FSDPEngine.from_config(engine_config())
-    [mini] = _mini_batches(engine, (1,))
+    [mini] = mini_batches((1,))
     with pytest.raises(BatchError, match=r"has 'old_log_probs', which it would not use; call update"):
         ActorRole(engine, ActorConfig()).update_on_policy(mini)
-    del mini.batch["old_log_probs"]
+    del mini["old_log_probs"]
     with pytest.raises(TrainConfigError, match=r"one optimizer step, but ActorConfig\.ppo_epochs=2"):
         ActorRole(engine, ActorConfig(ppo_epochs=2)).update_on_policy(mini)
     assert engine.global_step == 0
@@ -211,95 +172,3 @@ def test_actor_config_keeps_its_own_read_only_parameters() -> None:
 def test_actor_needs_a_trainable_engine() -> None:
     with pytest.raises(TrainConfigError, match="actor needs a trainable engine"):
         ActorRole(FSDPEngine.from_config(engine_config(optimizer=None)), ActorConfig())
-
-
-def _critic_engine(**kwargs) -> FSDPEngine:
-    return FSDPEngine.from_config(
-        engine_config(model=ModelConfig(hf_config=qwen_config(), value_head=True, init_seed=3), **kwargs)
-    )
-
-
-def test_critic_loss_is_the_clipped_value_loss() -> None:
-    critic = CriticRole(_critic_engine(), CriticConfig(clip_range=0.2))
-    batch = rollout_batch(3, seed=6)
-    batch["values"] = torch.randn(batch["input_ids"].shape) * batch["response_mask"]
-    batch["returns"] = torch.randn(batch["input_ids"].shape)
-    outputs = _outputs(batch, seed=7)
-    normalizer = LossNormalizer.from_mask(batch["response_mask"])
-    loss, metrics = critic.loss(outputs, batch, normalizer)
-    expected = clipped_value_loss(
-        outputs.values, batch["values"], batch["returns"], batch["response_mask"], clip_range=0.2, normalizer=normalizer
-    )
-    torch.testing.assert_close(loss, expected.loss)
-    assert metrics["critic/vf_clipfrac"] == expected.clipfrac
-
-
-def test_critic_updates_move_values_towards_the_returns() -> None:
-    critic = CriticRole(_critic_engine(), CriticConfig(clip_range=float("inf"), ppo_epochs=8))
-    minis = _mini_batches(critic.engine, (3,))
-    batch = minis[0].batch
-    mask = batch["response_mask"].bool()
-
-    def error() -> float:
-        return float((critic.compute_values(batch, [[0, 1, 2, 3]]) - batch["returns"])[mask].square().mean())
-
-    before = error()
-    results = critic.update(minis)
-    assert len(results) == 8 and not any(r.skipped for r in results)
-    assert results[-1].loss < results[0].loss
-    assert error() < before
-    assert critic.compute_values(batch, [[0, 1], [2, 3]]).shape == batch["input_ids"].shape
-
-
-def test_critic_update_needs_no_old_log_probs() -> None:
-    critic = CriticRole(_critic_engine(), CriticConfig())
-    minis = _mini_batches(critic.engine, (4, 5))
-    for mini in minis:
-        del mini.batch["old_log_probs"]
-    assert len(critic.update(minis)) == 2
-
-
-def test_critic_needs_a_value_head() -> None:
-    with pytest.raises(TrainConfigError, match=r"set ModelConfig\.value_head=True"):
-        CriticRole(FSDPEngine.from_config(engine_config()), CriticConfig())
-
-
-def test_critic_needs_values_and_returns_in_the_batch() -> None:
-    critic = CriticRole(_critic_engine(), CriticConfig())
-    batch = rollout_batch(2, seed=0)
-    with pytest.raises(BatchError, match=r"critic needs batch keys \['values', 'returns'\]"):
-        critic.loss(_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"clip_range": 0.0}, r"CriticConfig\.clip_range must be > 0"),
-        ({"aggregation": "sum"}, r"CriticConfig\.aggregation: unknown"),
-        ({"ppo_epochs": 1.5}, r"CriticConfig\.ppo_epochs must be an int >= 1"),
-    ],
-)
-def test_critic_config_rejections(kwargs: dict, message: str) -> None:
-    with pytest.raises(TrainConfigError, match=message):
-        CriticConfig(**kwargs)
-
-
-@pytest.mark.parametrize("offload", [False, True])
-def test_reference_log_probs_equal_the_initial_policy(offload: bool) -> None:
-    reference = ReferenceRole(FSDPEngine.from_config(engine_config(optimizer=None)), ReferenceConfig(offload))
-    policy = FSDPEngine.from_config(engine_config())
-    batch = rollout_batch(4, seed=8)
-    ref = reference.compute_ref_log_probs(batch, [[0, 1], [2, 3]])
-    torch.testing.assert_close(ref, policy.forward(batch, [[0, 1, 2, 3]], ForwardSpec()).log_probs, atol=1e-6, rtol=0)
-    assert not any(p.requires_grad for p in reference.engine.network.parameters())
-    if offload:  # offloaded again after use: a direct forward must ask for onload first
-        with pytest.raises(TrainConfigError, match=r"engine is offloaded to the CPU; call onload\(\) first"):
-            reference.engine.forward(batch, [[0, 1, 2, 3]], ForwardSpec())
-        assert torch.equal(reference.compute_ref_log_probs(batch, [[0, 1], [2, 3]]), ref)
-
-
-def test_reference_must_be_frozen() -> None:
-    with pytest.raises(TrainConfigError, match="reference model must be frozen"):
-        ReferenceRole(FSDPEngine.from_config(engine_config()), ReferenceConfig())
-    with pytest.raises(TrainConfigError, match=r"ReferenceConfig\.temperature must be a finite number > 0"):
-        ReferenceConfig(temperature=-1.0)

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import torch
 
-from rl_coordinator._errors import CoordinatorInputError
-from rl_coordinator.balancing._karmarkar_karp import karmarkar_karp_core
-from rl_coordinator.balancing._partition import Number, check_positive_int, check_token_counts
-from rl_coordinator.balancing._workload import WorkloadFn, compute_workloads
+from rl_core.balancing._errors import BalancingError
+from rl_core.balancing._karmarkar_karp import karmarkar_karp_core
+from rl_core.balancing._partition import Number, check_positive_int, check_token_counts
+from rl_core.balancing._workload import WorkloadFn, compute_workloads
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _packing_of(
 
 def _check_budget(max_tokens: object) -> int:
     if type(max_tokens) is not int or max_tokens <= 0:
-        raise CoordinatorInputError(f"max_tokens must be an int > 0 (tokens per micro-batch), got {max_tokens!r}")
+        raise BalancingError(f"max_tokens must be an int > 0 (tokens per micro-batch), got {max_tokens!r}")
     return max_tokens
 
 
@@ -136,12 +136,12 @@ def _plan(
     counts: list[int], max_tokens: int, packing: _RankPacking, target: int, workload: str | WorkloadFn
 ) -> MicroBatchPlan:
     if target < packing.min_count:
-        raise CoordinatorInputError(
+        raise BalancingError(
             f"num_micro_batches={target} is below this rank's minimum {packing.min_count} under "
             f"max_tokens={max_tokens}; pass the max of min_num_micro_batches over all ranks"
         )
     if target > len(counts):
-        raise CoordinatorInputError(
+        raise BalancingError(
             f"num_micro_batches={target} exceeds this rank's {len(counts)} samples; micro-batches cannot be empty, "
             "so give every rank at least as many samples as micro-batches"
         )
@@ -210,16 +210,16 @@ def plan_micro_batches_all_ranks(
         workload: what to balance between micro-batches: a name in WORKLOADS or a callable.
     """
     if isinstance(token_counts_per_rank, (str, bytes)) or not isinstance(token_counts_per_rank, Sequence):
-        raise CoordinatorInputError("token_counts_per_rank must be a sequence with one sequence of counts per rank")
+        raise BalancingError("token_counts_per_rank must be a sequence with one sequence of counts per rank")
     if not token_counts_per_rank:
-        raise CoordinatorInputError("token_counts_per_rank is empty; pass one sequence of token counts per rank")
+        raise BalancingError("token_counts_per_rank is empty; pass one sequence of token counts per rank")
     max_tokens = _check_budget(max_tokens)
     per_rank = [check_token_counts(c, f"token_counts_per_rank[{r}]") for r, c in enumerate(token_counts_per_rank)]
     packings = [_rank_packing(counts, max_tokens) for counts in per_rank]
     target = max(p.min_count for p in packings)
     for rank, counts in enumerate(per_rank):
         if len(counts) < target:
-            raise CoordinatorInputError(
+            raise BalancingError(
                 f"rank {rank} has {len(counts)} samples but every rank needs {target} micro-batches under "
                 f"max_tokens={max_tokens}; balance sample counts across ranks or raise max_tokens"
             )

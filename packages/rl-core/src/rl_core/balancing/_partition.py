@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rl_coordinator._errors import CoordinatorInputError
+from rl_core.balancing._errors import BalancingError
 
 Number = int | float
 _NUMBER_TYPES = frozenset({int, float})
@@ -47,48 +47,48 @@ def as_number_list(values: Sequence[Number] | torch.Tensor, name: str) -> list[N
     """`values` as a list of Python numbers; a tensor must be 1-D `(n,)`."""
     if isinstance(values, torch.Tensor):
         if values.dim() != 1:
-            raise CoordinatorInputError(f"{name} must be a 1-D tensor (n,), got shape {tuple(values.shape)}")
+            raise BalancingError(f"{name} must be a 1-D tensor (n,), got shape {tuple(values.shape)}")
         if values.dtype == torch.bool or values.is_complex():
-            raise CoordinatorInputError(f"{name} must hold real numbers, got dtype {values.dtype}")
+            raise BalancingError(f"{name} must hold real numbers, got dtype {values.dtype}")
         return values.tolist()
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         kind = type(values).__name__
-        raise CoordinatorInputError(f"{name} must be a sequence of numbers or a 1-D tensor, got {kind}")
+        raise BalancingError(f"{name} must be a sequence of numbers or a 1-D tensor, got {kind}")
     out = list(values)
     # One C-level pass over the types keeps validation cheap next to the algorithms themselves.
     if not set(map(type, out)) <= _NUMBER_TYPES:
         bad = next(i for i, v in enumerate(out) if type(v) not in _NUMBER_TYPES)
-        raise CoordinatorInputError(f"{name}[{bad}] must be an int or a float, got {out[bad]!r}")
+        raise BalancingError(f"{name}[{bad}] must be an int or a float, got {out[bad]!r}")
     return out
 
 
 def check_workloads(values: Sequence[Number] | torch.Tensor, name: str = "workloads") -> list[Number]:
-    """`values` as a list of finite numbers >= 0, or CoordinatorInputError naming the first bad index."""
+    """`values` as a list of finite numbers >= 0, or BalancingError naming the first bad index."""
     out = as_number_list(values, name)
     if not out:
-        raise CoordinatorInputError(f"{name} is empty; pass at least one item")
+        raise BalancingError(f"{name} is empty; pass at least one item")
     if min(out) < 0 or not math.isfinite(sum(out)):
         bad = next(i for i, v in enumerate(out) if not (v >= 0 and math.isfinite(v)))
-        raise CoordinatorInputError(f"{name}[{bad}] must be a finite number >= 0, got {out[bad]!r}")
+        raise BalancingError(f"{name}[{bad}] must be a finite number >= 0, got {out[bad]!r}")
     return out
 
 
 def check_token_counts(values: Sequence[int] | torch.Tensor, name: str = "token_counts") -> list[int]:
-    """`values` as a list of ints > 0, or CoordinatorInputError naming the first bad index."""
+    """`values` as a list of ints > 0, or BalancingError naming the first bad index."""
     out = as_number_list(values, name)
     if not out:
-        raise CoordinatorInputError(f"{name} is empty; pass at least one sample")
+        raise BalancingError(f"{name} is empty; pass at least one sample")
     if float in set(map(type, out)):
         bad = next(i for i, v in enumerate(out) if type(v) is float)
-        raise CoordinatorInputError(f"{name}[{bad}] must be an int token count, got {out[bad]!r}")
+        raise BalancingError(f"{name}[{bad}] must be an int token count, got {out[bad]!r}")
     if min(out) <= 0:
         bad = next(i for i, v in enumerate(out) if v <= 0)
-        raise CoordinatorInputError(f"{name}[{bad}] must be > 0 (a sample has at least one token), got {out[bad]}")
+        raise BalancingError(f"{name}[{bad}] must be > 0 (a sample has at least one token), got {out[bad]}")
     return out
 
 
 def check_positive_int(value: object, name: str) -> int:
-    """`value` if it is an int >= 1 (not a bool), else CoordinatorInputError naming `name`."""
+    """`value` if it is an int >= 1 (not a bool), else BalancingError naming `name`."""
     if type(value) is not int or value < 1:
-        raise CoordinatorInputError(f"{name} must be an int >= 1, got {value!r}")
+        raise BalancingError(f"{name} must be an int >= 1, got {value!r}")
     return value

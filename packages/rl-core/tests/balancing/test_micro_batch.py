@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl_coordinator import CoordinatorInputError
-from rl_coordinator.balancing import (
+from rl_core.balancing import (
+    BalancingError,
     MicroBatchPlan,
     min_num_micro_batches,
     plan_micro_batches,
@@ -49,7 +49,7 @@ def test_three_that_cannot_pair() -> None:
 
 def test_oversized_sample_is_alone_and_reported(caplog: pytest.LogCaptureFixture) -> None:
     counts = [100, 200, 300, 50, 5000, 700]
-    with caplog.at_level(logging.WARNING, logger="rl_coordinator.balancing._micro_batch"):
+    with caplog.at_level(logging.WARNING, logger="rl_core.balancing._micro_batch"):
         plan = plan_micro_batches(counts, 1000)
     assert plan.oversized == [4]
     assert plan.micro_batches[0] == [4]
@@ -92,7 +92,7 @@ rank_counts = st.lists(st.integers(1, 3000), min_size=1, max_size=24)
 def test_all_ranks_get_the_same_count(per_rank: list[list[int]], max_tokens: int) -> None:
     target = max(min_num_micro_batches(c, max_tokens) for c in per_rank)
     if any(len(c) < target for c in per_rank):
-        with pytest.raises(CoordinatorInputError, match=r"rank \d+ has \d+ samples but every rank needs"):
+        with pytest.raises(BalancingError, match=r"rank \d+ has \d+ samples but every rank needs"):
             plan_micro_batches_all_ranks(per_rank, max_tokens)
         return
     plans = plan_micro_batches_all_ranks(per_rank, max_tokens)
@@ -112,26 +112,26 @@ def test_any_count_from_minimum_to_sample_count(counts: list[int], max_tokens: i
 
 @pytest.mark.parametrize("max_tokens", [0, -5, 1.5, True, None])
 def test_rejects_bad_budget(max_tokens: object) -> None:
-    with pytest.raises(CoordinatorInputError, match=r"max_tokens must be an int > 0"):
+    with pytest.raises(BalancingError, match=r"max_tokens must be an int > 0"):
         plan_micro_batches([1, 2], max_tokens)  # type: ignore[arg-type]
-    with pytest.raises(CoordinatorInputError, match=r"max_tokens must be an int > 0"):
+    with pytest.raises(BalancingError, match=r"max_tokens must be an int > 0"):
         min_num_micro_batches([1, 2], max_tokens)  # type: ignore[arg-type]
 
 
 def test_rejections() -> None:
-    with pytest.raises(CoordinatorInputError, match=r"token_counts\[2\] must be > 0"):
+    with pytest.raises(BalancingError, match=r"token_counts\[2\] must be > 0"):
         plan_micro_batches([5, 3, 0], 10)
-    with pytest.raises(CoordinatorInputError, match=r"token_counts_per_rank\[1\]\[0\] must be > 0"):
+    with pytest.raises(BalancingError, match=r"token_counts_per_rank\[1\]\[0\] must be > 0"):
         plan_micro_batches_all_ranks([[5], [-1]], 10)
-    with pytest.raises(CoordinatorInputError, match=r"num_micro_batches=1 is below this rank's minimum 3"):
+    with pytest.raises(BalancingError, match=r"num_micro_batches=1 is below this rank's minimum 3"):
         plan_micro_batches([600, 600, 600], 1000, num_micro_batches=1)
-    with pytest.raises(CoordinatorInputError, match=r"num_micro_batches=4 exceeds this rank's 3 samples"):
+    with pytest.raises(BalancingError, match=r"num_micro_batches=4 exceeds this rank's 3 samples"):
         plan_micro_batches([600, 600, 600], 1000, num_micro_batches=4)
-    with pytest.raises(CoordinatorInputError, match=r"num_micro_batches must be an int >= 1, got 0"):
+    with pytest.raises(BalancingError, match=r"num_micro_batches must be an int >= 1, got 0"):
         plan_micro_batches([1], 10, num_micro_batches=0)
-    with pytest.raises(CoordinatorInputError, match=r"rank 1 has 1 samples but every rank needs 3"):
+    with pytest.raises(BalancingError, match=r"rank 1 has 1 samples but every rank needs 3"):
         plan_micro_batches_all_ranks([[600, 600, 600], [5]], 1000)
-    with pytest.raises(CoordinatorInputError, match=r"token_counts_per_rank is empty"):
+    with pytest.raises(BalancingError, match=r"token_counts_per_rank is empty"):
         plan_micro_batches_all_ranks([], 1000)
-    with pytest.raises(CoordinatorInputError, match=r"one sequence of counts per rank"):
+    with pytest.raises(BalancingError, match=r"one sequence of counts per rank"):
         plan_micro_batches_all_ranks("12", 1000)  # type: ignore[arg-type]

@@ -1,0 +1,22 @@
+"""The RL roles: actor, critic and reference, each owning a `TrainEngine` and adding its loss and forward spec.
+
+A role holds its engine (private); it is not a kind of engine. The same `FSDPEngine` class serves all three,
+built with a value head (critic) or without an optimizer (reference). The engine computes (it plans its own
+micro-batches and loss normaliser); the role decides what to compute: the policy loss, KL and entropy terms,
+the clipped value loss, PPO epochs over the mini-batches the caller splits. Node operations talk to roles
+only: checkpoints, weight export and the step count go through the role's methods.
+"""
+
+from rl_runtime.roles._actor import ActorConfig, ActorRole
+from rl_runtime.roles._critic import DEFAULT_VALUE_CLIP_RANGE, CriticConfig, CriticRole
+from rl_runtime.roles._reference import ReferenceConfig, ReferenceRole
+
+__all__ = [
+    "DEFAULT_VALUE_CLIP_RANGE",
+    "ActorConfig",
+    "ActorRole",
+    "CriticConfig",
+    "CriticRole",
+    "ReferenceConfig",
+    "ReferenceRole",
+]

@@ -1,0 +1,201 @@
+"""The actor role: the policy's loss (a registered policy loss, KL to the reference, entropy bonus) around its
+engine, its old log-probs, and its PPO-style updates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import torch
+
+from rl_core.kl import get_kl_estimator, kl_loss
+from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_aggregation, get_policy_loss
+from rl_engines.training import (
+    Batch,
+    BatchError,
+    ForwardOutput,
+    ForwardSpec,
+    LossOutput,
+    StepResult,
+    TrainConfigError,
+    TrainEngine,
+)
+from rl_runtime.roles._common import (
+    EngineRole,
+    check_epochs_and_coefs,
+    check_name,
+    masked_mean,
+    require_keys,
+    run_update,
+)
+
+_ROW_KEY = "_update_on_policy_row"
+"""`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
+
+
+@dataclass(frozen=True)
+class ActorConfig:
+    """The actor's loss: a registered policy loss, plus an optional KL-to-reference loss and entropy bonus.
+
+    Attributes:
+        policy_loss: a name in `rl_core.losses.POLICY_LOSSES` ("ppo", "gspo", "cispo", ...).
+        policy_loss_params: keyword parameters of that loss (e.g. `{"clip_ratio_high": 0.28}`).
+        aggregation: a `rl_core.losses.AGGREGATIONS` mode, shared by every term.
+        kl_coef: weight of the KL(pi || pi_ref) loss (needs `ref_log_probs` in the batch); 0 turns it off.
+        kl_estimator: a name in `rl_core.kl.KL_ESTIMATORS`.
+        entropy_coef: weight of the entropy bonus (subtracted from the loss); 0 turns it off.
+        temperature: the sampler's temperature, applied to the logits.
+        ppo_epochs: passes over the mini-batches per `update`.
+    """
+
+    policy_loss: str = "ppo"
+    policy_loss_params: Mapping[str, Any] = field(default_factory=dict)
+    aggregation: str = "token-mean"
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    entropy_coef: float = 0.0
+    temperature: float = 1.0
+    ppo_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        check_name("ActorConfig.policy_loss", self.policy_loss, get_policy_loss)
+        check_name("ActorConfig.aggregation", self.aggregation, get_aggregation)
+        check_name("ActorConfig.kl_estimator", self.kl_estimator, get_kl_estimator)
+        check_epochs_and_coefs("ActorConfig", self.ppo_epochs, kl_coef=self.kl_coef, entropy_coef=self.entropy_coef)
+        # Frozen means frozen: a read-only copy, so the caller's dict cannot change the loss later.
+        object.__setattr__(self, "policy_loss_params", MappingProxyType(dict(self.policy_loss_params)))
+
+
+class ActorRole(EngineRole):
+    """The policy: old log-probs before an update, then PPO-style updates over mini-batches; its weights go to the
+    rollout engine (`export_weights`) and to Hugging Face folders (`export_hf`)."""
+
+    def __init__(self, engine: TrainEngine, config: ActorConfig) -> None:
+        if not engine.trainable:
+            raise TrainConfigError("the actor needs a trainable engine; set TrainEngineConfig.optimizer")
+        super().__init__(engine)
+        self.config = config
+        self._policy_loss = get_policy_loss(config.policy_loss)
+        self._train_spec = ForwardSpec(entropy=config.entropy_coef > 0, temperature=config.temperature)
+
+    @classmethod
+    def from_config(cls, config: ActorConfig, engine: TrainEngine) -> ActorRole:
+        """The actor role around `engine`."""
+        return cls(engine, config)
+
+    def compute_log_probs(self, batch: Batch, *, with_entropy: bool = False) -> ForwardOutput:
+        """`(B, T)` log-probs (and entropy) of the response tokens under the current policy, without gradients."""
+        spec = ForwardSpec(entropy=with_entropy, temperature=self.config.temperature)
+        return self._engine.forward(batch, spec)
+
+    def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
+        """Policy loss + `kl_coef` * KL loss - `entropy_coef` * entropy, each over the step's global counts.
+
+        Without `old_log_probs` in the micro-batch (`update_on_policy`) the old log-probs are the detached
+        log-probs of this very forward: the ratio is exactly 1 and the gradient is the on-policy one.
+        """
+        config = self.config
+        require_keys(micro_batch, ("advantages", "response_mask"), "actor")
+        mask = micro_batch["response_mask"]
+        old_log_probs = micro_batch.get("old_log_probs")
+        inputs = PolicyLossInputs(
+            outputs.log_probs,
+            outputs.log_probs.detach() if old_log_probs is None else old_log_probs,
+            micro_batch["advantages"],
+            mask,
+            rollout_log_probs=micro_batch.get("rollout_log_probs"),
+        )
+        loss, policy_metrics = self._policy_loss(
+            inputs, aggregation=config.aggregation, normalizer=normalizer, **config.policy_loss_params
+        )
+        metrics = {f"actor/{name}": value for name, value in policy_metrics.items()}
+        if config.kl_coef > 0:
+            require_keys(micro_batch, ("ref_log_probs",), "actor's KL loss (kl_coef > 0)")
+            ref = micro_batch["ref_log_probs"]
+            kl = kl_loss(
+                outputs.log_probs,
+                ref,
+                mask,
+                estimator=config.kl_estimator,
+                aggregation=config.aggregation,
+                normalizer=normalizer,
+            )
+            loss = loss + config.kl_coef * kl
+            metrics["actor/kl_loss"] = masked_mean(get_kl_estimator(config.kl_estimator)(outputs.log_probs, ref), mask)
+        if config.entropy_coef > 0:
+            loss = loss - config.entropy_coef * aggregate_loss(outputs.entropy, mask, config.aggregation, normalizer)
+            metrics["actor/entropy"] = masked_mean(outputs.entropy, mask)
+        return LossOutput(loss, metrics)
+
+    def update(self, mini_batches: Sequence[Batch]) -> list[StepResult]:
+        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step.
+
+        Every mini-batch carries `old_log_probs` `(B, T)` (`compute_log_probs` before the first update); an
+        on-policy step may leave them to `update_on_policy` instead.
+        """
+        for index, mini in enumerate(mini_batches):
+            if "old_log_probs" not in mini:
+                raise BatchError(
+                    f"mini-batch {index} of the actor's update has no 'old_log_probs'; compute them with "
+                    "compute_log_probs before the update, or, for one on-policy mini-batch, call update_on_policy"
+                )
+        return run_update(self._engine, mini_batches, self.config.ppo_epochs, self.loss, self._train_spec)
+
+    def update_on_policy(self, batch: Batch) -> tuple[StepResult, ForwardOutput]:
+        """The step's one optimizer step (one mini-batch, one epoch), with the old log-probs taken from its own
+        training forward, then one schedule step.
+
+        The update starts from the weights that sampled the batch, so the detached log-probs of the training
+        forward are the old log-probs a separate `compute_log_probs` pass would give (as verl's actor does):
+        the same loss, gradient and update without that pass. The batch needs no `old_log_probs`.
+
+        Returns:
+            The step's result, and that forward's detached `(B, T)` float32 log-probs and entropy (what
+            `compute_log_probs(..., with_entropy=True)` returns before the step; values None).
+        """
+        if self.config.ppo_epochs != 1:
+            raise TrainConfigError(
+                f"update_on_policy makes one optimizer step, but ActorConfig.ppo_epochs={self.config.ppo_epochs}; "
+                "compute old_log_probs with compute_log_probs and call update"
+            )
+        if "old_log_probs" in batch:
+            raise BatchError(
+                "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
+                "against them, or leave them out"
+            )
+        shape = tuple(batch["input_ids"].shape)
+        device = batch["input_ids"].device
+        log_probs = torch.zeros(shape, dtype=torch.float32, device=device)
+        entropy = torch.zeros(shape, dtype=torch.float32, device=device)
+
+        def recording_loss(outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
+            rows = micro_batch[_ROW_KEY].to(device)
+            log_probs[rows] = outputs.log_probs.detach().to(device)
+            entropy[rows] = outputs.entropy.detach().to(device)
+            return self.loss(outputs, micro_batch, normalizer)
+
+        # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.
+        tagged = {**batch, _ROW_KEY: torch.arange(shape[0], device=device)}
+        spec = ForwardSpec(entropy=True, temperature=self.config.temperature)
+        result = self._engine.train_step(tagged, recording_loss, spec)
+        self._engine.step_lr_scheduler()
+        return result, ForwardOutput(log_probs, entropy, None)
+
+    @property
+    def hf_config(self) -> Any:
+        """The transformers config of the policy's model (what a rollout engine of the same model is built from)."""
+        return self._engine.hf_config
+
+    def export_weights(
+        self, bucket_bytes: int, dtype: torch.dtype | None = None
+    ) -> Iterator[list[tuple[str, torch.Tensor]]]:
+        """The policy's full tensors under Hugging Face names, in buckets of at most `bucket_bytes` (a collective
+        generator: every rank iterates it to the end)."""
+        return self._engine.export_weights(bucket_bytes, dtype)
+
+    def export_hf(self, path: str | Path, dtype: torch.dtype | None = None) -> Path:
+        """Write a folder `AutoModelForCausalLM.from_pretrained` loads (a collective; rank 0 writes)."""
+        return self._engine.export_hf(path, dtype)

@@ -1,0 +1,78 @@
+"""What the roles share: config checks, batch-key checks, a masked mean for metrics, and the update loop."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from rl_core import RLCoreError
+from rl_engines.training import Batch, BatchError, ForwardSpec, LossFn, StepResult, TrainConfigError, TrainEngine
+
+
+def check_name(owner: str, name: str, lookup: Callable[[str], object]) -> None:
+    """Raise TrainConfigError naming `owner` when `lookup(name)` does not find a registered entry."""
+    try:
+        lookup(name)
+    except (RLCoreError, KeyError) as error:
+        raise TrainConfigError(f"{owner}: {error}") from None
+
+
+def check_epochs_and_coefs(owner: str, ppo_epochs: int, **coefs: float) -> None:
+    """Raise TrainConfigError unless `ppo_epochs` is an int >= 1 and every coefficient a finite number >= 0."""
+    if isinstance(ppo_epochs, bool) or not isinstance(ppo_epochs, int) or ppo_epochs < 1:
+        raise TrainConfigError(f"{owner}.ppo_epochs must be an int >= 1, got {ppo_epochs!r}")
+    for name, value in coefs.items():
+        if not (math.isfinite(value) and value >= 0):
+            raise TrainConfigError(f"{owner}.{name} must be a finite number >= 0, got {value}")
+
+
+def require_keys(batch: Batch, keys: Sequence[str], role: str) -> None:
+    """Raise BatchError naming the keys of `keys` that `batch` lacks and the `role` that needs them."""
+    missing = [key for key in keys if key not in batch]
+    if missing:
+        raise BatchError(f"the {role} needs batch keys {missing}; found {sorted(batch)}")
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The detached 0-dim mean of `values` `(B, T)` where `mask` `(B, T)` is set (0 without any)."""
+    mask = mask.bool()
+    return torch.where(mask, values, 0.0).sum().detach() / mask.sum().clamp(min=1)
+
+
+def run_update(
+    engine: TrainEngine, mini_batches: Sequence[Batch], epochs: int, loss: LossFn, spec: ForwardSpec
+) -> list[StepResult]:
+    """`epochs` passes over the mini-batches, one optimizer step each (the engine plans its micro-batches and
+    normaliser), then one schedule step."""
+    results = [engine.train_step(mini, loss, spec) for _ in range(epochs) for mini in mini_batches]
+    engine.step_lr_scheduler()
+    return results
+
+
+class EngineRole:
+    """A role around its own engine: what the runtime may ask of the engine goes through the role's methods
+    (checkpoints, the step count), never through the engine itself."""
+
+    def __init__(self, engine: TrainEngine) -> None:
+        self._engine = engine
+
+    @property
+    def rank(self) -> int:
+        """This process's data-parallel rank in the role's engine."""
+        return self._engine.rank
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps the role's engine applied so far (skipped steps do not count)."""
+        return self._engine.global_step
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write the engine's resumable checkpoint atomically to `path` (a collective)."""
+        return self._engine.save_checkpoint(path)
+
+    def load_checkpoint(self, path: str | Path) -> int:
+        """Restore a checkpoint written by `save_checkpoint` (a collective); return its step count."""
+        return self._engine.load_checkpoint(path)

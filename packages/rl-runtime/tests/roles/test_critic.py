@@ -1,0 +1,77 @@
+"""The critic role around a value-head engine: the clipped value loss, updates towards the returns, refusals."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rl_core.losses import LossNormalizer, clipped_value_loss
+from rl_engines.training import BatchError, FSDPEngine, TrainConfigError
+from rl_runtime.roles import CriticConfig, CriticRole
+
+from ._helpers import critic_engine, engine_config, fake_outputs, mini_batches, rollout_batch
+
+
+def test_critic_loss_is_the_clipped_value_loss() -> None:
+    critic = CriticRole(critic_engine(), CriticConfig(clip_range=0.2))
+    batch = rollout_batch(3, seed=6)
+    batch["values"] = torch.randn(batch["input_ids"].shape) * batch["response_mask"]
+    batch["returns"] = torch.randn(batch["input_ids"].shape)
+    outputs = fake_outputs(batch, seed=7)
+    normalizer = LossNormalizer.from_mask(batch["response_mask"])
+    loss, metrics = critic.loss(outputs, batch, normalizer)
+    expected = clipped_value_loss(
+        outputs.values, batch["values"], batch["returns"], batch["response_mask"], clip_range=0.2, normalizer=normalizer
+    )
+    torch.testing.assert_close(loss, expected.loss)
+    assert metrics["critic/vf_clipfrac"] == expected.clipfrac
+
+
+def test_critic_updates_move_values_towards_the_returns() -> None:
+    critic = CriticRole(critic_engine(), CriticConfig(clip_range=float("inf"), ppo_epochs=8))
+    minis = mini_batches((3,))
+    batch = minis[0]
+    mask = batch["response_mask"].bool()
+
+    def error() -> float:
+        return float((critic.compute_values(batch) - batch["returns"])[mask].square().mean())
+
+    before = error()
+    results = critic.update(minis)
+    assert len(results) == 8 and not any(r.skipped for r in results)
+    assert results[-1].loss < results[0].loss
+    assert error() < before
+    assert critic.compute_values(batch).shape == batch["input_ids"].shape
+
+
+def test_critic_update_needs_no_old_log_probs() -> None:
+    critic = CriticRole(critic_engine(), CriticConfig())
+    minis = mini_batches((4, 5))
+    for mini in minis:
+        del mini["old_log_probs"]
+    assert len(critic.update(minis)) == 2
+
+
+def test_critic_needs_a_value_head() -> None:
+    with pytest.raises(TrainConfigError, match=r"set ModelConfig\.value_head=True"):
+        CriticRole(FSDPEngine.from_config(engine_config()), CriticConfig())
+
+
+def test_critic_needs_values_and_returns_in_the_batch() -> None:
+    critic = CriticRole(critic_engine(), CriticConfig())
+    batch = rollout_batch(2, seed=0)
+    with pytest.raises(BatchError, match=r"critic needs batch keys \['values', 'returns'\]"):
+        critic.loss(fake_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"clip_range": 0.0}, r"CriticConfig\.clip_range must be > 0"),
+        ({"aggregation": "sum"}, r"CriticConfig\.aggregation: unknown"),
+        ({"ppo_epochs": 1.5}, r"CriticConfig\.ppo_epochs must be an int >= 1"),
+    ],
+)
+def test_critic_config_rejections(kwargs: dict, message: str) -> None:
+    with pytest.raises(TrainConfigError, match=message):
+        CriticConfig(**kwargs)

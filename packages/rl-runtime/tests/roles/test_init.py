@@ -1,0 +1,15 @@
+"""The public names of rl_runtime.roles are pinned."""
+
+from __future__ import annotations
+
+import rl_runtime.roles as roles
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(roles.__all__) == sorted(
+        [
+            "DEFAULT_VALUE_CLIP_RANGE", "ActorConfig", "ActorRole", "CriticConfig", "CriticRole", "ReferenceConfig",
+            "ReferenceRole",
+        ]
+    )  # fmt: skip
+    assert all(hasattr(roles, name) for name in roles.__all__)
