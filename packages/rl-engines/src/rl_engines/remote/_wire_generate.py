@@ -47,7 +47,13 @@ _NEUTRAL_SAMPLING: dict[str, tuple[Any, ...]] = {
     "logit_bias": ({},),
 }
 """SGLang sampling fields this server does not implement, with the values that mean "off" (None always does)."""
-_REQUEST_FIELDS = {"input_ids", "sampling_params", "rid", "return_logprob", "stream"}
+_REQUEST_FIELDS = {
+    "input_ids",  # not-a-sample-field: SGLang's HTTP field
+    "sampling_params",
+    "rid",
+    "return_logprob",
+    "stream",
+}
 _IGNORED_REQUEST = {"priority", "log_metrics", "return_text_in_logprobs", "routed_dp_rank", "data_parallel_rank"}
 _NEUTRAL_REQUEST: dict[str, tuple[Any, ...]] = {
     "text": (),
@@ -121,7 +127,7 @@ def sampling_from_json(body: Any, where: str) -> SamplingParams:
 def generate_payload(requests: Sequence[GenerateRequest], *, stream: bool) -> dict[str, Any]:
     """The batch-form `/generate` body for `requests`."""
     return {
-        "input_ids": [list(r.input_ids) for r in requests],
+        "input_ids": [list(r.input_ids) for r in requests],  # not-a-sample-field: SGLang's HTTP field
         "sampling_params": [sampling_to_json(r.sampling) for r in requests],
         "rid": [r.rid for r in requests],
         "return_logprob": [r.return_logprobs for r in requests],
@@ -140,7 +146,7 @@ def _per_request(value: Any, count: int, name: str, batch: bool) -> list[Any]:
 def parse_generate_payload(body: Mapping[str, Any]) -> tuple[list[GenerateRequest], bool, bool]:
     """`(requests, batch_form, stream)` from a `/generate` body; raises `InvalidRequestError` if malformed."""
     _check_fields(body, _REQUEST_FIELDS, _IGNORED_REQUEST, _NEUTRAL_REQUEST, "generate")
-    ids = body.get("input_ids")
+    ids = body.get("input_ids")  # not-a-sample-field: SGLang's HTTP field
     if not isinstance(ids, list) or not ids:
         raise InvalidRequestError("generate: input_ids must be a non-empty list of token ids (or a list of such lists)")
     batch = isinstance(ids[0], list)

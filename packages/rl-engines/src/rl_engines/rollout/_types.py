@@ -86,7 +86,7 @@ class GenerateRequest:
         ids = _token_tuple(f"input_ids of request {self.rid!r}", self.input_ids)
         if not ids:
             raise InvalidRequestError(f"request {self.rid!r} has an empty prompt; send at least one token id")
-        object.__setattr__(self, "input_ids", ids)
+        object.__setattr__(self, "input_ids", ids)  # not-a-sample-field: GenerateRequest attribute
         if not isinstance(self.sampling, SamplingParams):
             raise InvalidRequestError(f"sampling of request {self.rid!r} must be a SamplingParams")
 

@@ -104,7 +104,7 @@ class SGLangEngine:
         """See `InferenceEngine.generate`."""
         batch = check_requests(requests)
         kwargs = {
-            "input_ids": [list(r.input_ids) for r in batch],
+            "input_ids": [list(r.input_ids) for r in batch],  # not-a-sample-field: SGLang's argument
             "sampling_params": [sampling_to_json(r.sampling) for r in batch],
             "rid": [r.rid for r in batch],
             "return_logprob": [r.return_logprobs for r in batch],

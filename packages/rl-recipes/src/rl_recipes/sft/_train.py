@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rl_coordinator.balancing import plan_micro_batches_all_ranks
+from rl_core.schema import RESPONSE_MASK
 from rl_engines.training import (
     FSDPEngine,
     MicroBatchConfig,
@@ -155,7 +156,7 @@ class _Run:
         batch, micro_batches = _step_batch(
             self.examples, rows, self.engine, self.config.max_tokens_per_micro_batch, self.pad_token_id
         )
-        normalizer = self.engine.global_normalizer(batch["response_mask"])
+        normalizer = self.engine.global_normalizer(batch[RESPONSE_MASK])
         result = self.engine.train_step(batch, micro_batches, normalizer, response_nll_loss, LOG_PROBS_ONLY)
         self.engine.step_lr_scheduler()
         seconds = time.perf_counter() - started
