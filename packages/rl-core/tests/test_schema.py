@@ -49,6 +49,9 @@ def test_every_constant_is_a_field_and_every_field_a_constant() -> None:
     assert sorted(constants.values()) == sorted(SAMPLE_FIELDS)
     for constant, name in constants.items():
         assert constant == name.upper()
+    # tools/check_sample_fields.py reads the names as schema.py's module-level UPPER_CASE string constants.
+    upper_strings = {value for key, value in vars(schema).items() if key.isupper() and isinstance(value, str)}
+    assert upper_strings == set(SAMPLE_FIELDS)
 
 
 def test_specs_are_consistent_with_their_level() -> None:
