@@ -24,6 +24,7 @@ from rl_engines.rollout import (
     SamplingParams,
     VersionSpan,
 )
+from rl_engines.rollout._types import weight_version_from_wire, weight_version_to_wire
 
 TOP_K_DISABLED_MIN = 1 << 30
 """SGLang's "whole vocabulary" top-k (`TOP_K_ALL`); any value this large means top-k is off."""
@@ -189,7 +190,7 @@ def output_to_json(
     output_ids: Sequence[int],
     logprobs: Sequence[float] | None,
     prompt_len: int,
-    weight_version: str,
+    weight_version: int,
     finish_reason: dict[str, Any] | None,
     version_spans: Sequence[VersionSpan] = (),
 ) -> dict[str, Any]:
@@ -200,12 +201,12 @@ def output_to_json(
         "prompt_tokens": prompt_len,
         "completion_tokens": len(output_ids),
         "cached_tokens": 0,
-        "weight_version": weight_version,
+        "weight_version": weight_version_to_wire(weight_version),
     }
     if logprobs is not None:
         meta["output_token_logprobs"] = [[lp, tok, None] for lp, tok in zip(logprobs, output_ids, strict=True)]
     if version_spans:
-        meta["version_spans"] = [[s.version, s.start, s.end] for s in version_spans]
+        meta["version_spans"] = [[weight_version_to_wire(s.version), s.start, s.end] for s in version_spans]
     return {"output_ids": list(output_ids), "meta_info": meta}
 
 
@@ -238,8 +239,11 @@ def output_from_json(data: Any, request: GenerateRequest) -> GenerateOutput:
         ids = tuple(int(t) for t in data["output_ids"])
         finish = meta["finish_reason"]
         reason = finish["type"] if isinstance(finish, Mapping) else finish
-        version = str(meta.get("weight_version") or "")
-        spans = tuple(VersionSpan(str(v), int(s), int(e)) for v, s, e in meta.get("version_spans") or ())
+        version = weight_version_from_wire(meta["weight_version"], "meta_info.weight_version")
+        spans = tuple(
+            VersionSpan(weight_version_from_wire(v, "meta_info.version_spans"), int(s), int(e))
+            for v, s, e in meta.get("version_spans") or ()
+        )
         prompt_len = int(meta.get("prompt_tokens", len(request.input_ids)))
     except (KeyError, TypeError, ValueError) as error:
         raise ProtocolError(f"malformed /generate result for {request.rid!r}: {error!r} in {str(data)[:200]}") from None
