@@ -12,6 +12,9 @@ torch, in `nox -s lint`. Sources are parsed with `ast`, which decides deliberate
   to share the spelling (a tokenizer's output key, an HTTP protocol's field, a metric's stage); the reason
   is required.
 
+Only package sources (`packages/*/src`) are checked. Tests keep the literal names on purpose: they pin the wire
+names other processes, checkpoints and configs see, so renaming a constant fails them instead of passing silently.
+
 Usage: `python tools/check_sample_fields.py [ROOT]` (ROOT defaults to the repository root); exits 1 with one
 `path:line:col: message` per finding.
 """
