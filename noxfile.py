@@ -83,14 +83,19 @@ def _venv_dropped_after(session: nox.Session) -> Iterator[None]:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, and import-linter's layer and rl-core-is-torch-only contracts over all packages."""
-    session.install("ruff>=0.8", "import-linter>=2.1")
+    """ruff, import-linter's layer and rl-core-is-torch-only contracts, and no sample-field literal outside
+    rl_core/schema.py (tools/check_sample_fields.py, with its own tests) over all packages."""
+    session.install("ruff>=0.8", "import-linter>=2.1", "pytest>=8")
     # import-linter reads source, so the packages go in without their (heavy) dependencies.
     for name in package_names():
         session.install("--no-deps", "-e", str(PACKAGES_DIR / name))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("lint-imports")
+    session.run("python", str(ROOT / "tools" / "check_sample_fields.py"))
+    # Without torch here, the test comparing the names with rl_core.schema's registry skips; rl-core's
+    # test_schema.py checks the same rule (module-level UPPER str constants are exactly the fields) with torch.
+    session.run("pytest", "-q", str(ROOT / "tests" / "tools"))
 
 
 @nox.session

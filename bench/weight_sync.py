@@ -24,6 +24,7 @@ Run: python bench/weight_sync.py [--repeats 5] [--sizes-gb 0.1,0.25,0.5,1.0]   (
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -130,16 +131,17 @@ def main() -> None:
         src, dst = torch.ones(MEMCPY_BYTES // 4), torch.zeros(MEMCPY_BYTES // 4)
         times: dict[tuple[str, int], list[float]] = {}
         memcpy: list[float] = []
-        for warm in range(WARMUP_SYNCS):  # allocate buffers, open groups, fault pages in
-            for name, sync in syncs.items():
-                sync.sync(buckets(payloads[-1]), f"warm-{name}-{warm}")
+        versions = itertools.count(1)  # every sync labels the weights with the next policy version
+        for _ in range(WARMUP_SYNCS):  # allocate buffers, open groups, fault pages in
+            for sync in syncs.values():
+                sync.sync(buckets(payloads[-1]), next(versions))
         order = list(syncs)
         for repeat in range(args.repeats):
             for index, named in enumerate(payloads):
                 memcpy.append(MEMCPY_BYTES / memcpy_seconds(src, dst) / GB)
                 for name in order if repeat % 2 == 0 else order[::-1]:
                     start = time.perf_counter()
-                    syncs[name].sync(buckets(named), f"r{repeat}-{index}")
+                    syncs[name].sync(buckets(named), next(versions))
                     times.setdefault((name, index), []).append(time.perf_counter() - start)
         for sync in syncs.values():
             sync.close()

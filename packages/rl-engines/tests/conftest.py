@@ -19,7 +19,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> ConformanceModels:
 def engine(models: ConformanceModels) -> Iterator[HFEngine]:
     config = HFEngineConfig(
         model_path=str(models.v1_dir),
-        initial_version="v1",
+        initial_version=1,
         prefill_cache_size=2,
         admission_timeout_s=5.0,
         drain_timeout_s=5.0,

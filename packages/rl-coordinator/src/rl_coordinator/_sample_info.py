@@ -37,7 +37,7 @@ class SampleInfo:
     def __post_init__(self) -> None:
         if not isinstance(self.uid, str) or not self.uid:
             raise CoordinatorInputError(f"SampleInfo.uid must be a non-empty string, got {self.uid!r}")
-        for name in ("prompt_tokens", "response_tokens", "policy_version"):
+        for name in ("prompt_tokens", "response_tokens", "policy_version"):  # not-a-sample-field: SampleInfo attributes
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise CoordinatorInputError(f"SampleInfo.{name} must be an int >= 0, got {value!r} (uid {self.uid})")
@@ -95,11 +95,11 @@ def _restore(
         info,
         "__dict__",
         {
-            "uid": uid,
-            "group_id": group_id,
+            "uid": uid,  # not-a-sample-field: SampleInfo attribute
+            "group_id": group_id,  # not-a-sample-field: SampleInfo attribute
             "prompt_tokens": prompt_tokens,
             "response_tokens": response_tokens,
-            "policy_version": policy_version,
+            "policy_version": policy_version,  # not-a-sample-field: SampleInfo attribute
             "edge": edge,
             "source_dp_size": source_dp_size,
             "metadata": _EMPTY_METADATA if metadata is None else MappingProxyType(metadata),

@@ -73,7 +73,7 @@ def test_bad_generate_bodies_name_the_field(body: dict, match: str) -> None:
 
 def test_output_round_trips_with_version_spans() -> None:
     output = GenerateOutput(
-        "r", (9, 8, 7), (-0.5, -1.0, -2.0), "stop", "v2", 3, (VersionSpan("v1", 0, 1), VersionSpan("v2", 1, 3))
+        "r", (9, 8, 7), (-0.5, -1.0, -2.0), "stop", 2, 3, (VersionSpan(1, 0, 1), VersionSpan(2, 1, 3))
     )
     data = generate_output_json(output)
     assert data["meta_info"]["finish_reason"] == {"type": "stop", "matched": 7}
@@ -88,17 +88,34 @@ def test_sglang_output_without_our_fields_parses() -> None:
             "id": "r",
             "finish_reason": {"type": "length", "length": 2},
             "prompt_tokens": 3,
-            "weight_version": "default",
+            "weight_version": "0",
             "output_token_logprobs": [[-0.1, 9, None], [-0.2, 8, None]],
         },
     }
     output = output_from_json(data, REQUEST)
-    assert output.output_logprobs == (-0.1, -0.2) and output.version_spans == () and output.weight_version == "default"
+    assert output.output_logprobs == (-0.1, -0.2) and output.version_spans == () and output.weight_version == 0
     data["meta_info"]["output_token_logprobs"][1][1] = 5
     with pytest.raises(ProtocolError, match="do not match"):
         output_from_json(data, REQUEST)
     with pytest.raises(ProtocolError, match="malformed"):
         output_from_json({"output_ids": [1]}, REQUEST)
+
+
+def test_a_version_that_spells_no_int_is_a_protocol_error() -> None:
+    # SGLang's default label is "default"; our engines and the runtime count policy versions as ints.
+    data = {
+        "output_ids": [9],
+        "meta_info": {
+            "id": "r",
+            "finish_reason": {"type": "length", "length": 1},
+            "weight_version": "default",
+            "output_token_logprobs": [[-0.1, 9, None]],
+        },
+    }
+    with pytest.raises(ProtocolError, match=r"weight_version must spell a weight version.*--weight-version 0"):
+        output_from_json(data, REQUEST)
+    data["meta_info"]["weight_version"] = "7"
+    assert output_from_json(data, REQUEST).weight_version == 7
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ SHORT = 0.2
 
 
 def _gate(timeout: float = 2.0) -> RequestGate:
-    return RequestGate(admission_timeout_s=timeout, drain_timeout_s=timeout, initial_version="v1")
+    return RequestGate(admission_timeout_s=timeout, drain_timeout_s=timeout, initial_version=1)
 
 
 def _in_thread(fn, *args):
@@ -62,10 +62,10 @@ def test_refusals() -> None:
         gate.admit(["a"])
     gate.asleep = frozenset()
     gate.weights_changed()
-    with pytest.raises(UnversionedWeightsError, match="since version 'v1'"):
+    with pytest.raises(UnversionedWeightsError, match="since version 1 was set"):
         gate.admit(["a"])
-    gate.set_version("v2")
-    assert gate.version == "v2"
+    gate.set_version(2)
+    assert gate.version == 2
     gate.admit(["a"])
     with pytest.raises(InvalidRequestError, match="pause mode must be one of"):
         gate.pause("drain")  # type: ignore[arg-type]

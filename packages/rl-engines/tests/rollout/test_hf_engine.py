@@ -104,7 +104,7 @@ def test_prefill_cache_hits_and_is_dropped_on_flush_and_update(engine: HFEngine,
     engine.flush_cache()
     assert engine.prefill_cache_entries == 0
     _greedy(engine, prompts, 6)
-    engine.update_weights_from_tensors([("model.norm.weight", models.state("v1")["model.norm.weight"])])
+    engine.update_weights_from_tensors([("model.norm.weight", models.state(1)["model.norm.weight"])])
     assert engine.prefill_cache_entries == 0
 
 
@@ -154,7 +154,8 @@ def test_bfloat16_engine_generates(models: ConformanceModels) -> None:
         ({"prefill_cache_size": -1}, "prefill_cache_size must be >= 0"),
         ({"admission_timeout_s": 0}, "admission_timeout_s must be > 0"),
         ({"drain_timeout_s": -1}, "drain_timeout_s must be > 0"),
-        ({"initial_version": ""}, "initial_version must be a non-empty str"),
+        ({"initial_version": "0"}, r"initial_version must be a weight version, an int >= 0.*convert it with int"),
+        ({"initial_version": -1}, "initial_version must be a weight version, an int >= 0"),
     ],
 )
 def test_config_rejects(kwargs: dict, match: str) -> None:
@@ -179,4 +180,4 @@ def test_abort_by_rid_reaches_a_later_batch_of_the_same_call(models: Conformance
 
     outputs = engine.generate([request("first", [1, 2], 4), request("second", [3], 4)], on_tokens=abort_second)
     assert [(o.finish_reason, len(o.output_ids)) for o in outputs] == [("length", 4), ("abort", 0)]
-    assert outputs[1].weight_version == "0"
+    assert outputs[1].weight_version == 0

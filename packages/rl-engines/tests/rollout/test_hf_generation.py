@@ -93,6 +93,6 @@ def test_decode_steps_with_a_ready_boolean_mask_match_the_padding_mask(
 
 def test_version_spans_cover_each_run_of_one_version() -> None:
     assert _spans([]) == ()
-    assert _spans(["v1", "v1", "v2", "v2", "v2", "v1"]) == (
-        VersionSpan("v1", 0, 2), VersionSpan("v2", 2, 5), VersionSpan("v1", 5, 6),
+    assert _spans([1, 1, 2, 2, 2, 1]) == (
+        VersionSpan(1, 0, 2), VersionSpan(2, 2, 5), VersionSpan(1, 5, 6),
     )  # fmt: skip

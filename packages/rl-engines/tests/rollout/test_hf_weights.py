@@ -29,20 +29,20 @@ request = Harness.request
 
 
 def _v2_sum(models: ConformanceModels) -> str:
-    return models.checksum(models.state("v2"))
+    return models.checksum(models.state(2))
 
 
 def test_tensor_update_then_version(engine: HFEngine, models: ConformanceModels) -> None:
-    engine.update_weights_from_tensors(list(models.state("v2").items()))
+    engine.update_weights_from_tensors(list(models.state(2).items()))
     assert engine.weights_checksum() == _v2_sum(models)
     with pytest.raises(UnversionedWeightsError, match=r"call set_weight_version\(\.\.\.\)"):
         engine.generate([request("x", [1], 1)])
-    engine.set_weight_version("v2")
-    assert engine.generate([request("x", [1], 1)])[0].weight_version == engine.weight_version() == "v2"
+    engine.set_weight_version(2)
+    assert engine.generate([request("x", [1], 1)])[0].weight_version == engine.weight_version() == 2
 
 
 def test_tensor_update_copies_so_the_sender_may_reuse_its_tensors(engine: HFEngine, models: ConformanceModels) -> None:
-    sent = {name: t.clone() for name, t in models.state("v2").items()}
+    sent = {name: t.clone() for name, t in models.state(2).items()}
     engine.update_weights_from_tensors(list(sent.items()))
     for tensor in sent.values():
         tensor.zero_()
@@ -58,7 +58,7 @@ def test_sharded_checkpoint_with_index_loads(engine: HFEngine, models: Conforman
 
 def test_rejected_updates_change_nothing(engine: HFEngine, models: ConformanceModels, tmp_path: Path) -> None:
     before = engine.weights_checksum()
-    good = models.state("v2")["model.norm.weight"]
+    good = models.state(2)["model.norm.weight"]
     with pytest.raises(UnknownParameterError, match=r"did you mean 'model\.norm\.weight'"):
         engine.update_weights_from_tensors([("model.norm.weight", good), ("model.norm.weigth", good)])
     with pytest.raises(ParameterShapeError, match=r"shape \(65,\), but the model's is \(64,\)"):
@@ -74,10 +74,10 @@ def test_rejected_updates_change_nothing(engine: HFEngine, models: ConformanceMo
         engine.update_weights_from_disk(tmp_path)
     with pytest.raises(UnknownParameterError, match="'nope'"):
         engine.weights_checksum(["nope"])
-    with pytest.raises(InvalidRequestError, match="non-empty str"):
-        engine.set_weight_version("")
+    with pytest.raises(InvalidRequestError, match="weight version must be a weight version, an int >= 0"):
+        engine.set_weight_version("2")
     assert engine.weights_checksum() == before
-    assert engine.generate([request("x", [1], 1)])[0].weight_version == "v1"
+    assert engine.generate([request("x", [1], 1)])[0].weight_version == 1
 
 
 def _spec(port: int) -> WeightGroupSpec:
@@ -111,13 +111,13 @@ def _run_broadcast(engine: HFEngine, named: list[tuple[str, torch.Tensor]]) -> B
 
 
 def test_broadcast_update(engine: HFEngine, models: ConformanceModels) -> None:
-    assert _run_broadcast(engine, list(models.state("v2").items())) is None
+    assert _run_broadcast(engine, list(models.state(2).items())) is None
     assert engine.weights_checksum() == _v2_sum(models)
 
 
 def test_broadcast_rejection_is_drained_and_raised(engine: HFEngine, models: ConformanceModels) -> None:
     before = engine.weights_checksum()
-    error = _run_broadcast(engine, [("lm_head.weight", models.state("v2")["lm_head.weight"]), ("bogus", torch.ones(3))])
+    error = _run_broadcast(engine, [("lm_head.weight", models.state(2)["lm_head.weight"]), ("bogus", torch.ones(3))])
     assert isinstance(error, UnknownParameterError) and "bogus" in str(error)
     assert engine.weights_checksum() == before
 
@@ -136,7 +136,7 @@ def test_sleep_level_1_keeps_outputs(engine: HFEngine, models: ConformanceModels
     with pytest.raises(EngineAsleepError, match=r"call wake_up\(\) first"):
         engine.generate([request("x", [1], 1)])
     with pytest.raises(EngineAsleepError, match=r"wake_up\(tags=\['weights'\]\) before updating"):
-        engine.update_weights_from_tensors(list(models.state("v2").items()))
+        engine.update_weights_from_tensors(list(models.state(2).items()))
     with pytest.raises(InvalidRequestError, match="non-empty subset"):
         engine.wake_up(["gpu"])
     with pytest.raises(InvalidRequestError, match="sleep level must be 1"):
@@ -152,12 +152,12 @@ def test_sleep_level_2_needs_every_tensor_again(engine: HFEngine, models: Confor
     engine.wake_up()
     with pytest.raises(WeightsNotLoadedError, match="send a full weight update"):
         engine.generate([request("x", [1], 1)])
-    v1 = models.state("v1")
+    v1 = models.state(1)
     engine.update_weights_from_tensors([("model.norm.weight", v1["model.norm.weight"])])
-    engine.set_weight_version("partial")
+    engine.set_weight_version(3)
     with pytest.raises(WeightsNotLoadedError):
         engine.generate([request("x", [1], 1)])
     engine.update_weights_from_disk(models.v1_dir)
-    engine.set_weight_version("v1")
+    engine.set_weight_version(1)
     assert engine.weights_checksum() == models.checksum(v1)
-    assert engine.generate([request("x", [1], 1)])[0].weight_version == "v1"
+    assert engine.generate([request("x", [1], 1)])[0].weight_version == 1

@@ -79,17 +79,17 @@ def test_check_requests_rejections() -> None:
 
 
 def test_generate_output_checks_lengths_and_spans() -> None:
-    spans = (VersionSpan("v1", 0, 2), VersionSpan("v2", 2, 3))
-    output = GenerateOutput("r", (1, 2, 3), (-0.1, -0.2, -0.3), "length", "v2", 4, spans)
-    assert output.versions == ("v1", "v1", "v2")
+    spans = (VersionSpan(1, 0, 2), VersionSpan(2, 2, 3))
+    output = GenerateOutput("r", (1, 2, 3), (-0.1, -0.2, -0.3), "length", 2, 4, spans)
+    assert output.versions == (1, 1, 2)
     with pytest.raises(InvalidRequestError, match="2 log-probs for 3 tokens"):
-        GenerateOutput("r", (1, 2, 3), (-0.1, -0.2), "length", "v1", 4)
+        GenerateOutput("r", (1, 2, 3), (-0.1, -0.2), "length", 1, 4)
     with pytest.raises(InvalidRequestError, match="finish_reason must be one of"):
-        GenerateOutput("r", (), None, "eos", "v1", 4)  # type: ignore[arg-type]
+        GenerateOutput("r", (), None, "eos", 1, 4)  # type: ignore[arg-type]
     with pytest.raises(InvalidRequestError, match="must tile the output"):
-        GenerateOutput("r", (1, 2), None, "length", "v1", 4, (VersionSpan("v1", 1, 2),))
+        GenerateOutput("r", (1, 2), None, "length", 1, 4, (VersionSpan(1, 1, 2),))
     with pytest.raises(InvalidRequestError, match="end at 1, not 2"):
-        GenerateOutput("r", (1, 2), None, "length", "v1", 4, (VersionSpan("v1", 0, 1),))
+        GenerateOutput("r", (1, 2), None, "length", 1, 4, (VersionSpan(1, 0, 1),))
 
 
 def test_weights_meta_of_and_rejections() -> None:

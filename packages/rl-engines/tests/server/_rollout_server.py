@@ -18,7 +18,7 @@ STARTUP_TIMEOUT_S = 180.0
 class ServerProcess:
     """`python -m rl_engines.server --model <model>` running until `stop()`; `url` once healthy."""
 
-    def __init__(self, model: str, *args: str, weight_version: str = "v1") -> None:
+    def __init__(self, model: str, *args: str, weight_version: str = "1") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()

@@ -63,7 +63,7 @@ def test_generate_matches_hf_reference(client: httpx.Client, models: Conformance
     data = client.post("/generate", json=body(rid="r1")).json()
     meta = data["meta_info"]
     assert data["output_ids"] == reference_greedy(models.v1, PROMPT, NEW_TOKENS)[0]
-    assert meta["id"] == "r1" and meta["prompt_tokens"] == len(PROMPT) and meta["weight_version"] == "v1"
+    assert meta["id"] == "r1" and meta["prompt_tokens"] == len(PROMPT) and meta["weight_version"] == "1"
     assert meta["finish_reason"] == {"type": "length", "length": NEW_TOKENS}
     assert [tok for _, tok, _ in meta["output_token_logprobs"]] == data["output_ids"]
     reference = reference_logprobs(models.v1, PROMPT, data["output_ids"], 0.0)
@@ -127,7 +127,7 @@ def test_bad_weight_update_is_400_then_serves(
     client: httpx.Client, models: ConformanceModels, kind: str, error_type: str, words: str
 ) -> None:
     name = models.names[0]
-    good = models.state("v2")[name]
+    good = models.state(2)[name]
     named = (
         [("model.no_such_tensor.weight", good), (name, good)]
         if kind == "unknown"
@@ -137,8 +137,8 @@ def test_bad_weight_update_is_400_then_serves(
     assert response.status_code == 400
     answer = response.json()
     assert answer["success"] is False and answer["error_type"] == error_type and words in answer["message"]
-    assert _checksum(client) == models.checksum(models.state("v1"))
-    assert client.get("/get_weight_version").json() == {"weight_version": "v1"}
+    assert _checksum(client) == models.checksum(models.state(1))
+    assert client.get("/get_weight_version").json() == {"weight_version": "1"}
     expect_serving(client, models)
 
 
@@ -206,21 +206,21 @@ def test_update_without_version_refuses_generate_until_labelled(
     client: httpx.Client, models: ConformanceModels
 ) -> None:
     name = models.names[0]
-    same = [(name, models.state("v1")[name].clone())]
+    same = [(name, models.state(1)[name].clone())]
     assert _update(client, same).status_code == 200
     refused = client.post("/generate", json=body())
     assert refused.status_code == 503 and refused.json()["error"]["type"] == "UnversionedWeightsError"
-    answer = client.post("/update_weight_version", json={"new_version": "v1"}).json()
-    assert answer == {"success": True, "message": "Weight version updated to v1", "new_version": "v1"}
+    answer = client.post("/update_weight_version", json={"new_version": "1"}).json()
+    assert answer == {"success": True, "message": "Weight version updated to 1", "new_version": "1"}
     expect_serving(client, models)
-    labelled = _update(client, same, weight_version="v1")
+    labelled = _update(client, same, weight_version="1")
     assert labelled.status_code == 200 and labelled.json()["success"] is True
     expect_serving(client, models)
 
 
 def test_model_info_and_status(client: httpx.Client) -> None:
     info = client.get("/model_info").json()
-    assert info["weight_version"] == "v1" and info["is_generation"] is True
+    assert info["weight_version"] == "1" and info["is_generation"] is True
     assert {"disk", "tensor", "distributed", "stream"} <= set(info["capabilities"])
     assert client.get("/get_model_info").json() == info
     status = client.get("/engine_status").json()

@@ -32,13 +32,13 @@ def test_building_without_sglang_names_the_extra() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="SGLang needs a CUDA device")
 def test_greedy_matches_hf_reference(tmp_path) -> None:
     models = ConformanceModels.create(tmp_path)
-    engine = SGLangEngine(SGLangEngineConfig(model_path=str(models.v1_dir), dtype="float32", initial_version="v1"))
+    engine = SGLangEngine(SGLangEngineConfig(model_path=str(models.v1_dir), dtype="float32", initial_version=1))
     try:
         prompts = models.prompts(3)
         sampling = SamplingParams(max_new_tokens=8, temperature=0.0, ignore_eos=True)
         outputs = engine.generate([GenerateRequest(f"g{i}", tuple(p), sampling) for i, p in enumerate(prompts)])
         for output, prompt in zip(outputs, prompts, strict=True):
             assert list(output.output_ids) == reference_greedy(models.v1, prompt, 8)[0]
-            assert output.weight_version == "v1"
+            assert output.weight_version == 1
     finally:
         engine.shutdown()

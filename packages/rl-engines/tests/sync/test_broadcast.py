@@ -23,13 +23,13 @@ class CountingEngine(HFEngine):
 def test_group_is_reused_across_syncs_and_survives_a_rejection(models: ConformanceModels) -> None:
     engine = CountingEngine.from_config(HFEngineConfig(model_path=str(models.v1_dir)))
     sync = WeightSync([engine], BroadcastTransport(timeout_s=10.0))
-    v1, v2 = models.state("v1"), models.state("v2")
-    sync.sync(as_buckets(v2.items(), 2**15), "v2")
+    v1, v2 = models.state(1), models.state(2)
+    sync.sync(as_buckets(v2.items(), 2**15), 2)
     with pytest.raises(UnknownParameterError, match="'bogus'"):
-        sync.sync([[("lm_head.weight", v1["lm_head.weight"]), ("bogus", torch.ones(2))]], "bad")
-    sync.sync(as_buckets(v1.items(), 2**15), "v1")
+        sync.sync([[("lm_head.weight", v1["lm_head.weight"]), ("bogus", torch.ones(2))]], 9)
+    sync.sync(as_buckets(v1.items(), 2**15), 1)
     assert CountingEngine.joins == 1
-    assert engine.weights_checksum() == models.checksum(v1) and engine.weight_version() == "v1"
+    assert engine.weights_checksum() == models.checksum(v1) and engine.weight_version() == 1
     sync.close()
     assert engine._group is None
 
@@ -37,9 +37,9 @@ def test_group_is_reused_across_syncs_and_survives_a_rejection(models: Conforman
 def test_two_engines_share_one_group(models: ConformanceModels) -> None:
     engines = [HFEngine.from_config(HFEngineConfig(model_path=str(models.v1_dir))) for _ in range(2)]
     sync = WeightSync(engines, BroadcastTransport(timeout_s=10.0))
-    sync.sync(as_buckets(models.state("v2").items(), 2**15), "v2")
+    sync.sync(as_buckets(models.state(2).items(), 2**15), 2)
     sync.close()
-    assert all(e.weights_checksum() == models.checksum(models.state("v2")) for e in engines)
+    assert all(e.weights_checksum() == models.checksum(models.state(2)) for e in engines)
 
 
 def test_configuration_is_validated() -> None:

@@ -33,7 +33,7 @@ def test_mixed_dtypes_in_one_bucket() -> None:
         assert torch.equal(sent, got), name
 
 
-def _sync_all(sync: WeightSync, state: dict[str, torch.Tensor], version: str, names: list[str] | None = None) -> None:
+def _sync_all(sync: WeightSync, state: dict[str, torch.Tensor], version: int, names: list[str] | None = None) -> None:
     chosen = sorted(state) if names is None else names
     sync.sync(as_buckets(((n, state[n]) for n in chosen), 2**14), version)
 
@@ -42,18 +42,18 @@ def test_lent_buffers_become_the_weights_and_are_never_rewritten_while_held(mode
     engine = HFEngine.from_config(HFEngineConfig(model_path=str(models.v1_dir)))
     transport = SharedMemoryTransport()
     sync = WeightSync([engine], transport)  # verifies version and checksum after every sync
-    v1, v2 = models.state("v1"), models.state("v2")
+    v1, v2 = models.state(1), models.state(2)
     layer = [n for n in v1 if ".layers.1." in n]
     expected = dict(v1)
-    for version, state, names in [("a", v2, None), ("b", v1, layer), ("c", v1, None), ("d", v2, layer),
-                                  ("e", v2, None), ("f", v1, None), ("g", v2, None)]:  # fmt: skip
+    for version, state, names in [(3, v2, None), (4, v1, layer), (5, v1, None), (6, v2, layer),
+                                  (7, v2, None), (8, v1, None), (9, v2, None)]:  # fmt: skip
         _sync_all(sync, state, version, names)
         expected.update({n: state[n] for n in (names or state)})
         assert engine.weights_checksum() == models.checksum(expected), version
     pool = transport._pool[torch.device("cpu")]
     settled = len(pool)
-    for version in ("h", "i", "j"):
-        _sync_all(sync, v1 if version == "i" else v2, version)
+    for version in (10, 11, 12):
+        _sync_all(sync, v1 if version == 11 else v2, version)
     assert len(pool) == settled  # steady state: buffers the engine released are rewritten, none added
     norm = engine.model.model.norm.weight
     held = {b.handle["handle"]: b.tensor for b in pool}
@@ -65,7 +65,7 @@ def test_without_lending_the_engine_copies_and_holds_nothing(models: Conformance
     engine = HFEngine.from_config(HFEngineConfig(model_path=str(models.v1_dir)))
     transport = SharedMemoryTransport(lend=False)
     sync = WeightSync([engine], transport)
-    for version in ("v2", "v1", "v2"):
+    for version in (2, 1, 2):
         _sync_all(sync, models.state(version), version)
     assert not transport._held and engine._weights.lent_buffers() == frozenset()
     assert len(transport._pool[torch.device("cpu")]) == 2  # one being packed, one being delivered

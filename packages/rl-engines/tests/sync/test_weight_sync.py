@@ -32,7 +32,7 @@ class RecordingEngine:
         self.calls: list[str] = []
         self.threads: set[str] = set()
         self.tensors: dict[str, torch.Tensor] = {}
-        self.version = "0"
+        self.version = 0
         self.lie_checksum, self.ignore_version, self.hang_s = lie_checksum, ignore_version, hang_s
 
     def pause(self, mode: str = "abort", *, timeout_s: float | None = None) -> None:
@@ -50,12 +50,12 @@ class RecordingEngine:
     def flush_cache(self) -> None:
         self.calls.append("flush")
 
-    def set_weight_version(self, version: str) -> None:
+    def set_weight_version(self, version: int) -> None:
         self.calls.append("version")
         if not self.ignore_version:
             self.version = version
 
-    def weight_version(self) -> str:
+    def weight_version(self) -> int:
         self.calls.append("get_version")
         return self.version
 
@@ -74,11 +74,11 @@ def _buckets() -> list[list[tuple[str, torch.Tensor]]]:
 
 def test_protocol_order_and_report() -> None:
     engine = RecordingEngine()
-    report = WeightSync([engine], ReferenceTransport()).sync(_buckets(), "v7")
+    report = WeightSync([engine], ReferenceTransport()).sync(_buckets(), 7)
     assert engine.calls == [
         "pause:abort", "update", "update", "flush", "version", "get_version", "checksum", "resume",
     ]  # fmt: skip
-    assert (report.version, report.tensors, report.buckets, report.nbytes) == ("v7", 3, 2, 4 * (3 + 4 + 4))
+    assert (report.version, report.tensors, report.buckets, report.nbytes) == (7, 3, 2, 4 * (3 + 4 + 4))
     assert report.checksum == weights_checksum(pair for bucket in _buckets() for pair in bucket)
     assert set(report.seconds) >= {"pause", "send", "flush", "version", "verify", "resume"}
 
@@ -86,20 +86,20 @@ def test_protocol_order_and_report() -> None:
 def test_checksum_mismatch_raises_and_leaves_the_engine_paused() -> None:
     engine = RecordingEngine(lie_checksum=True)
     with pytest.raises(SyncError, match=r"stale or partial weights.*stay paused"):
-        WeightSync([engine], ReferenceTransport()).sync(_buckets(), "v1")
+        WeightSync([engine], ReferenceTransport()).sync(_buckets(), 1)
     assert "resume" not in engine.calls
 
 
 def test_ignored_version_raises() -> None:
     engine = RecordingEngine(ignore_version=True)
-    with pytest.raises(SyncError, match="reports weight version '0' after a sync of 'v1'"):
-        WeightSync([engine], ReferenceTransport()).sync(_buckets(), "v1")
+    with pytest.raises(SyncError, match="reports weight version 0 after a sync of 1;"):
+        WeightSync([engine], ReferenceTransport()).sync(_buckets(), 1)
 
 
 def test_engine_rejection_propagates_and_the_engine_resumes() -> None:
     engine = RecordingEngine()
     with pytest.raises(UnknownParameterError, match="no such tensor"):
-        WeightSync([engine], ReferenceTransport()).sync([[("bad", torch.ones(1))]], "v1")
+        WeightSync([engine], ReferenceTransport()).sync([[("bad", torch.ones(1))]], 1)
     assert engine.calls[-1] == "resume" and "version" not in engine.calls
 
 
@@ -107,13 +107,13 @@ def test_a_hung_engine_call_times_out() -> None:
     engine = RecordingEngine(hang_s=2.0)
     sync = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(timeout_s=0.2))
     with pytest.raises(SyncTimeoutError, match=r"update_weights_from_tensors on engine 0 did not return within 0.2 s"):
-        sync.sync(_buckets(), "v1")
+        sync.sync(_buckets(), 1)
 
 
 def test_engine_calls_run_on_workers_unless_inline() -> None:
     on_workers, inline = RecordingEngine(), RecordingEngine()
-    WeightSync([on_workers], ReferenceTransport()).sync(_buckets(), "v1")
-    WeightSync([inline], ReferenceTransport(), WeightSyncConfig(inline_calls=True)).sync(_buckets(), "v1")
+    WeightSync([on_workers], ReferenceTransport()).sync(_buckets(), 1)
+    WeightSync([inline], ReferenceTransport(), WeightSyncConfig(inline_calls=True)).sync(_buckets(), 1)
     assert all(name.startswith("weight-sync") for name in on_workers.threads)
     assert inline.threads == {threading.current_thread().name}
     assert inline.calls == on_workers.calls
@@ -123,7 +123,7 @@ def test_an_inline_call_past_its_bound_is_reported_when_it_returns() -> None:
     engine = RecordingEngine(hang_s=0.3)
     sync = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(timeout_s=0.2, inline_calls=True))
     with pytest.raises(SyncTimeoutError, match=r"update_weights_from_tensors on engine 0 returned after 0.3 s, past"):
-        sync.sync(_buckets(), "v1")
+        sync.sync(_buckets(), 1)
     assert engine.calls[-1] == "resume"
 
 
@@ -131,18 +131,18 @@ def test_an_inline_engine_rejection_propagates_and_the_engine_resumes() -> None:
     engine = RecordingEngine()
     sync = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(inline_calls=True))
     with pytest.raises(UnknownParameterError, match="no such tensor"):
-        sync.sync([[("bad", torch.ones(1))]], "v1")
+        sync.sync([[("bad", torch.ones(1))]], 1)
     assert engine.calls[-1] == "resume" and "version" not in engine.calls
 
 
 def test_input_rejections() -> None:
     sync = WeightSync([RecordingEngine()], ReferenceTransport())
     with pytest.raises(SyncConfigError, match="bucket iterable was empty"):
-        sync.sync([], "v1")
+        sync.sync([], 1)
     with pytest.raises(SyncError, match="'a' was exported twice"):
-        sync.sync([[("a", torch.ones(1))], [("a", torch.ones(1))]], "v1")
-    with pytest.raises(SyncConfigError, match="non-empty str"):
-        sync.sync(_buckets(), "")
+        sync.sync([[("a", torch.ones(1))], [("a", torch.ones(1))]], 1)
+    with pytest.raises(SyncConfigError, match="the policy version, an int >= 0, got '1'"):
+        sync.sync(_buckets(), "1")
     with pytest.raises(SyncConfigError, match="lacks capability 'disk' needed by the disk transport"):
         from rl_engines.sync import DiskTransport
 
@@ -163,27 +163,27 @@ def test_config_rejects(kwargs: dict, match: str) -> None:
 
 def test_dtype_must_match_what_the_engine_stores(models: ConformanceModels) -> None:
     engine = HFEngine.from_config(HFEngineConfig(model_path=str(models.v1_dir), dtype="bfloat16"))
-    state = models.state("v2")
+    state = models.state(2)
     with pytest.raises(SyncError, match="stores another dtype than sent"):
-        WeightSync([engine], ReferenceTransport()).sync(as_buckets(state.items(), 2**16), "v2")
+        WeightSync([engine], ReferenceTransport()).sync(as_buckets(state.items(), 2**16), 2)
     engine.resume()
     sync = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(dtype="bfloat16"))
-    report = sync.sync(as_buckets(state.items(), 2**16), "v2")
+    report = sync.sync(as_buckets(state.items(), 2**16), 2)
     assert report.checksum == weights_checksum((n, t.bfloat16()) for n, t in state.items())
 
 
 def test_two_engines_over_shared_memory(models: ConformanceModels) -> None:
     engines = [HFEngine.from_config(HFEngineConfig(model_path=str(models.v1_dir))) for _ in range(2)]
-    state = models.state("v2")
+    state = models.state(2)
     sync = WeightSync(engines, SharedMemoryTransport())
-    sync.sync(as_buckets(state.items(), 2**15), "v2")
+    sync.sync(as_buckets(state.items(), 2**15), 2)
     sync.close()
-    assert all(e.weights_checksum() == models.checksum(state) and e.weight_version() == "v2" for e in engines)
+    assert all(e.weights_checksum() == models.checksum(state) and e.weight_version() == 2 for e in engines)
 
 
 def test_verify_off_skips_the_checks() -> None:
     engine = RecordingEngine(lie_checksum=True)
-    report = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(verify=False)).sync(_buckets(), "v1")
+    report = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(verify=False)).sync(_buckets(), 1)
     assert report.checksum is None and "checksum" not in engine.calls and engine.calls[-1] == "resume"
 
 

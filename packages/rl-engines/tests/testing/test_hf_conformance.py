@@ -15,7 +15,7 @@ class TestHFEngineConformance(InferenceEngineConformance):
     def make_engine(self, models: ConformanceModels) -> InferenceEngine:
         config = HFEngineConfig(
             model_path=str(models.v1_dir),
-            initial_version="v1",
+            initial_version=1,
             prefill_cache_size=4,
             admission_timeout_s=30.0,
             drain_timeout_s=30.0,
@@ -29,6 +29,6 @@ class TestProcessEngineConformance(InferenceEngineConformance):
 
     def make_engine(self, models: ConformanceModels) -> InferenceEngine:
         config = HFEngineConfig(
-            model_path=str(models.v1_dir), initial_version="v1", admission_timeout_s=30.0, drain_timeout_s=30.0
+            model_path=str(models.v1_dir), initial_version=1, admission_timeout_s=30.0, drain_timeout_s=30.0
         )
         return ProcessEngine(config, step_delay_s=STEP_DELAY_S)

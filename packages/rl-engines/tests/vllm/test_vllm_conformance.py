@@ -41,7 +41,7 @@ class TestVLLMEngineConformance(InferenceEngineConformance):
 
         config = VLLMEngineConfig(
             model_path=str(models.v1_dir),
-            initial_version="v1",
+            initial_version=1,
             admission_timeout_s=60.0,
             drain_timeout_s=60.0,
             rpc_timeout_s=120.0,

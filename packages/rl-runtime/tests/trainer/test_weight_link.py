@@ -57,7 +57,7 @@ def _link(tmp_path: Path, engine: HFEngine) -> tuple[WeightSender, WeightReceive
     return WeightSender(sender_group, "float32"), WeightReceiver(receiver_group, local_weight_sync(engine, "float32"))
 
 
-def _sync(sender: WeightSender, receiver: WeightReceiver, weights: dict[str, torch.Tensor], version: str):
+def _sync(sender: WeightSender, receiver: WeightReceiver, weights: dict[str, torch.Tensor], version: int):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         sent = pool.submit(sender.sync, as_buckets(weights.items(), BUCKET_BYTES), version)
         received = pool.submit(receiver.receive)
@@ -74,7 +74,7 @@ def engine() -> Iterator[HFEngine]:
 def test_each_sync_lands_the_sent_weights_in_the_engine_exactly(tmp_path: Path, engine: HFEngine) -> None:
     sender, receiver = _link(tmp_path, engine)
     try:
-        for version, seed in (("1", 1), ("2", 2)):
+        for version, seed in ((1, 1), (2, 2)):
             weights = _weights(seed)
             sent, received = _sync(sender, receiver, weights, version)
             expected = weights_checksum(weights.items())  # an independent digest of the actor's weights
@@ -97,15 +97,15 @@ def test_a_training_rank_that_does_not_send_still_drains_the_collective_export()
             taken.append(index)
             yield [(f"w{index}", torch.zeros(2))]
 
-    report = WeightSender(None, "float32").sync(export(), "4")
+    report = WeightSender(None, "float32").sync(export(), 4)
     assert taken == [0, 1, 2]
-    assert (report.version, report.tensors, report.checksum) == ("4", 0, None)
+    assert (report.version, report.tensors, report.checksum) == (4, 0, None)
 
 
 class _CorruptingSync:
     """Stands in for the receiver's local WeightSync: takes every bucket, then reports another checksum."""
 
-    def sync(self, buckets: Iterable[Bucket], version: str) -> SyncReport:
+    def sync(self, buckets: Iterable[Bucket], version: int) -> SyncReport:
         count = sum(len(bucket) for bucket in buckets)
         return SyncReport(version, count, 1, 0, "0" * 64)
 
@@ -119,7 +119,7 @@ def test_a_received_checksum_other_than_the_senders_is_refused(tmp_path: Path, e
     receiver._sync = _CorruptingSync()  # type: ignore[assignment]
     try:
         with pytest.raises(SyncError, match=r"weight version 1: the rollout engine holds checksum 0{64}, .*corrupted"):
-            _sync(sender, receiver, _weights(1), "1")
+            _sync(sender, receiver, _weights(1), 1)
     finally:
         sender.close()
         receiver.close()
@@ -128,7 +128,7 @@ def test_a_received_checksum_other_than_the_senders_is_refused(tmp_path: Path, e
 class _Arrives:
     """A weight receiver that reports `version` arriving."""
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: int) -> None:
         self.version = version
 
     def receive(self) -> SyncReport:
@@ -144,7 +144,7 @@ def _resources(tmp_path: Path, receiver: _Arrives | None = None) -> NodeResource
 
 
 def test_the_rollout_slot_records_the_version_and_checksum_it_received(tmp_path: Path) -> None:
-    res = _resources(tmp_path, _Arrives("3"))
+    res = _resources(tmp_path, _Arrives(3))
     assert receive_rollout_weights(res, 3) == {"rollout/weight_version": 3.0, "rollout/weights_checksum": 255.0}
     assert res.policy_version == 3
 
@@ -159,7 +159,7 @@ def test_checksum_metrics_keep_52_bits_exactly() -> None:
     [
         (
             lambda res: receive_rollout_weights(res, 1),
-            r"the rollout slot expected weight version 1 but the training slots sent '5'; the two sides ran a "
+            r"the rollout slot expected weight version 1 but the training slots sent 5; the two sides ran a "
             r"different number of actor updates",
         ),
         (
@@ -178,7 +178,7 @@ def test_checksum_metrics_keep_52_bits_exactly() -> None:
     ],
 )
 def test_a_slot_without_the_engine_or_out_of_step_refuses(tmp_path: Path, call, message: str) -> None:
-    res = _resources(tmp_path, _Arrives("5"))
+    res = _resources(tmp_path, _Arrives(5))
     with pytest.raises(StepDataError, match=message):
         call(res)
 

@@ -7,6 +7,7 @@ import torch
 from rl_core.advantages._params import check_unit_interval
 from rl_core.advantages._registry import register_advantage_estimator
 from rl_core.advantages._types import AdvantageInputs, AdvantageOutput
+from rl_core.schema import VALUES
 
 _DEFAULT_GAMMA = 1.0
 _DEFAULT_LAMBDA = 1.0
@@ -30,7 +31,7 @@ def gae(inputs: AdvantageInputs, *, gamma: float = _DEFAULT_GAMMA, lam: float = 
     Returns:
         `(B, T)` advantages and returns (= advantages + values), zero where `response_mask` is 0.
     """
-    values = inputs.require("values", "gae")
+    values = inputs.require(VALUES, "gae")
     check_unit_interval("gamma", gamma)
     check_unit_interval("lam", lam)
     mask = inputs.mask

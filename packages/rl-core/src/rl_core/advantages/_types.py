@@ -8,6 +8,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from rl_core._validation import as_bool_mask, check_same_device, check_tensor
+from rl_core.schema import RESPONSE_MASK, TOKEN_LEVEL_REWARDS, VALUES
 
 _GROUP_ID_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
@@ -35,11 +36,11 @@ class AdvantageInputs:
 
     def __post_init__(self) -> None:
         dims: dict[str, int] = {}
-        check_tensor("token_level_rewards", self.token_level_rewards, ("B", "T"), dims=dims, floating=True)
-        check_tensor("response_mask", self.response_mask, ("B", "T"), dims=dims)
+        check_tensor(TOKEN_LEVEL_REWARDS, self.token_level_rewards, ("B", "T"), dims=dims, floating=True)
+        check_tensor(RESPONSE_MASK, self.response_mask, ("B", "T"), dims=dims)
         check_tensor("group_ids", self.group_ids, ("B",), dims=dims, dtype=_GROUP_ID_DTYPES)
         if self.values is not None:
-            check_tensor("values", self.values, ("B", "T"), dims=dims, floating=True)
+            check_tensor(VALUES, self.values, ("B", "T"), dims=dims, floating=True)
         if self.baseline_rewards is not None:
             check_tensor("baseline_rewards", self.baseline_rewards, ("B",), dims=dims, floating=True)
         check_same_device(
@@ -50,7 +51,7 @@ class AdvantageInputs:
             baseline_rewards=self.baseline_rewards,
         )
         # The dataclass is frozen; the derived bool mask is set once here and never changes.
-        object.__setattr__(self, "mask", as_bool_mask("response_mask", self.response_mask))
+        object.__setattr__(self, "mask", as_bool_mask(RESPONSE_MASK, self.response_mask))
 
     def require(self, name: str, estimator: str) -> torch.Tensor:
         """Return the optional input `name`, or raise `ValueError` saying which estimator needs it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from rl_core._validation import as_bool_mask, check_tensor
+from rl_core.schema import VALUES
 
 _VARIANCE_EPSILON = 1e-8
 """Added to the variance before the inverse square root, so a constant batch whitens to 0, not NaN."""
@@ -22,7 +23,7 @@ def whiten(values: torch.Tensor, mask: torch.Tensor, *, shift_mean: bool = True)
         `(B, T)` whitened values, zero where `mask` is 0.
     """
     dims: dict[str, int] = {}
-    check_tensor("values", values, ("B", "T"), dims=dims, floating=True)
+    check_tensor(VALUES, values, ("B", "T"), dims=dims, floating=True)
     check_tensor("mask", mask, ("B", "T"), dims=dims)
     keep = as_bool_mask("mask", mask)
     count = int(keep.sum())

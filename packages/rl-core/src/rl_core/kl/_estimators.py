@@ -15,6 +15,7 @@ import torch
 
 from rl_core._validation import check_same_device, check_tensor
 from rl_core.kl._registry import register_kl_estimator
+from rl_core.schema import REF_LOG_PROBS
 
 _K3_MAX_LOG_RATIO = 20.0
 """|log r| is clamped here before exp, as in verl, so the ratio stays finite (exp(20) ≈ 4.9e8)."""
@@ -26,7 +27,7 @@ _K3_MAX_VALUE = 10.0
 def _check_pair(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> None:
     dims: dict[str, int] = {}
     check_tensor("log_probs", log_probs, ("B", "T"), dims=dims, floating=True)
-    check_tensor("ref_log_probs", ref_log_probs, ("B", "T"), dims=dims, floating=True)
+    check_tensor(REF_LOG_PROBS, ref_log_probs, ("B", "T"), dims=dims, floating=True)
     check_same_device(log_probs=log_probs, ref_log_probs=ref_log_probs)
 
 

@@ -7,6 +7,7 @@ import torch
 from rl_core._validation import check_tensor
 from rl_core.kl._registry import get_kl_estimator
 from rl_core.losses._aggregation import LossNormalizer, aggregate_loss, get_aggregation
+from rl_core.schema import REF_LOG_PROBS, RESPONSE_MASK
 
 
 def kl_loss(
@@ -37,8 +38,8 @@ def kl_loss(
     """
     dims: dict[str, int] = {}
     check_tensor("log_probs", log_probs, ("B", "T"), dims=dims, floating=True)
-    check_tensor("ref_log_probs", ref_log_probs, ("B", "T"), dims=dims, floating=True)
-    check_tensor("response_mask", response_mask, ("B", "T"), dims=dims)
+    check_tensor(REF_LOG_PROBS, ref_log_probs, ("B", "T"), dims=dims, floating=True)
+    check_tensor(RESPONSE_MASK, response_mask, ("B", "T"), dims=dims)
     estimate = get_kl_estimator(estimator)
     get_aggregation(aggregation)  # fail on an unknown mode before any work is done
     return aggregate_loss(estimate(log_probs, ref_log_probs), response_mask, aggregation, normalizer)

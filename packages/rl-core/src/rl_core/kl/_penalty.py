@@ -9,6 +9,7 @@ import torch
 
 from rl_core._validation import as_bool_mask, check_same_device, check_tensor
 from rl_core.kl._registry import get_kl_estimator
+from rl_core.schema import REF_LOG_PROBS, RESPONSE_MASK, TOKEN_LEVEL_SCORES
 
 REWARD_KL_METRIC = "actor/reward_kl_penalty"
 """Metric key: the batch mean of the per-sequence masked mean KL (what `AdaptiveKLController.update` takes)."""
@@ -59,10 +60,10 @@ def apply_kl_penalty(
         `KLPenaltyOutput(token_level_rewards, kl, metrics)`.
     """
     dims: dict[str, int] = {}
-    check_tensor("token_level_scores", token_level_scores, ("B", "T"), dims=dims, floating=True)
+    check_tensor(TOKEN_LEVEL_SCORES, token_level_scores, ("B", "T"), dims=dims, floating=True)
     check_tensor("log_probs", log_probs, ("B", "T"), dims=dims, floating=True)
-    check_tensor("ref_log_probs", ref_log_probs, ("B", "T"), dims=dims, floating=True)
-    check_tensor("response_mask", response_mask, ("B", "T"), dims=dims)
+    check_tensor(REF_LOG_PROBS, ref_log_probs, ("B", "T"), dims=dims, floating=True)
+    check_tensor(RESPONSE_MASK, response_mask, ("B", "T"), dims=dims)
     check_same_device(
         token_level_scores=token_level_scores,
         log_probs=log_probs,
@@ -76,7 +77,7 @@ def apply_kl_penalty(
     ):
         raise ValueError(f"kl_coef must be a finite number >= 0, got {kl_coef!r}")
     estimate = get_kl_estimator(estimator)
-    mask = as_bool_mask("response_mask", response_mask)
+    mask = as_bool_mask(RESPONSE_MASK, response_mask)
 
     per_token = estimate(log_probs, ref_log_probs)
     # torch.where, not multiplication: a NaN/inf estimate under a zero mask must not leak.

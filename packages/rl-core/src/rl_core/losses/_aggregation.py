@@ -14,6 +14,7 @@ import torch
 
 from rl_core._registry import lookup, registrar
 from rl_core._validation import as_bool_mask, check_tensor
+from rl_core.schema import RESPONSE_MASK
 
 Aggregator = Callable[[torch.Tensor, torch.Tensor, "LossNormalizer"], torch.Tensor]
 
@@ -53,8 +54,8 @@ class LossNormalizer:
             response_mask: `(B, T)` 0/1 or bool mask of response tokens.
             horizon: max response length; defaults to `T`.
         """
-        check_tensor("response_mask", response_mask, ("B", "T"))
-        mask = as_bool_mask("response_mask", response_mask)
+        check_tensor(RESPONSE_MASK, response_mask, ("B", "T"))
+        mask = as_bool_mask(RESPONSE_MASK, response_mask)
         num_tokens = float(mask.sum())
         num_sequences = float(mask.any(dim=-1).sum())
         if num_tokens == 0:
@@ -117,9 +118,9 @@ def aggregate_loss(
     """
     dims: dict[str, int] = {}
     check_tensor("loss", loss, ("B", "T"), dims=dims, floating=True)
-    check_tensor("response_mask", response_mask, ("B", "T"), dims=dims)
+    check_tensor(RESPONSE_MASK, response_mask, ("B", "T"), dims=dims)
     aggregator = lookup(AGGREGATIONS, mode, "loss aggregation mode")
-    mask = as_bool_mask("response_mask", response_mask)
+    mask = as_bool_mask(RESPONSE_MASK, response_mask)
     norm = normalizer if normalizer is not None else LossNormalizer.from_mask(mask)
     # torch.where, not multiplication: a NaN/inf under a zero mask must not leak into the sum.
     safe_loss = torch.where(mask, loss, torch.zeros((), dtype=loss.dtype, device=loss.device))

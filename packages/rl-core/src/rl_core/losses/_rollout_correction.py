@@ -26,6 +26,7 @@ from rl_core.losses._aggregation import LossNormalizer
 from rl_core.losses._common import LOG_RATIO_BOUND, masked_mean
 from rl_core.losses._registry import get_policy_loss
 from rl_core.losses._types import PolicyLoss, PolicyLossInputs, PolicyLossOutput
+from rl_core.schema import OLD_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
 
 TRUNCATED = "tis"
 MASKED = "mis"
@@ -102,11 +103,11 @@ def rollout_correction(
     """
     lower_bound = _check_settings(mode, level, upper, lower)
     dims: dict[str, int] = {}
-    check_tensor("old_log_probs", old_log_probs, ("B", "T"), dims=dims, floating=True)
-    check_tensor("rollout_log_probs", rollout_log_probs, ("B", "T"), dims=dims, floating=True)
-    check_tensor("response_mask", response_mask, ("B", "T"), dims=dims)
+    check_tensor(OLD_LOG_PROBS, old_log_probs, ("B", "T"), dims=dims, floating=True)
+    check_tensor(ROLLOUT_LOG_PROBS, rollout_log_probs, ("B", "T"), dims=dims, floating=True)
+    check_tensor(RESPONSE_MASK, response_mask, ("B", "T"), dims=dims)
     check_same_device(old_log_probs=old_log_probs, rollout_log_probs=rollout_log_probs, response_mask=response_mask)
-    mask = as_bool_mask("response_mask", response_mask)
+    mask = as_bool_mask(RESPONSE_MASK, response_mask)
     zero = old_log_probs.new_zeros(())
     log_ratio = torch.where(mask, old_log_probs - rollout_log_probs, zero)
     if level == "sequence":

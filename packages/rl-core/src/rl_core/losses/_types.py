@@ -9,6 +9,7 @@ import torch
 
 from rl_core._validation import as_bool_mask, check_same_device, check_tensor
 from rl_core.losses._aggregation import LossNormalizer
+from rl_core.schema import ADVANTAGES, OLD_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,16 +41,16 @@ class PolicyLossInputs:
     def __post_init__(self) -> None:
         dims: dict[str, int] = {}
         check_tensor("log_probs", self.log_probs, ("B", "T"), dims=dims, floating=True)
-        check_tensor("old_log_probs", self.old_log_probs, ("B", "T"), dims=dims, floating=True)
-        check_tensor("advantages", self.advantages, ("B", "T"), dims=dims, floating=True)
-        check_tensor("response_mask", self.response_mask, ("B", "T"), dims=dims)
+        check_tensor(OLD_LOG_PROBS, self.old_log_probs, ("B", "T"), dims=dims, floating=True)
+        check_tensor(ADVANTAGES, self.advantages, ("B", "T"), dims=dims, floating=True)
+        check_tensor(RESPONSE_MASK, self.response_mask, ("B", "T"), dims=dims)
         if self.rollout_is_weights is not None:
             check_tensor("rollout_is_weights", self.rollout_is_weights, ("B", "T"), dims=dims, floating=True)
             if self.rollout_is_weights.requires_grad:
                 # The weights change the sampling measure, not the objective: no gradient may flow through them.
                 raise ValueError("rollout_is_weights must not require grad; pass rollout_is_weights.detach()")
         if self.rollout_log_probs is not None:
-            check_tensor("rollout_log_probs", self.rollout_log_probs, ("B", "T"), dims=dims, floating=True)
+            check_tensor(ROLLOUT_LOG_PROBS, self.rollout_log_probs, ("B", "T"), dims=dims, floating=True)
         check_same_device(
             log_probs=self.log_probs,
             old_log_probs=self.old_log_probs,
@@ -59,7 +60,7 @@ class PolicyLossInputs:
             rollout_log_probs=self.rollout_log_probs,
         )
         # The dataclass is frozen; the derived bool mask is set once here and never changes.
-        object.__setattr__(self, "mask", as_bool_mask("response_mask", self.response_mask))
+        object.__setattr__(self, "mask", as_bool_mask(RESPONSE_MASK, self.response_mask))
 
 
 class PolicyLossOutput(NamedTuple):

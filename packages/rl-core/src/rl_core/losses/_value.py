@@ -9,6 +9,7 @@ import torch
 from rl_core._validation import as_bool_mask, check_same_device, check_tensor
 from rl_core.losses._aggregation import LossNormalizer, aggregate_loss
 from rl_core.losses._common import metric
+from rl_core.schema import RESPONSE_MASK, RETURNS, VALUES
 
 _HALF = 0.5
 """The squared error's conventional 1/2, so the gradient is the plain error."""
@@ -48,12 +49,12 @@ def clipped_value_loss(
     if not clip_range > 0:
         raise ValueError(f"clip_range must be > 0, got {clip_range}")
     dims: dict[str, int] = {}
-    check_tensor("values", values, ("B", "T"), dims=dims, floating=True)
+    check_tensor(VALUES, values, ("B", "T"), dims=dims, floating=True)
     check_tensor("old_values", old_values, ("B", "T"), dims=dims, floating=True)
-    check_tensor("returns", returns, ("B", "T"), dims=dims, floating=True)
-    check_tensor("response_mask", response_mask, ("B", "T"), dims=dims)
+    check_tensor(RETURNS, returns, ("B", "T"), dims=dims, floating=True)
+    check_tensor(RESPONSE_MASK, response_mask, ("B", "T"), dims=dims)
     check_same_device(values=values, old_values=old_values, returns=returns, response_mask=response_mask)
-    mask = as_bool_mask("response_mask", response_mask)
+    mask = as_bool_mask(RESPONSE_MASK, response_mask)
     zero = values.new_zeros(())
     values, old_values, returns = (torch.where(mask, t, zero) for t in (values, old_values, returns))
     clipped_values = torch.clamp(values, old_values - clip_range, old_values + clip_range)

@@ -6,6 +6,7 @@ import torch
 
 from rl_core._errors import ShapeError
 from rl_core._validation import as_bool_mask, check_same_device, check_tensor
+from rl_core.schema import RESPONSE_MASK
 
 _MAX_ROWS_LISTED = 10
 """How many offending rows an error message lists before it only gives the count."""
@@ -27,9 +28,9 @@ def scores_to_token_level(scores: torch.Tensor, response_mask: torch.Tensor) -> 
     """
     dims: dict[str, int] = {}
     check_tensor("scores", scores, ("B",), dims=dims, floating=True)
-    check_tensor("response_mask", response_mask, ("B", "T"), dims=dims)
+    check_tensor(RESPONSE_MASK, response_mask, ("B", "T"), dims=dims)
     check_same_device(scores=scores, response_mask=response_mask)
-    mask = as_bool_mask("response_mask", response_mask)
+    mask = as_bool_mask(RESPONSE_MASK, response_mask)
     empty = (~mask.any(dim=-1)).nonzero().flatten().tolist()
     if empty:
         listed = ", ".join(str(row) for row in empty[:_MAX_ROWS_LISTED])

@@ -40,8 +40,18 @@ from rl_engines.rollout import (
     WeightsMeta,
     check_requests,
 )
+from rl_engines.rollout._types import check_weight_version, weight_version_from_wire, weight_version_to_wire
 
 logger = logging.getLogger(__name__)
+
+
+def _version_from_wire(label: Any, where: str) -> int:
+    """The int policy version a server answered as SGLang's str (`"3"`); `ProtocolError` if it spells none."""
+    try:
+        return weight_version_from_wire(label, f"{where}: weight_version")
+    except InvalidRequestError as error:
+        raise ProtocolError(str(error)) from None
+
 
 _SGLANG_PAUSE_MODE = {"abort": "abort", "wait": "wait", "keep": "in_place"}
 """Our pause modes in SGLang's names ("wait" exists only on our server)."""
@@ -262,18 +272,18 @@ class RemoteEngine:
                     raise
                 time.sleep(self.config.flush_retry_s)
 
-    def set_weight_version(self, version: str) -> None:
-        """See `InferenceEngine.set_weight_version` (`/update_weight_version`)."""
+    def set_weight_version(self, version: int) -> None:
+        """See `InferenceEngine.set_weight_version` (`/update_weight_version`, which takes the version as a str)."""
         self._check_open()
-        if not isinstance(version, str) or not version:
-            raise InvalidRequestError(f"weight version must be a non-empty str, got {version!r}")
-        body = {"new_version": version, "abort_all_requests": False}
+        check_weight_version(version, "weight version")
+        body = {"new_version": weight_version_to_wire(version), "abort_all_requests": False}
         self._http.post("/update_weight_version", body, timeout_s=self.config.timeout_s)
 
-    def weight_version(self) -> str:
-        """See `InferenceEngine.weight_version` (`/get_weight_version`)."""
+    def weight_version(self) -> int:
+        """See `InferenceEngine.weight_version` (`/get_weight_version`, which answers a str)."""
         self._check_open()
-        return str(self._http.get("/get_weight_version", timeout_s=self.config.timeout_s)["weight_version"])
+        label = self._http.get("/get_weight_version", timeout_s=self.config.timeout_s)["weight_version"]
+        return _version_from_wire(label, "/get_weight_version")
 
     def weights_checksum(self, names: Collection[str] | None = None) -> str:
         """See `InferenceEngine.weights_checksum` (`/weights_checksum`, our server only)."""
@@ -295,7 +305,7 @@ class RemoteEngine:
         data = self._http.get("/engine_status", timeout_s=self.config.timeout_s)
         return EngineStatus(
             state=data["state"],
-            weight_version=data["weight_version"],
+            weight_version=_version_from_wire(data["weight_version"], "/engine_status"),
             in_flight=int(data["in_flight"]),
             pause_mode=data.get("pause_mode"),
             asleep=frozenset(data.get("asleep") or ()),

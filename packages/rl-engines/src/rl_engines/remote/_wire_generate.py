@@ -24,6 +24,7 @@ from rl_engines.rollout import (
     SamplingParams,
     VersionSpan,
 )
+from rl_engines.rollout._types import weight_version_from_wire, weight_version_to_wire
 
 TOP_K_DISABLED_MIN = 1 << 30
 """SGLang's "whole vocabulary" top-k (`TOP_K_ALL`); any value this large means top-k is off."""
@@ -47,7 +48,13 @@ _NEUTRAL_SAMPLING: dict[str, tuple[Any, ...]] = {
     "logit_bias": ({},),
 }
 """SGLang sampling fields this server does not implement, with the values that mean "off" (None always does)."""
-_REQUEST_FIELDS = {"input_ids", "sampling_params", "rid", "return_logprob", "stream"}
+_REQUEST_FIELDS = {
+    "input_ids",  # not-a-sample-field: SGLang's HTTP field
+    "sampling_params",
+    "rid",
+    "return_logprob",
+    "stream",
+}
 _IGNORED_REQUEST = {"priority", "log_metrics", "return_text_in_logprobs", "routed_dp_rank", "data_parallel_rank"}
 _NEUTRAL_REQUEST: dict[str, tuple[Any, ...]] = {
     "text": (),
@@ -121,7 +128,7 @@ def sampling_from_json(body: Any, where: str) -> SamplingParams:
 def generate_payload(requests: Sequence[GenerateRequest], *, stream: bool) -> dict[str, Any]:
     """The batch-form `/generate` body for `requests`."""
     return {
-        "input_ids": [list(r.input_ids) for r in requests],
+        "input_ids": [list(r.input_ids) for r in requests],  # not-a-sample-field: SGLang's HTTP field
         "sampling_params": [sampling_to_json(r.sampling) for r in requests],
         "rid": [r.rid for r in requests],
         "return_logprob": [r.return_logprobs for r in requests],
@@ -140,7 +147,7 @@ def _per_request(value: Any, count: int, name: str, batch: bool) -> list[Any]:
 def parse_generate_payload(body: Mapping[str, Any]) -> tuple[list[GenerateRequest], bool, bool]:
     """`(requests, batch_form, stream)` from a `/generate` body; raises `InvalidRequestError` if malformed."""
     _check_fields(body, _REQUEST_FIELDS, _IGNORED_REQUEST, _NEUTRAL_REQUEST, "generate")
-    ids = body.get("input_ids")
+    ids = body.get("input_ids")  # not-a-sample-field: SGLang's HTTP field
     if not isinstance(ids, list) or not ids:
         raise InvalidRequestError("generate: input_ids must be a non-empty list of token ids (or a list of such lists)")
     batch = isinstance(ids[0], list)
@@ -183,7 +190,7 @@ def output_to_json(
     output_ids: Sequence[int],
     logprobs: Sequence[float] | None,
     prompt_len: int,
-    weight_version: str,
+    weight_version: int,
     finish_reason: dict[str, Any] | None,
     version_spans: Sequence[VersionSpan] = (),
 ) -> dict[str, Any]:
@@ -194,12 +201,12 @@ def output_to_json(
         "prompt_tokens": prompt_len,
         "completion_tokens": len(output_ids),
         "cached_tokens": 0,
-        "weight_version": weight_version,
+        "weight_version": weight_version_to_wire(weight_version),
     }
     if logprobs is not None:
         meta["output_token_logprobs"] = [[lp, tok, None] for lp, tok in zip(logprobs, output_ids, strict=True)]
     if version_spans:
-        meta["version_spans"] = [[s.version, s.start, s.end] for s in version_spans]
+        meta["version_spans"] = [[weight_version_to_wire(s.version), s.start, s.end] for s in version_spans]
     return {"output_ids": list(output_ids), "meta_info": meta}
 
 
@@ -232,8 +239,11 @@ def output_from_json(data: Any, request: GenerateRequest) -> GenerateOutput:
         ids = tuple(int(t) for t in data["output_ids"])
         finish = meta["finish_reason"]
         reason = finish["type"] if isinstance(finish, Mapping) else finish
-        version = str(meta.get("weight_version") or "")
-        spans = tuple(VersionSpan(str(v), int(s), int(e)) for v, s, e in meta.get("version_spans") or ())
+        version = weight_version_from_wire(meta["weight_version"], "meta_info.weight_version")
+        spans = tuple(
+            VersionSpan(weight_version_from_wire(v, "meta_info.version_spans"), int(s), int(e))
+            for v, s, e in meta.get("version_spans") or ()
+        )
         prompt_len = int(meta.get("prompt_tokens", len(request.input_ids)))
     except (KeyError, TypeError, ValueError) as error:
         raise ProtocolError(f"malformed /generate result for {request.rid!r}: {error!r} in {str(data)[:200]}") from None

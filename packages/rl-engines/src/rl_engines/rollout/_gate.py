@@ -45,7 +45,7 @@ class Ticket:
 class RequestGate:
     """Thread-safe admission control; see the module doc. Timeouts raise `EngineTimeoutError`."""
 
-    def __init__(self, *, admission_timeout_s: float, drain_timeout_s: float, initial_version: str) -> None:
+    def __init__(self, *, admission_timeout_s: float, drain_timeout_s: float, initial_version: int) -> None:
         self.admission_timeout_s = admission_timeout_s
         self.drain_timeout_s = drain_timeout_s
         self._cond = threading.Condition()
@@ -195,15 +195,15 @@ class RequestGate:
 
     # ---- weights and lifecycle ---------------------------------------------------------------------
     @property
-    def version(self) -> str:
-        """The label of the weights currently loaded."""
+    def version(self) -> int:
+        """The version of the weights currently loaded."""
         return self._version
 
     def weights_changed(self) -> None:
         """Weights were modified: refuse new requests until `set_version`."""
         self._dirty = True
 
-    def set_version(self, version: str) -> None:
+    def set_version(self, version: int) -> None:
         """Label the current weights `version` (call inside `exclusive`)."""
         self._version = version
         self._dirty = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rl_engines.rollout._errors import InvalidRequestError
+from rl_engines.rollout._types import check_weight_version
 
 _DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_TIMEOUT_S = 600.0
@@ -29,7 +30,8 @@ class HFEngineConfig:
     """How long a generate call waits while the engine is paused or updating, or stays parked."""
     drain_timeout_s: float = DEFAULT_TIMEOUT_S
     """How long updates, sleep and pause wait for in-flight requests to finish or park."""
-    initial_version: str = "0"
+    initial_version: int = 0
+    """Policy version of the weights loaded at start."""
     seed: int | None = None
     """Seeds the generator shared by requests without their own seed; None draws a random seed."""
     eos_token_ids: tuple[int, ...] | None = None
@@ -55,7 +57,6 @@ class HFEngineConfig:
         for name in ("admission_timeout_s", "drain_timeout_s"):
             if not getattr(self, name) > 0:
                 raise InvalidRequestError(f"HFEngineConfig.{name} must be > 0, got {getattr(self, name)!r}")
-        if not isinstance(self.initial_version, str) or not self.initial_version:
-            raise InvalidRequestError("HFEngineConfig.initial_version must be a non-empty str")
+        check_weight_version(self.initial_version, "HFEngineConfig.initial_version")
         if self.eos_token_ids is not None:
             object.__setattr__(self, "eos_token_ids", tuple(int(t) for t in self.eos_token_ids))

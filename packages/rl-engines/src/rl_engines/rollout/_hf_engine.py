@@ -35,6 +35,7 @@ from rl_engines.rollout._types import (
     PauseMode,
     TokenCallback,
     check_requests,
+    check_weight_version,
 )
 from rl_engines.rollout._weight_group import WeightGroup
 from rl_engines.rollout._weight_types import NamedTensors, WeightGroupSpec, WeightsMeta, parse_dtype
@@ -278,14 +279,13 @@ class HFEngine:
         """See `InferenceEngine.flush_cache`."""
         self._cache.clear()
 
-    def set_weight_version(self, version: str) -> None:
+    def set_weight_version(self, version: int) -> None:
         """See `InferenceEngine.set_weight_version`."""
-        if not isinstance(version, str) or not version:
-            raise InvalidRequestError(f"weight version must be a non-empty str, got {version!r}")
+        check_weight_version(version, "weight version")
         with self._gate.exclusive():
             self._gate.set_version(version)
 
-    def weight_version(self) -> str:
+    def weight_version(self) -> int:
         """See `InferenceEngine.weight_version`."""
         return self._gate.version
 

@@ -99,7 +99,7 @@ class _Row:
     budget: int
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    versions: list[str] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
     finish: FinishReason | None = None
 
 
@@ -141,7 +141,7 @@ def _prefill(setup: DecodeSetup, rows: list[_Row]) -> tuple:
     return cache, logits, mask, last_pos
 
 
-def _spans(versions: list[str]) -> tuple[VersionSpan, ...]:
+def _spans(versions: list[int]) -> tuple[VersionSpan, ...]:
     spans: list[VersionSpan] = []
     start = 0
     for end in range(1, len(versions) + 1):

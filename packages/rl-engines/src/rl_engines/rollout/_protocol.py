@@ -120,12 +120,12 @@ class InferenceEngine(Protocol):
         """Drop every cached prompt state, so nothing computed with older weights is reused."""
         ...
 
-    def set_weight_version(self, version: str) -> None:
-        """Label the loaded weights `version`; outputs report it from now on."""
+    def set_weight_version(self, version: int) -> None:
+        """Label the loaded weights with policy version `version` (an int >= 0); outputs report it from now on."""
         ...
 
-    def weight_version(self) -> str:
-        """The label of the loaded weights."""
+    def weight_version(self) -> int:
+        """The policy version of the loaded weights."""
         ...
 
     def weights_checksum(self, names: Collection[str] | None = None) -> str:

@@ -86,16 +86,45 @@ class GenerateRequest:
         ids = _token_tuple(f"input_ids of request {self.rid!r}", self.input_ids)
         if not ids:
             raise InvalidRequestError(f"request {self.rid!r} has an empty prompt; send at least one token id")
-        object.__setattr__(self, "input_ids", ids)
+        object.__setattr__(self, "input_ids", ids)  # not-a-sample-field: GenerateRequest attribute
         if not isinstance(self.sampling, SamplingParams):
             raise InvalidRequestError(f"sampling of request {self.rid!r} must be a SamplingParams")
 
 
+def check_weight_version(version: object, where: str) -> int:
+    """`version` if it is a weight version (an int >= 0: the number of actor updates behind the weights), else
+    `InvalidRequestError` naming `where`."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise InvalidRequestError(
+            f"{where} must be a weight version, an int >= 0 (the policy version), got {version!r}"
+            + ("; convert it with int(...) at the wire it came from" if isinstance(version, str) else "")
+        )
+    return version
+
+
+def weight_version_from_wire(value: object, where: str) -> int:
+    """The int weight version a wire field carries as a str (SGLang's HTTP protocol, its server args):
+    `"3"` -> 3. Engines and the runtime use ints; only that wire spells versions as strings."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, str):
+        raise InvalidRequestError(
+            f"{where} must spell a weight version (an int >= 0, e.g. '3'), got {value!r}; start the server with "
+            "--weight-version 0 and label updates with the policy version"
+        )
+    return check_weight_version(value, where)
+
+
+def weight_version_to_wire(version: int) -> str:
+    """`version` as SGLang's HTTP protocol carries it (a str)."""
+    return str(version)
+
+
 @dataclass(frozen=True)
 class VersionSpan:
-    """Output tokens `[start, end)` of a request were produced by weights labelled `version`."""
+    """Output tokens `[start, end)` of a request were produced by weights of version `version`."""
 
-    version: str
+    version: int
     start: int
     end: int
 
@@ -105,7 +134,7 @@ class GenerateOutput:
     """The result of one request.
 
     `output_logprobs[i]` is the log-prob of `output_ids[i]` under the distribution it was sampled from
-    (see the engine's `logprob_mode`). `weight_version` labels the weights that produced the last token
+    (see the engine's `logprob_mode`). `weight_version` is the version of the weights that produced the last token
     (or, with no tokens, the weights current when the request ended); `version_spans` covers every token
     and has more than one entry only when a request was parked by `pause("keep")` across an update.
     """
@@ -114,7 +143,7 @@ class GenerateOutput:
     output_ids: tuple[int, ...]
     output_logprobs: tuple[float, ...] | None
     finish_reason: FinishReason
-    weight_version: str
+    weight_version: int
     prompt_len: int
     version_spans: tuple[VersionSpan, ...] = field(default=())
 
@@ -136,7 +165,7 @@ class GenerateOutput:
             raise InvalidRequestError(f"version_spans of {self.rid!r} end at {position}, not {len(self.output_ids)}")
 
     @property
-    def versions(self) -> tuple[str, ...]:
+    def versions(self) -> tuple[int, ...]:
         """The weight version of every output token, in order."""
         return tuple(span.version for span in self.version_spans for _ in range(span.end - span.start))
 
@@ -146,7 +175,7 @@ class EngineStatus:
     """A snapshot of an engine: its state, current weight version and how many requests are in flight."""
 
     state: EngineState
-    weight_version: str
+    weight_version: int
     in_flight: int
     pause_mode: PauseMode | None = None
     asleep: frozenset[str] = frozenset()

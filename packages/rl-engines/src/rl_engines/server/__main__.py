@@ -20,7 +20,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--weight-version", default="0", help="label of the weights served at start")
+    parser.add_argument("--weight-version", type=int, default=0, help="policy version of the weights served at start")
     parser.add_argument("--context-len", type=int, default=None)
     parser.add_argument("--max-batch-size", type=int, default=256)
     parser.add_argument("--prefill-cache-size", type=int, default=0)

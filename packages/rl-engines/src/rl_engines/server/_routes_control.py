@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rl_engines.rollout import SLEEP_TAGS, InvalidRequestError
+from rl_engines.rollout._types import weight_version_to_wire
 from rl_engines.server._body import check_fields, field, read_json
 from rl_engines.server._fastapi import FastAPI, JSONResponse, PlainTextResponse, Request, Response
 from rl_engines.server._routes_weights import model_path_of
@@ -96,7 +97,7 @@ def register_control_routes(app: FastAPI, state: ServerState) -> None:
             "tokenizer_path": None,
             "is_generation": True,
             "preferred_sampling_params": None,
-            "weight_version": engine.weight_version(),
+            "weight_version": weight_version_to_wire(engine.weight_version()),
             "capabilities": sorted(engine.capabilities),
             "logprob_mode": engine.logprob_mode,
             "context_len": getattr(engine, "context_len", None),
@@ -112,7 +113,7 @@ def register_control_routes(app: FastAPI, state: ServerState) -> None:
         return JSONResponse(
             {
                 "state": status.state,
-                "weight_version": status.weight_version,
+                "weight_version": weight_version_to_wire(status.weight_version),
                 "in_flight": status.in_flight,
                 "pause_mode": status.pause_mode,
                 "asleep": sorted(status.asleep),

@@ -28,7 +28,7 @@ def _sse(data: Any) -> bytes:
 class _StreamState:
     """Tokens streamed so far per request, turned into SGLang stream chunks."""
 
-    def __init__(self, requests: Sequence[GenerateRequest], batch: bool, incremental: bool, version: str) -> None:
+    def __init__(self, requests: Sequence[GenerateRequest], batch: bool, incremental: bool, version: int) -> None:
         self.requests = requests
         self.index = {r.rid: i for i, r in enumerate(requests)}
         self.ids: list[list[int]] = [[] for _ in requests]

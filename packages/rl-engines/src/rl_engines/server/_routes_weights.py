@@ -22,6 +22,7 @@ from rl_engines.rollout import (
     WeightGroupSpec,
     WeightsMeta,
 )
+from rl_engines.rollout._types import weight_version_from_wire, weight_version_to_wire
 from rl_engines.server._body import check_fields, field, read_json, required
 from rl_engines.server._fastapi import FastAPI, JSONResponse, Request
 from rl_engines.server._responses import error_response, success
@@ -41,7 +42,8 @@ def _check_load_format(body: Mapping[str, Any], where: str) -> None:
 
 def _apply(state: ServerState, body: Mapping[str, Any], where: str, update: Callable[[], None]) -> str:
     """Run `update` with SGLang's pre/post options; returns the success message (runs on a pool thread)."""
-    version = field(body, "weight_version", str, where)
+    label = field(body, "weight_version", str, where)  # SGLang's wire spells the version as a str
+    version = None if label is None else weight_version_from_wire(label, f"{where}: weight_version")
     if field(body, "abort_all_requests", bool, where, False):
         state.engine.abort(None)
     update()
@@ -131,7 +133,7 @@ def _destroy_group(state: ServerState, body: Mapping[str, Any], where: str) -> s
 
 
 def _set_version(state: ServerState, body: Mapping[str, Any], where: str) -> str:
-    version = required(body, "new_version", str, where)
+    version = weight_version_from_wire(required(body, "new_version", str, where), f"{where}: new_version")
     if field(body, "abort_all_requests", bool, where, False):
         state.engine.abort(None)
     state.engine.set_weight_version(version)
@@ -177,7 +179,7 @@ def register_weight_routes(app: FastAPI, state: ServerState) -> None:
 
     @app.get("/get_weight_version")
     async def get_weight_version() -> Any:
-        return JSONResponse({"weight_version": state.engine.weight_version()})
+        return JSONResponse({"weight_version": weight_version_to_wire(state.engine.weight_version())})
 
     @app.post("/weights_checksum")
     async def weights_checksum(request: Request) -> Any:

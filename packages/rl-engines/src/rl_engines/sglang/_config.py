@@ -22,7 +22,8 @@ class SGLangEngineConfig:
     mem_fraction_static: float = 0.7
     enable_memory_saver: bool = True
     """Needed for `sleep` / `wake_up` (release / resume memory occupation)."""
-    initial_version: str = "0"
+    initial_version: int = 0
+    """Policy version of the weights at start (SGLang holds it as a str; the engine converts)."""
     timeout_s: float = DEFAULT_TIMEOUT_S
     flush_retry_s: float = 0.2
     extra_engine_args: Mapping[str, Any] = field(default_factory=dict)

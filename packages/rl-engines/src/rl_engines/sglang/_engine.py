@@ -35,6 +35,7 @@ from rl_engines.rollout import (
     check_requests,
     open_shared_bucket,
 )
+from rl_engines.rollout._types import check_weight_version, weight_version_from_wire, weight_version_to_wire
 from rl_engines.sglang._config import SGLangEngineConfig
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class SGLangEngine:
             "tp_size": config.tp_size,
             "mem_fraction_static": config.mem_fraction_static,
             "enable_memory_saver": config.enable_memory_saver,
-            "weight_version": config.initial_version,
+            "weight_version": weight_version_to_wire(config.initial_version),
         }
         self._engine = sglang.Engine(**{**kwargs, **config.extra_engine_args})
         self._tm = self._engine.tokenizer_manager
@@ -104,7 +105,7 @@ class SGLangEngine:
         """See `InferenceEngine.generate`."""
         batch = check_requests(requests)
         kwargs = {
-            "input_ids": [list(r.input_ids) for r in batch],
+            "input_ids": [list(r.input_ids) for r in batch],  # not-a-sample-field: SGLang's argument
             "sampling_params": [sampling_to_json(r.sampling) for r in batch],
             "rid": [r.rid for r in batch],
             "return_logprob": [r.return_logprobs for r in batch],
@@ -212,15 +213,15 @@ class SGLangEngine:
                 raise EngineStateError(f"SGLang refused to flush its cache for {self.config.timeout_s} s; pause first")
             time.sleep(self.config.flush_retry_s)
 
-    def set_weight_version(self, version: str) -> None:
-        """See `InferenceEngine.set_weight_version` (what SGLang's `/update_weight_version` does)."""
-        if not isinstance(version, str) or not version:
-            raise InvalidRequestError(f"weight version must be a non-empty str, got {version!r}")
-        self._tm.server_args.weight_version = version
+    def set_weight_version(self, version: int) -> None:
+        """See `InferenceEngine.set_weight_version` (what SGLang's `/update_weight_version` does; SGLang keeps
+        the version as a str, so it is converted here)."""
+        check_weight_version(version, "weight version")
+        self._tm.server_args.weight_version = weight_version_to_wire(version)
 
-    def weight_version(self) -> str:
-        """See `InferenceEngine.weight_version`."""
-        return str(self._tm.server_args.weight_version)
+    def weight_version(self) -> int:
+        """See `InferenceEngine.weight_version` (SGLang's str, as an int)."""
+        return weight_version_from_wire(self._tm.server_args.weight_version, "SGLang's server_args.weight_version")
 
     def weights_checksum(self, names: Collection[str] | None = None) -> str:
         """Not available: SGLang stores fused, possibly sharded tensors under other names."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import time
 import uuid
@@ -33,7 +32,6 @@ INDEX_FILE = "model.safetensors.index.json"
 MANIFEST_FILE = "rl_manifest.json"
 LATEST_FILE = "LATEST"
 _DIR_PREFIX = "weights-"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def _fsync(path: Path) -> None:
@@ -88,7 +86,7 @@ class DiskTransport:
             raise SyncError("DiskTransport.send before begin; WeightSync calls begin first")
         file = self._staging / f"bucket-{len({*self._weight_map.values()}):05d}.safetensors"
         tensors = _own_storage(bucket)
-        save_file(tensors, str(file), metadata={"version": ctx.version})
+        save_file(tensors, str(file), metadata={"version": str(ctx.version)})  # safetensors metadata is str
         if self.fsync:
             _fsync(file)
         for name, tensor in tensors.items():
@@ -119,8 +117,8 @@ class DiskTransport:
         ctx.call_each(lambda engine: engine.update_weights_from_disk(str(final)), "update_weights_from_disk")
         self._prune(final)
 
-    def _publish(self, staging: Path, version: str) -> Path:
-        final = self.root / f"{_DIR_PREFIX}{_UNSAFE.sub('_', version)}"
+    def _publish(self, staging: Path, version: int) -> Path:
+        final = self.root / f"{_DIR_PREFIX}{version}"
         if final.exists():  # the same version re-sent: move the old copy aside, then swap
             trash = self.root / f".trash-{uuid.uuid4().hex}"
             final.rename(trash)

@@ -22,7 +22,7 @@ class SyncContext:
     engines: Sequence[InferenceEngine]
     caller: EngineCaller
     timeout_s: float
-    version: str
+    version: int
 
     def call_each(self, call: Callable[[InferenceEngine], Any], what: str) -> list[Any]:
         """Run `call(engine)` for every engine concurrently, each bounded by `timeout_s`."""

@@ -66,7 +66,7 @@ class WeightSyncConfig:
 class SyncReport:
     """What one sync moved and how long each phase took (seconds)."""
 
-    version: str
+    version: int
     tensors: int
     buckets: int
     nbytes: int
@@ -101,13 +101,14 @@ class WeightSync:
         """Build from a config (the transport is a separate component)."""
         return cls(engines, transport, config)
 
-    def _context(self, version: str) -> SyncContext:
+    def _context(self, version: int) -> SyncContext:
         return SyncContext(self.engines, self._caller, self.config.timeout_s, version)
 
-    def sync(self, buckets: Iterable[Bucket], version: str) -> SyncReport:
-        """Push every bucket, label the engines' weights `version`, verify, resume. See the module doc."""
-        if not isinstance(version, str) or not version:
-            raise SyncConfigError(f"version must be a non-empty str, got {version!r}")
+    def sync(self, buckets: Iterable[Bucket], version: int) -> SyncReport:
+        """Push every bucket, label the engines' weights with policy version `version` (an int >= 0), verify,
+        resume. See the module doc."""
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise SyncConfigError(f"version must be the policy version, an int >= 0, got {version!r}")
         ctx = self._context(version)
         seconds: dict[str, float] = {}
         mark = time.perf_counter()
@@ -179,7 +180,7 @@ class WeightSync:
         records.update((name, line) for (name, _), line in zip(out, lines, strict=True))
         return out
 
-    def _verify(self, ctx: SyncContext, version: str, names: list[str], checksum: str) -> None:
+    def _verify(self, ctx: SyncContext, version: int, names: list[str], checksum: str) -> None:
         versions = ctx.call_each(lambda e: e.weight_version(), "weight_version")
         sums = ctx.call_each(lambda e: e.weights_checksum(names), "weights_checksum")
         for index, (got_version, got_sum) in enumerate(zip(versions, sums, strict=True)):

@@ -6,7 +6,7 @@ import concurrent.futures
 
 from rl_engines.rollout import InvalidRequestError, PromptTooLongError
 from rl_engines.testing._harness import Harness, expect
-from rl_engines.testing._models import reference_logprobs
+from rl_engines.testing._models import V1, reference_logprobs
 
 NEW_TOKENS = 12
 THREADS = 16
@@ -28,7 +28,7 @@ def check_bad_input(h: Harness) -> None:
     long_prompt = [1] * h.models.spec.context_len
     _expect_raises(PromptTooLongError, lambda: h.engine.generate([h.request("long", long_prompt, 4)]), "long prompt")
     prompts = h.models.prompts(2)
-    h.expect_greedy(h.greedy(prompts, NEW_TOKENS), prompts, "v1", "after rejected requests")
+    h.expect_greedy(h.greedy(prompts, NEW_TOKENS), prompts, V1, "after rejected requests")
 
 
 def check_greedy_matches_reference(h: Harness) -> None:
@@ -41,10 +41,10 @@ def check_greedy_matches_reference(h: Harness) -> None:
         expect(output.finish_reason == "length", f"{output.rid}: finish {output.finish_reason!r}, expected 'length'")
         expect(len(output.output_ids) == NEW_TOKENS, f"{output.rid}: {len(output.output_ids)} tokens")
         expect(output.prompt_len == len(prompt), f"{output.rid}: prompt_len {output.prompt_len} != {len(prompt)}")
-        expect(output.weight_version == "v1", f"{output.rid}: weight_version {output.weight_version!r} != 'v1'")
+        expect(output.weight_version == V1, f"{output.rid}: weight_version {output.weight_version!r} != 'v1'")
         expect(all(lp <= 0 for lp in output.output_logprobs or ()), f"{output.rid}: a log-prob is positive")
-    h.expect_greedy(outputs, prompts, "v1", "greedy")
-    expect(h.engine.weight_version() == "v1", f"weight_version() is {h.engine.weight_version()!r}")
+    h.expect_greedy(outputs, prompts, V1, "greedy")
+    expect(h.engine.weight_version() == V1, f"weight_version() is {h.engine.weight_version()!r}")
 
 
 def check_logprobs_match_forward(h: Harness) -> None:

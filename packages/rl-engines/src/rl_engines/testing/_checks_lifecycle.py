@@ -8,6 +8,7 @@ import time
 
 from rl_engines.rollout import EngineAsleepError, EngineStateError, GenerateOutput
 from rl_engines.testing._harness import Harness, expect
+from rl_engines.testing._models import V1, V2
 
 THROTTLE_S = 0.002
 """With streaming, each step of a long request waits this long, so pauses reliably land mid-request."""
@@ -66,14 +67,14 @@ def check_pause_abort(h: Harness) -> None:
     output = long.result()
     expect(output.finish_reason == "abort", f"finish {output.finish_reason!r} after pause('abort')")
     expect(0 < len(output.output_ids) < long.max_new_tokens, f"{len(output.output_ids)} tokens after an abort")
-    expect(output.weight_version == "v1", f"aborted output claims version {output.weight_version!r}")
+    expect(output.weight_version == V1, f"aborted output claims version {output.weight_version!r}")
     prompt = h.models.prompts(1)[0]
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(h.greedy, [prompt], 4)
         time.sleep(QUIET_S)
         expect(not waiting.done(), "a request submitted while paused was served before resume()")
         h.engine.resume()
-        h.expect_greedy(waiting.result(timeout=h.timeout_s), [prompt], "v1", "request queued during a pause")
+        h.expect_greedy(waiting.result(timeout=h.timeout_s), [prompt], V1, "request queued during a pause")
 
 
 def check_pause_wait(h: Harness) -> None:
@@ -104,19 +105,19 @@ def check_pause_keep_across_update(h: Harness) -> None:
     time.sleep(QUIET_S)
     expect(not long.future.done(), "pause('keep') ended the request")
     expect(long.tokens == parked_at, "a parked request kept generating")
-    h.sync(h.models.state("v2"), "v2", h.transports()[0], pause_mode="keep")
+    h.sync(h.models.state(V2), V2, h.transports()[0], pause_mode="keep")
     output = long.result()
     expect(output.finish_reason == "length", f"finish {output.finish_reason!r} after pause('keep')")
     versions = output.versions
     expect(len(versions) == long.max_new_tokens, "the kept request lost tokens")
     # Without streaming the count of tokens made before the park is unknown (parked_at is 0 then).
-    expect(set(versions[:parked_at]) <= {"v1"}, "tokens produced before the update are not labelled v1")
-    expect(versions[0] == "v1" or parked_at == 0, "the first token is not labelled v1")
-    expect(versions[-1] == "v2" and output.weight_version == "v2", "tokens after the update are not labelled v2")
-    expect("v1" not in versions[versions.index("v2") :], f"version labels go back and forth: {output.version_spans}")
+    expect(set(versions[:parked_at]) <= {V1}, "tokens produced before the update are not labelled v1")
+    expect(versions[0] == V1 or parked_at == 0, "the first token is not labelled v1")
+    expect(versions[-1] == V2 and output.weight_version == V2, "tokens after the update are not labelled v2")
+    expect(V1 not in versions[versions.index(V2) :], f"version labels go back and forth: {output.version_spans}")
     prompts = h.models.prompts(2)
     outputs = h.greedy(prompts, 6)
-    expect(all(o.weight_version == "v2" for o in outputs), "new requests after resume do not carry v2")
+    expect(all(o.weight_version == V2 for o in outputs), "new requests after resume do not carry v2")
 
 
 def check_abort_rids(h: Harness) -> None:
@@ -157,6 +158,6 @@ def check_sleep_wake(h: Harness) -> None:
     else:
         raise AssertionError("generate was served with discarded weights and the KV cache asleep")
     transport = "reference" if "tensor" in h.engine.capabilities else "disk"
-    h.sync(h.models.state("v1"), "v1", transport)
+    h.sync(h.models.state(V1), V1, transport)
     h.engine.wake_up(["kv_cache"])
-    h.expect_greedy(h.greedy(prompts, 8), prompts, "v1", "after sleep(2) and a full update")
+    h.expect_greedy(h.greedy(prompts, 8), prompts, V1, "after sleep(2) and a full update")

@@ -21,7 +21,7 @@ from rl_engines.sync import (
     WeightTransport,
     as_buckets,
 )
-from rl_engines.testing._models import ConformanceModels, greedy_mismatch, reference_greedy
+from rl_engines.testing._models import V1, ConformanceModels, greedy_mismatch, reference_greedy
 
 TRANSPORT_CAPABILITY = {"reference": "tensor", "shared_memory": "tensor", "disk": "disk", "broadcast": "distributed"}
 """Each transport the suite exercises and the engine capability it needs."""
@@ -69,16 +69,16 @@ class Harness:
         requests = [self.request(f"{prefix}{i}", p, max_new_tokens) for i, p in enumerate(prompts)]
         return self.engine.generate(requests)
 
-    def reference(self, version: str, prompt: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
-        """HF greedy reference (ids, margins) under weights "v1" or "v2"; cached."""
+    def reference(self, version: int, prompt: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        """HF greedy reference (ids, margins) under the v1 (`V1`) or v2 (`V2`) weights; cached."""
         key = (version, tuple(prompt), max_new_tokens)
         with self._lock:
             if key not in self._references:
-                model = self.models.v1 if version == "v1" else self.models.v2
+                model = self.models.v1 if version == V1 else self.models.v2
                 self._references[key] = reference_greedy(model, prompt, max_new_tokens)
             return self._references[key]
 
-    def expect_greedy(self, outputs: list[GenerateOutput], prompts: list[list[int]], version: str, what: str) -> None:
+    def expect_greedy(self, outputs: list[GenerateOutput], prompts: list[list[int]], version: int, what: str) -> None:
         """Every output equals the HF greedy reference under `version` (up to near-ties)."""
         for output, prompt in zip(outputs, prompts, strict=True):
             ids, margins = self.reference(version, prompt, len(output.output_ids))
@@ -98,7 +98,7 @@ class Harness:
     def sync(
         self,
         state: dict[str, torch.Tensor],
-        version: str,
+        version: int,
         transport: str,
         names: list[str] | None = None,
         pause_mode: PauseMode = "abort",
@@ -113,10 +113,10 @@ class Harness:
             sync.close()
 
     def reset(self) -> None:
-        """Bring the engine back to serving v1, labelled "v1", whatever a previous check left behind."""
+        """Bring the engine back to serving v1 as version V1, whatever a previous check left behind."""
         status = self.engine.status()
         if status.asleep:
             self.engine.wake_up()
         self.engine.resume()
         transport = "reference" if "tensor" in self.engine.capabilities else "disk"
-        self.sync(self.models.state("v1"), "v1", transport)
+        self.sync(self.models.state(V1), V1, transport)

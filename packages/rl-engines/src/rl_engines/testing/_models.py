@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
@@ -60,10 +60,18 @@ class TinyModelSpec:
         return model.to(parse_dtype(self.dtype)).eval().requires_grad_(False)
 
 
+V1 = 1
+"""Policy version of the v1 weights: an engine under test starts serving `v1_dir` with `initial_version=V1`."""
+V2 = 2
+"""Policy version of the v2 weights."""
+
+
 @dataclass
 class ConformanceModels:
     """Two weight versions of one tiny model, in memory and saved as HF checkpoints under `root`."""
 
+    V1: ClassVar[int] = V1
+    V2: ClassVar[int] = V2
     spec: TinyModelSpec
     root: Path
     v1: PreTrainedModel
@@ -88,9 +96,9 @@ class ConformanceModels:
         """The state-dict names of the model, sorted."""
         return sorted(self.v1.state_dict())
 
-    def state(self, version: str) -> dict[str, torch.Tensor]:
-        """The state dict of "v1" or "v2"."""
-        return dict((self.v1 if version == "v1" else self.v2).state_dict())
+    def state(self, version: int) -> dict[str, torch.Tensor]:
+        """The state dict of the v1 (`V1`) or v2 (`V2`) weights."""
+        return dict((self.v1 if version == V1 else self.v2).state_dict())
 
     def checksum(self, state: dict[str, torch.Tensor], names: list[str] | None = None) -> str:
         """`weights_checksum` of `state` restricted to `names`."""

@@ -2,7 +2,7 @@
 
     class TestMyEngine(InferenceEngineConformance):
         def make_engine(self, models):
-            return MyEngine(model_path=str(models.v1_dir), initial_version="v1")
+            return MyEngine(model_path=str(models.v1_dir), initial_version=models.V1)
 
 pytest runs one test per check. The class builds the tiny models and one engine per class (xunit-style
 `setup_class`, so this module does not import pytest); checks reset the engine to v1 first. Checks for
@@ -37,7 +37,7 @@ class InferenceEngineConformance:
     _workdir: ClassVar[Path | None] = None
 
     def make_engine(self, models: ConformanceModels) -> InferenceEngine:
-        """Start the engine under test serving `models.v1_dir`, with weight version "v1"."""
+        """Start the engine under test serving `models.v1_dir`, with `initial_version=models.V1`."""
         raise NotImplementedError("implement make_engine(models) in the conformance subclass")
 
     @classmethod

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 
+from rl_core.schema import ATTENTION_MASK, INPUT_IDS, POSITION_IDS, RESPONSE_MASK
 from rl_engines.training._errors import BatchError
 from rl_engines.training._shared_prefix import PrefixInputs, shared_prefix_layout
 from rl_engines.training._types import Batch
@@ -58,10 +59,10 @@ class ModelInputs(NamedTuple):
 
 
 def _mask(batch: Batch) -> torch.Tensor:
-    input_ids = batch["input_ids"]
-    if "attention_mask" not in batch:
+    input_ids = batch[INPUT_IDS]
+    if ATTENTION_MASK not in batch:
         return torch.ones_like(input_ids, dtype=torch.bool)
-    mask = batch["attention_mask"]
+    mask = batch[ATTENTION_MASK]
     if mask.shape != input_ids.shape:
         raise BatchError(f"attention_mask has shape {tuple(mask.shape)}, input_ids {tuple(input_ids.shape)}")
     return mask.bool()
@@ -73,8 +74,8 @@ def target_mask(batch: Batch, response_only: bool) -> torch.Tensor:
     preceded = torch.zeros_like(mask)
     preceded[:, 1:] = mask[:, :-1]
     targets = mask & preceded
-    if response_only and "response_mask" in batch:
-        response = batch["response_mask"]
+    if response_only and RESPONSE_MASK in batch:
+        response = batch[RESPONSE_MASK]
         if response.shape != mask.shape:
             raise BatchError(f"response_mask has shape {tuple(response.shape)}, input_ids {tuple(mask.shape)}")
         targets &= response.bool()
@@ -89,10 +90,10 @@ def _default_positions(mask: torch.Tensor) -> torch.Tensor:
 def padded_inputs(batch: Batch, response_only: bool) -> ModelInputs:
     """The padded layout of `batch` (rows kept; all-padding columns at the start cut, and at the end every column
     after the last one whose hidden state predicts a target)."""
-    input_ids = batch["input_ids"]
+    input_ids = batch[INPUT_IDS]
     mask = _mask(batch)
     targets = target_mask(batch, response_only)
-    positions = batch["position_ids"] if "position_ids" in batch else _default_positions(mask)
+    positions = batch[POSITION_IDS] if POSITION_IDS in batch else _default_positions(mask)
     used_cols = mask.any(dim=0).nonzero()
     rows, cols = targets.nonzero(as_tuple=True)
     first, last = (int(used_cols[0]), int(used_cols[-1]) + 1) if len(used_cols) else (0, 1)
@@ -113,19 +114,19 @@ def padded_inputs(batch: Batch, response_only: bool) -> ModelInputs:
 
 def _has_default_positions(batch: Batch, mask: torch.Tensor, defaults: torch.Tensor) -> bool:
     """Whether the batch's position ids (if any) equal `defaults` (`_default_positions(mask)`) on valid tokens."""
-    if "position_ids" not in batch:
+    if POSITION_IDS not in batch:
         return True
-    return torch.equal(batch["position_ids"][mask].to(defaults.dtype), defaults[mask])
+    return torch.equal(batch[POSITION_IDS][mask].to(defaults.dtype), defaults[mask])
 
 
 def shared_prefix_inputs(batch: Batch, response_only: bool) -> ModelInputs | None:
     """The shared-prefix layout of `batch`, or None where it does not apply (no two rows share a prefix, no
     `response_mask`, position ids other than the default numbering, a row with a gap or without a prefix)."""
     mask = _mask(batch)
-    if "response_mask" not in batch or not _has_default_positions(batch, mask, _default_positions(mask)):
+    if RESPONSE_MASK not in batch or not _has_default_positions(batch, mask, _default_positions(mask)):
         return None
-    input_ids = batch["input_ids"]
-    layout = shared_prefix_layout(input_ids, mask, batch["response_mask"].bool())
+    input_ids = batch[INPUT_IDS]
+    layout = shared_prefix_layout(input_ids, mask, batch[RESPONSE_MASK].bool())
     if layout is None:
         return None
     rows, cols = target_mask(batch, response_only).nonzero(as_tuple=True)
@@ -153,7 +154,7 @@ def lay_out(batch: Batch, response_only: bool, layout: InputLayout) -> ModelInpu
 
 def packed_inputs(batch: Batch, response_only: bool) -> ModelInputs:
     """The packed layout of `batch`: every row's valid tokens, one after another, in a single row."""
-    input_ids = batch["input_ids"]
+    input_ids = batch[INPUT_IDS]
     mask = _mask(batch)
     targets = target_mask(batch, response_only)
     positions = _default_positions(mask)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rl_engines.rollout import InvalidRequestError
+from rl_engines.rollout._types import check_weight_version
 
 DEFAULT_TIMEOUT_S = 600.0
 """Bound on waits for admission, drains and worker RPCs (a multi-GB reload fits; a hang does not)."""
@@ -20,7 +21,7 @@ class VLLMEngineConfig:
     model_path: str
     """A local HF checkpoint directory; its safetensors define the tensor names updates may use."""
     dtype: str = "float32"
-    initial_version: str = "0"
+    initial_version: int = 0
     max_model_len: int | None = None
     """Prompt plus output tokens per request; default: the model's `max_position_embeddings`."""
     max_num_seqs: int = 64
@@ -53,5 +54,4 @@ class VLLMEngineConfig:
                 raise InvalidRequestError(f"VLLMEngineConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.max_num_seqs < 1:
             raise InvalidRequestError(f"VLLMEngineConfig.max_num_seqs must be >= 1, got {self.max_num_seqs}")
-        if not isinstance(self.initial_version, str) or not self.initial_version:
-            raise InvalidRequestError("VLLMEngineConfig.initial_version must be a non-empty str")
+        check_weight_version(self.initial_version, "VLLMEngineConfig.initial_version")

@@ -36,6 +36,7 @@ from rl_engines.rollout import (
     check_requests,
     open_shared_bucket,
 )
+from rl_engines.rollout._types import check_weight_version
 from rl_engines.vllm._checkpoint import checkpoint_shapes, to_wire, validate
 from rl_engines.vllm._config import VLLMEngineConfig
 from rl_engines.vllm._generation import StepLoop
@@ -268,14 +269,13 @@ class VLLMEngine:
             if not self._llm.reset_prefix_cache(reset_running_requests=True):
                 raise EngineStateError("vLLM refused to reset its prefix cache; pause generation first")
 
-    def set_weight_version(self, version: str) -> None:
+    def set_weight_version(self, version: int) -> None:
         """See `InferenceEngine.set_weight_version`."""
-        if not isinstance(version, str) or not version:
-            raise InvalidRequestError(f"weight version must be a non-empty str, got {version!r}")
+        check_weight_version(version, "weight version")
         with self._gate.exclusive():
             self._gate.set_version(version)
 
-    def weight_version(self) -> str:
+    def weight_version(self) -> int:
         """See `InferenceEngine.weight_version`."""
         return self._gate.version
 

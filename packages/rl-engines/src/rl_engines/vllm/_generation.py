@@ -32,7 +32,7 @@ class _Row:
     request: GenerateRequest
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    versions: list[str] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
     finish: str | None = None
 
 
@@ -42,7 +42,7 @@ def _logprob(entry: Any, token: int) -> float:
     return float(getattr(value, "logprob", value))
 
 
-def _spans(versions: list[str]) -> tuple[VersionSpan, ...]:
+def _spans(versions: list[int]) -> tuple[VersionSpan, ...]:
     spans: list[VersionSpan] = []
     for i, version in enumerate(versions):
         if spans and spans[-1].version == version:

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from rl_core.schema import ATTENTION_MASK, INPUT_IDS, RESPONSE_MASK
 from rl_recipes.sft._errors import SFTError
 from rl_recipes.tasks import MathSample, build_prompt, encode_prompt, response_text
 
@@ -36,7 +37,8 @@ def encode_example(sample: MathSample, tokenizer: Any, max_length: int) -> SFTEx
     """
     prompt_ids = encode_prompt(build_prompt(sample.question, tokenizer), tokenizer)
     text = response_text(sample.answer, tokenizer)
-    response_ids = [*tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
+    encoded = tokenizer(text, add_special_tokens=False)["input_ids"]  # not-a-sample-field: tokenizer output key
+    response_ids = [*encoded, tokenizer.eos_token_id]
     room = max_length - len(prompt_ids)
     if room < 1:
         return None
@@ -82,7 +84,7 @@ def collate(examples: Sequence[SFTExample], pad_token_id: int) -> dict[str, torc
         input_ids[row, :length] = torch.tensor(example.prompt_ids + example.response_ids)
         attention_mask[row, :length] = 1
         response_mask[row, prompt:length] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "response_mask": response_mask}
+    return {INPUT_IDS: input_ids, ATTENTION_MASK: attention_mask, RESPONSE_MASK: response_mask}
 
 
 class RowOrder:

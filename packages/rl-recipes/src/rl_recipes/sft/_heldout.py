@@ -47,7 +47,7 @@ class TrainingScorer:
                 if self._rollout is not None:
                     self._rollout.update_weights_from_tensors(bucket)
             if self._rollout is not None:
-                self._rollout.set_weight_version(str(step))
+                self._rollout.set_weight_version(step)
             self._synced_step = step
         if self._rollout is None:
             return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rl_core.losses import LossNormalizer, aggregate_loss
+from rl_core.schema import RESPONSE_MASK
 from rl_engines.training import Batch, ForwardOutput, ForwardSpec, LossOutput
 
 LOG_PROBS_ONLY = ForwardSpec(log_probs=True, response_only=True)
@@ -22,5 +23,5 @@ def response_nll_loss(outputs: ForwardOutput, micro_batch: Batch, normalizer: Lo
         raise ValueError(
             "response_nll_loss needs log-probs: run it with ForwardSpec(log_probs=True), e.g. LOG_PROBS_ONLY"
         )
-    loss = aggregate_loss(-outputs.log_probs, micro_batch["response_mask"], "token-mean", normalizer)
+    loss = aggregate_loss(-outputs.log_probs, micro_batch[RESPONSE_MASK], "token-mean", normalizer)
     return LossOutput(loss, {})

@@ -43,4 +43,5 @@ def encode_prompt(prompt: str, tokenizer: Any) -> list[int]:
     """Token ids of a prompt from `build_prompt`: special tokens (a bos) are added to a plain prompt only,
     since a chat-rendered prompt already holds its own."""
     add_special_tokens = not getattr(tokenizer, "chat_template", None)
-    return list(tokenizer(prompt, add_special_tokens=add_special_tokens)["input_ids"])
+    encoded = tokenizer(prompt, add_special_tokens=add_special_tokens)
+    return list(encoded["input_ids"])  # not-a-sample-field: tokenizer output key

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import torch
 
 from rl_core import as_bool_mask, check_tensor
+from rl_core.schema import ATTENTION_MASK, PROMPT_LEN, RESPONSE_LEN, RESPONSE_MASK
 from rl_runtime.metrics._errors import MetricsError
 
 Batch = Mapping[str, torch.Tensor]
@@ -23,10 +24,8 @@ def require(batch: Batch, key: str, purpose: str) -> torch.Tensor:
 
 def response_mask(batch: Batch, dims: dict[str, int]) -> torch.Tensor:
     """`response_mask` `(B, T)` as bool."""
-    mask = check_tensor(
-        "response_mask", require(batch, "response_mask", "token-level statistics"), ("B", "T"), dims=dims
-    )
-    return as_bool_mask("response_mask", mask)
+    mask = check_tensor(RESPONSE_MASK, require(batch, RESPONSE_MASK, "token-level statistics"), ("B", "T"), dims=dims)
+    return as_bool_mask(RESPONSE_MASK, mask)
 
 
 def sequence_lengths(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,15 +35,15 @@ def sequence_lengths(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     length is `response_mask.sum(-1)` and the prompt length the rest of `attention_mask.sum(-1)`.
     """
     dims: dict[str, int] = {}
-    if "prompt_len" in batch and "response_len" in batch:
-        prompt = check_tensor("prompt_len", batch["prompt_len"], ("B",), dims=dims)
-        response = check_tensor("response_len", batch["response_len"], ("B",), dims=dims)
+    if PROMPT_LEN in batch and RESPONSE_LEN in batch:
+        prompt = check_tensor(PROMPT_LEN, batch[PROMPT_LEN], ("B",), dims=dims)
+        response = check_tensor(RESPONSE_LEN, batch[RESPONSE_LEN], ("B",), dims=dims)
         return prompt.double(), response.double()
     attention = check_tensor(
-        "attention_mask", require(batch, "attention_mask", "prompt and response lengths"), ("B", "T"), dims=dims
+        ATTENTION_MASK, require(batch, ATTENTION_MASK, "prompt and response lengths"), ("B", "T"), dims=dims
     )
     response = response_mask(batch, dims).sum(-1).double()
-    return as_bool_mask("attention_mask", attention).sum(-1).double() - response, response
+    return as_bool_mask(ATTENTION_MASK, attention).sum(-1).double() - response, response
 
 
 def token_counts(batch: Batch) -> tuple[int, int]:
@@ -55,8 +54,8 @@ def token_counts(batch: Batch) -> tuple[int, int]:
 
 def count_tokens(batch: Batch) -> int:
     """verl's `global_token_num` summed: non-padding prompt+response tokens (`attention_mask`, else the lengths)."""
-    if "attention_mask" in batch:
-        attention = check_tensor("attention_mask", batch["attention_mask"], ("B", "T"))
-        return int(as_bool_mask("attention_mask", attention).sum().item())
+    if ATTENTION_MASK in batch:
+        attention = check_tensor(ATTENTION_MASK, batch[ATTENTION_MASK], ("B", "T"))
+        return int(as_bool_mask(ATTENTION_MASK, attention).sum().item())
     prompt, response = token_counts(batch)
     return prompt + response

@@ -7,6 +7,7 @@ import logging
 import torch
 
 from rl_core import check_tensor
+from rl_core.schema import ADVANTAGES, RESPONSE_LEN, RETURNS, TOKEN_LEVEL_REWARDS, TOKEN_LEVEL_SCORES, VALUES
 from rl_runtime.metrics._batch import Batch, require, response_mask, sequence_lengths
 from rl_runtime.metrics._errors import MetricsError
 
@@ -73,12 +74,12 @@ def compute_data_metrics(
     max_response_length = _check_length_limit("max_response_length", max_response_length)
     dims: dict[str, int] = {}
     mask = response_mask(batch, dims)
-    scores = _token_tensor(batch, "token_level_scores", dims)
-    rewards = _token_tensor(batch, "token_level_rewards", dims)
-    advantages = _token_tensor(batch, "advantages", dims)
-    returns = _token_tensor(batch, "returns", dims)
+    scores = _token_tensor(batch, TOKEN_LEVEL_SCORES, dims)
+    rewards = _token_tensor(batch, TOKEN_LEVEL_REWARDS, dims)
+    advantages = _token_tensor(batch, ADVANTAGES, dims)
+    returns = _token_tensor(batch, RETURNS, dims)
     prompt_length, response_length = sequence_lengths(batch)
-    check_tensor("response_len", response_length, (dims["B"],))
+    check_tensor(RESPONSE_LEN, response_length, (dims["B"],))
 
     kept = response_length != 0
     valid_returns = returns[mask]
@@ -89,9 +90,9 @@ def compute_data_metrics(
         **_stats("critic/returns", valid_returns, "response tokens"),
     }
     if use_critic is None:
-        use_critic = "values" in batch
+        use_critic = VALUES in batch
     if use_critic:
-        valid_values = _token_tensor(batch, "values", dims)[mask]
+        valid_values = _token_tensor(batch, VALUES, dims)[mask]
         metrics.update(_stats("critic/values", valid_values, "response tokens"))
         metrics["critic/vf_explained_var"] = _explained_variance(valid_returns, valid_values)
     metrics.update(_length_stats("response_length", response_length, max_response_length))

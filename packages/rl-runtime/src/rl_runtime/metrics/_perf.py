@@ -13,7 +13,13 @@ TIMING_PREFIX = "timing_s/"
 PER_TOKEN_PREFIX = "timing_per_token_ms/"
 RESPONSE_TOKEN_STAGES = ("gen",)
 """Stages timed per response token: generation produces only the response."""
-ALL_TOKEN_STAGES = ("ref", "values", "adv", "update_critic", "update_actor")
+ALL_TOKEN_STAGES = (
+    "ref",
+    "values",  # not-a-sample-field: a timing stage (verl's timing_s/values)
+    "adv",
+    "update_critic",
+    "update_actor",
+)
 """Stages timed per prompt+response token: they run forward passes over whole sequences (verl's list)."""
 STEP_TIMING = "timing_s/step"
 GLOBAL_SEQLEN_PREFIX = "global_seqlen"

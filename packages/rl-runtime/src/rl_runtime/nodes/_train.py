@@ -71,7 +71,7 @@ def sync_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
         raise StepDataError("this worker holds no actor to publish weights from; the actor runs on the training slots")
     if res.rollout is not None and "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
         res.rollout.wake_up()
-    report = res.weight_sync.sync(res.actor.export_weights(SYNC_BUCKET_BYTES), str(version))
+    report = res.weight_sync.sync(res.actor.export_weights(SYNC_BUCKET_BYTES), version)
     res.policy_version = version
     metrics = {"sync/weight_version": float(version)}
     if report.tensors:  # a training rank that only took part in the export's gathers sent nothing
@@ -93,9 +93,9 @@ def receive_rollout_weights(res: NodeResources, version: int) -> dict[str, float
             "(placement.colocate=false)"
         )
     report = res.weight_receiver.receive()
-    if report.version != str(version):
+    if report.version != version:
         raise StepDataError(
-            f"the rollout slot expected weight version {version} but the training slots sent {report.version!r}; "
+            f"the rollout slot expected weight version {version} but the training slots sent {report.version}; "
             "the two sides ran a different number of actor updates"
         )
     res.policy_version = version

@@ -76,7 +76,7 @@ class WeightSender:
             tensor = tensor.to(self._dtype)
         return tensor.to("cpu").contiguous()  # gloo moves CPU tensors
 
-    def sync(self, buckets: Iterable[Bucket], version: str) -> SyncReport:
+    def sync(self, buckets: Iterable[Bucket], version: int) -> SyncReport:
         """Broadcast every bucket as weight `version` (see the module doc); what was sent."""
         start = time.perf_counter()
         if self._group is None:
@@ -123,7 +123,7 @@ class WeightReceiver:
     def receive(self) -> SyncReport:
         """Wait for the next sync, load it through the local WeightSync (verified), and check it against the sender's
         checksum; SyncError when the engine's weights differ from the actor's."""
-        version = str(_receive_header(self._group)[_VERSION])
+        version = int(_receive_header(self._group)[_VERSION])
         trailer: dict[str, Any] = {}
         report = self._sync.sync(self._buckets(trailer), version)
         sent = trailer[_CHECKSUM]

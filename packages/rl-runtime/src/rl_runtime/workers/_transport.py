@@ -6,15 +6,11 @@ from typing import Any
 
 from rl_coordinator import SampleInfo
 from rl_coordinator.coordinator import ReadRequest, StepSpec
+from rl_core.schema import GROUP_ID, POLICY_VERSION, PROMPT_LEN, RESPONSE_LEN, UID
 from rl_runtime.workers._errors import RoutingError, StepDataError
 from rl_runtime.workers._routing import EdgeRoute
 from rl_runtime.workers._step_data import SampleBatch, StepData, stack_samples
 
-UID_KEY = "uid"
-GROUP_ID_KEY = "group_id"
-PROMPT_LEN_KEY = "prompt_len"
-RESPONSE_LEN_KEY = "response_len"
-POLICY_VERSION_KEY = "policy_version"
 _MIN_TOKENS = 1
 """SampleInfo refuses a sample of zero tokens; a batch without length tensors counts one token per sample."""
 
@@ -32,17 +28,17 @@ def _column(data: StepData, key: str) -> list[int] | None:
 
 def sample_infos(data: StepData, route: EdgeRoute) -> list[SampleInfo]:
     """One SampleInfo per sample of `data` for coordinator edge `route`, from `uid`, `group_id` and the lengths."""
-    uids = _column(data, UID_KEY)
+    uids = _column(data, UID)
     if uids is None:
         raise StepDataError(
-            f"edge {route.key!r} goes through the coordinator, which needs batch[{UID_KEY!r}] (B,) int64 sample ids; "
+            f"edge {route.key!r} goes through the coordinator, which needs batch[{UID!r}] (B,) int64 sample ids; "
             f"node {route.src!r} returned {sorted(data.batch)}"
         )
     n = len(uids)
-    groups = _column(data, GROUP_ID_KEY) or uids
-    prompts = _column(data, PROMPT_LEN_KEY) or [0] * n
-    responses = _column(data, RESPONSE_LEN_KEY) or [_MIN_TOKENS] * n
-    versions = _column(data, POLICY_VERSION_KEY) or [0] * n
+    groups = _column(data, GROUP_ID) or uids
+    prompts = _column(data, PROMPT_LEN) or [0] * n
+    responses = _column(data, RESPONSE_LEN) or [_MIN_TOKENS] * n
+    versions = _column(data, POLICY_VERSION) or [0] * n
     return [
         SampleInfo(
             uid=str(uids[i]),
