@@ -35,6 +35,7 @@ PUBLIC_API = [
     "TrainEngineConfig",
     "WeightBucket",
     "estimate_train_flops",
+    "load_hf_config",
     "mfu",
     "peak_flops",
 ]

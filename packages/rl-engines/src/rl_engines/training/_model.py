@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from rl_engines.training._config import ModelConfig
+from rl_engines.training._config import HF_MODEL_TYPE_KEY, ModelConfig
 from rl_engines.training._errors import ModelSourceError
 
 logger = logging.getLogger(__name__)
@@ -71,10 +72,25 @@ def check_vocabulary(config: ModelConfig, hf_config: Any) -> None:
 
 
 def load_hf_config(config: ModelConfig) -> Any:
-    """The transformers config of the model `config` describes (a private copy)."""
+    """The transformers config of the model `config` describes (a private copy): read from `path`, built from an
+    `hf_config` mapping (`AutoConfig.for_model(model_type, **fields)`), or a copy of a given `PretrainedConfig`.
+
+    Raises:
+        ModelSourceError: the folder is not a model folder, or the mapping does not build a transformers config.
+    """
     if config.path is not None:
         folder = check_model_folder(config.path)
         return AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    if isinstance(config.hf_config, Mapping):
+        fields = dict(config.hf_config)
+        model_type = fields.pop(HF_MODEL_TYPE_KEY)
+        try:
+            return AutoConfig.for_model(model_type, **copy.deepcopy(fields))
+        except (ValueError, KeyError) as error:
+            raise ModelSourceError(
+                f"ModelConfig.hf_config does not build a transformers config: {error}; check its model_type "
+                f"({model_type!r}) and field names"
+            ) from None
     return copy.deepcopy(config.hf_config)
 
 
