@@ -92,9 +92,9 @@ class ModelConfig:
             raise TrainConfigError(
                 "ModelConfig needs exactly one of path (a local Hugging Face folder) and hf_config "
                 f"(a transformers config); got path={self.path!r}, hf_config={type(self.hf_config).__name__}",
-                field="path",
+                field="",
                 expected="exactly one of path (a Hugging Face model folder) and hf_config (a transformers config)",
-                found=f"path={self.path!r} and hf_config={'set' if self.hf_config is not None else None}",
+                found={"path": self.path, "hf_config": None if self.hf_config is None else "set"},
                 fix="set one and remove the other",
             )
         if self.hf_config is not None and not _is_hf_config(self.hf_config):
@@ -233,13 +233,13 @@ class ScheduleConfig:
                 self.min_lr_ratio,
                 message=f"ScheduleConfig.min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}",
             )
-        if self.total_steps is not None and self.total_steps <= self.warmup_steps:
+        if self.kind == "cosine" and self.total_steps is not None and self.total_steps <= self.warmup_steps:
             raise _invalid(
                 "ScheduleConfig",
                 "total_steps",
                 f"> warmup_steps={self.warmup_steps}",
                 self.total_steps,
-                message=f"ScheduleConfig needs total_steps > warmup_steps={self.warmup_steps}, "
+                message=f"ScheduleConfig(kind='cosine') needs total_steps > warmup_steps={self.warmup_steps}, "
                 f"got total_steps={self.total_steps}",
             )
 

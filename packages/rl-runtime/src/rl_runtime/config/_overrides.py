@@ -1,4 +1,4 @@
-"""Dotted command-line overrides (`actor.optim.lr=1e-6`) applied to a raw config mapping before structuring.
+"""Dotted command-line overrides (`actor.optimizer.lr=1e-6`) applied to a raw config mapping before structuring.
 
 A value is read as a YAML scalar or flow collection (`a.b=[1,2]`, `x=null`, `s="007"`); a mapping value
 replaces the whole section. Each path is checked against the config class first, so a typo names the

@@ -61,8 +61,8 @@ def micro_batches(
     needed = all_reduce_max(min_num_micro_batches(counts, max_tokens), group)
     if needed > len(counts):
         raise StepDataError(
-            f"another rank needs {needed} micro-batches under batch.max_tokens_per_micro_batch={max_tokens}, more "
-            f"than the {len(counts)} samples this rank holds; raise max_tokens_per_micro_batch"
+            f"another rank needs {needed} micro-batches under micro_batch.max_tokens_per_micro_batch={max_tokens}, "
+            f"more than the {len(counts)} samples this rank holds; raise the engine's max_tokens_per_micro_batch"
         )
     return plan_micro_batches(counts, max_tokens, num_micro_batches=needed).micro_batches
 

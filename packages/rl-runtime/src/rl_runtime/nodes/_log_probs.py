@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rl_engines.training import Batch, ForwardOutput
-from rl_runtime.config import BatchConfig, KLMode, RecomputeOldLogProb, RunConfig
+from rl_runtime.config import BatchConfig, KLMode, RecomputeOldLogProb, RunConfig, reference_engine_config
 from rl_runtime.metrics import timed
 from rl_runtime.nodes._batching import micro_batches, require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import resources_of
@@ -71,7 +71,7 @@ def compute_old_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> St
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("old_log_prob", metrics):
-        budget = res.config.batch.max_tokens_per_micro_batch
+        budget = res.config.actor.micro_batch.max_tokens_per_micro_batch
         rows = micro_batches(data.batch["attention_mask"], budget, res.group, res.actor.engine)
         output = res.actor.compute_log_probs(data.batch, rows, with_entropy=True)
         metrics.update(policy_forward_metrics(output, data.batch))
@@ -88,7 +88,8 @@ def compute_ref_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> St
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("ref", metrics):
-        budget = res.config.batch.max_tokens_per_micro_batch
+        reference = reference_engine_config(res.config.actor, res.config.reference)
+        budget = reference.micro_batch.max_tokens_per_micro_batch
         rows = micro_batches(data.batch["attention_mask"], budget, res.group, res.reference.engine)
         ref_log_probs = res.reference.compute_ref_log_probs(data.batch, rows)
     return with_fields(data, metrics, ref_log_probs=ref_log_probs)
@@ -104,7 +105,8 @@ def compute_value(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("values", metrics):
-        budget = res.config.batch.max_tokens_per_micro_batch
+        assert res.config.critic is not None  # a run with a critic role has a critic section
+        budget = res.config.critic.micro_batch.max_tokens_per_micro_batch
         rows = micro_batches(data.batch["attention_mask"], budget, res.group, res.critic.engine)
         values = res.critic.compute_values(data.batch, rows)
     return with_fields(data, metrics, values=values)

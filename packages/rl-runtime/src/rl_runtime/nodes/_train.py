@@ -29,12 +29,13 @@ CHECKSUM_METRIC_HEX_DIGITS = 13
 float64 holds exactly, so two sides' values compare equal exactly when those digits agree."""
 
 
-def build_mini_batches(res: NodeResources, data: StepData, engine: TrainEngine) -> list[MiniBatch]:
-    """The step's mini-batches on this rank, each with its micro-batch plan and global loss normaliser."""
+def build_mini_batches(res: NodeResources, data: StepData, engine: TrainEngine, budget: int) -> list[MiniBatch]:
+    """The step's mini-batches on this rank, each with its micro-batch plan (under `budget` tokens, the engine's
+    `micro_batch.max_tokens_per_micro_batch`) and global loss normaliser."""
     minis = []
     for rows in mini_batch_rows(data.num_samples, res.config.batch.mini_batches_per_step):
         batch = {name: tensor[rows[0] : rows[-1] + 1] for name, tensor in data.batch.items()}
-        plan = micro_batches(batch["attention_mask"], res.config.batch.max_tokens_per_micro_batch, res.group, engine)
+        plan = micro_batches(batch["attention_mask"], budget, res.group, engine)
         minis.append(MiniBatch(batch, plan, engine.global_normalizer(batch["response_mask"])))
     return minis
 
@@ -131,7 +132,8 @@ def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     metrics: dict[str, float] = {}
     added: dict[str, torch.Tensor] = {}
     with timed("update_actor", metrics):
-        minis = build_mini_batches(res, data, res.actor.engine)
+        budget = res.config.actor.micro_batch.max_tokens_per_micro_batch
+        minis = build_mini_batches(res, data, res.actor.engine, budget)
         if from_update:
             result, forward = res.actor.update_on_policy(minis[0])  # on-policy: a single mini-batch
             results = [result]
@@ -164,6 +166,8 @@ def train_critic(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     require_fields(data, _CRITIC_NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("update_critic", metrics):
-        results = res.critic.update(build_mini_batches(res, data, res.critic.engine))
+        assert res.config.critic is not None  # a run with a critic role has a critic section
+        budget = res.config.critic.micro_batch.max_tokens_per_micro_batch
+        results = res.critic.update(build_mini_batches(res, data, res.critic.engine, budget))
     metrics.update(update_metrics(results, "critic", "vf_loss"))
     return with_fields(data, metrics)
