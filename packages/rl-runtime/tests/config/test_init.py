@@ -5,7 +5,7 @@ from __future__ import annotations
 import rl_runtime.config as config
 
 PUBLIC = [
-    "ENGINE_SECTIONS", "PIPELINE_FILE_SUFFIXES", "RESUME_AUTO", "RESUME_NEVER", "UNWIRED_ROLLOUT_ENGINES",
+    "PIPELINE_FILE_SUFFIXES", "RESUME_AUTO", "RESUME_NEVER", "UNWIRED_ROLLOUT_ENGINES",
     "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
     "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig",
     "KLConfig", "KLMode", "OverlongConfig", "PlacementConfig",

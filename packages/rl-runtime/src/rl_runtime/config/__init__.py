@@ -30,7 +30,7 @@ from rl_runtime.config._schema_algorithm import (
     OverlongConfig,
     RecomputeOldLogProb,
 )
-from rl_runtime.config._schema_engines import ENGINE_SECTIONS, reference_engine_config
+from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.config._schema_sections import (
     RESUME_AUTO,
     RESUME_NEVER,
@@ -47,7 +47,6 @@ from rl_runtime.config._schema_sections import (
 from rl_runtime.config._types import Scalar
 
 __all__ = [
-    "ENGINE_SECTIONS",
     "PIPELINE_FILE_SUFFIXES",
     "RESUME_AUTO",
     "RESUME_NEVER",
