@@ -90,11 +90,6 @@ def _dynamic_sampling_problems(config: RunConfig) -> list[ConfigProblem]:
     return []
 
 
-def _engine_problems(config: RunConfig) -> list[ConfigProblem]:
-    longest = config.data.max_prompt_length + config.data.max_response_length
-    return engine_problems(config, run_steps=config.trainer.total_steps, max_sequence_length=longest)
-
-
 def _placement_problems(config: RunConfig) -> list[ConfigProblem]:
     if not config.placement.colocate and config.placement.slots < _MIN_SPLIT_SLOTS:
         expected = f">= {_MIN_SPLIT_SLOTS} with placement.colocate=false (rollout and training get their own slots)"
@@ -145,7 +140,7 @@ class RunConfig:
             _critic_problems,
             _length_problems,
             _dynamic_sampling_problems,
-            _engine_problems,
+            engine_problems,
             _placement_problems,
             _batch_problems,
         )

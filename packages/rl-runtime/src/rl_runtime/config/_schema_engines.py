@@ -12,9 +12,13 @@ settings that would contradict those decisions:
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from rl_engines.training import OffloadConfig, OptimizerConfig, ScheduleConfig, TrainEngineConfig
 from rl_runtime.config._errors import ConfigProblem, describe_value
+
+if TYPE_CHECKING:
+    from rl_runtime.config._schema import RunConfig
 
 ENGINE_SECTIONS = ("actor", "critic", "reference")
 """The run-config sections that hold a `TrainEngineConfig`."""
@@ -22,7 +26,7 @@ _AUTO_DEVICE = "auto"
 _COSINE = "cosine"
 
 
-def engine_sections(config: object) -> list[tuple[str, TrainEngineConfig]]:
+def engine_sections(config: RunConfig) -> list[tuple[str, TrainEngineConfig]]:
     """(section name, engine config) of each engine section `config` sets."""
     sections = ((name, getattr(config, name)) for name in ENGINE_SECTIONS)
     return [(name, section) for name, section in sections if section is not None]
@@ -38,7 +42,7 @@ def reference_engine_config(actor: TrainEngineConfig, reference: TrainEngineConf
     return dataclasses.replace(actor, model=model, optimizer=None, schedule=ScheduleConfig(), offload=OffloadConfig())
 
 
-def _device_problems(config: object) -> list[ConfigProblem]:
+def _device_problems(config: RunConfig) -> list[ConfigProblem]:
     return [
         ConfigProblem(
             f"{name}.device",
@@ -51,7 +55,7 @@ def _device_problems(config: object) -> list[ConfigProblem]:
     ]
 
 
-def _value_head_problems(config: object) -> list[ConfigProblem]:
+def _value_head_problems(config: RunConfig) -> list[ConfigProblem]:
     return [
         ConfigProblem(
             f"{name}.model.value_head",
@@ -64,8 +68,8 @@ def _value_head_problems(config: object) -> list[ConfigProblem]:
     ]
 
 
-def _reference_problems(config: object) -> list[ConfigProblem]:
-    reference = getattr(config, "reference", None)
+def _reference_problems(config: RunConfig) -> list[ConfigProblem]:
+    reference = config.reference
     if reference is None:
         return []
     problems = []
@@ -90,7 +94,7 @@ def _reference_problems(config: object) -> list[ConfigProblem]:
     return problems
 
 
-def _schedule_problems(config: object, run_steps: int | None) -> list[ConfigProblem]:
+def _schedule_problems(config: RunConfig, run_steps: int | None) -> list[ConfigProblem]:
     problems = []
     for name, section in engine_sections(config):
         schedule = section.schedule
@@ -102,7 +106,7 @@ def _schedule_problems(config: object, run_steps: int | None) -> list[ConfigProb
     return problems
 
 
-def _budget_problems(config: object, max_sequence_length: int) -> list[ConfigProblem]:
+def _budget_problems(config: RunConfig, max_sequence_length: int) -> list[ConfigProblem]:
     # The actor's budget is part of the batch plan, which checks it with the plan's other numbers.
     problems = []
     for name, section in engine_sections(config):
@@ -120,12 +124,13 @@ def _budget_problems(config: object, max_sequence_length: int) -> list[ConfigPro
     return problems
 
 
-def engine_problems(config: object, *, run_steps: int | None, max_sequence_length: int) -> list[ConfigProblem]:
-    """Every setting of the engine sections of `config` (a `RunConfig`) that contradicts the run's decisions."""
+def engine_problems(config: RunConfig) -> list[ConfigProblem]:
+    """Every setting of the engine sections of `config` that contradicts the run's decisions."""
+    longest = config.data.max_prompt_length + config.data.max_response_length
     return [
         *_device_problems(config),
         *_value_head_problems(config),
         *_reference_problems(config),
-        *_schedule_problems(config, run_steps),
-        *_budget_problems(config, max_sequence_length),
+        *_schedule_problems(config, config.trainer.total_steps),
+        *_budget_problems(config, longest),
     ]
