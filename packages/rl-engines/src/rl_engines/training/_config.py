@@ -60,7 +60,12 @@ def _check_bool(owner: str, name: str, value: object) -> None:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Where the model comes from and how it is built (exactly one of `path` and `hf_config`)."""
+    """Where the model comes from and how it is built (exactly one of `path` and `hf_config`).
+
+    `fast_forward` changes nothing for other model families, which run through transformers either way.
+    `broadcast_from_rank0` is opt-in because it costs one transfer of the model: turn it on when host memory, not
+    start-up time, is short (many ranks per node, large models).
+    """
 
     path: str | None = None
     """A local Hugging Face model folder (config.json plus *.safetensors or pytorch_model*.bin)."""
@@ -75,17 +80,15 @@ class ModelConfig:
     gradient_checkpointing: bool = False
     """Recompute each decoder layer's activations in backward (less memory, about a third more compute)."""
     fast_forward: bool = True
-    """Run a Llama-family decoder (llama, qwen2, qwen3, mistral) through the engine's own functional forward where
-    the model is whole on each rank (not FSDP2-sharded), uses SDPA attention and no activation checkpointing: the
-    same outputs and gradients with less overhead for small models. Any other model runs through transformers."""
+    """Run a whole-on-each-rank Llama-family decoder (llama, qwen2, qwen3, mistral; SDPA, no activation
+    checkpointing) through the engine's own functional forward: the same outputs, less overhead for small models."""
     value_head: bool = False
     """Add a `(hidden, 1)` value head (the critic) and drop the LM head's training."""
     init_seed: int = 0
     """Seed of the random initialisation from `hf_config` (identical on every rank)."""
     broadcast_from_rank0: bool = False
-    """In a sharded run only rank 0 reads (or initialises) the full weights and sends the other ranks their shards,
-    so they never hold the full model: one transfer of the model, for when host memory, not start-up time, is short
-    (many ranks per node, large models). False builds the full model on every rank."""
+    """Sharded, only rank 0 reads the full weights and sends the others their shards (less host memory, one more
+    transfer of the model); false builds the full model on every rank."""
 
     def __post_init__(self) -> None:
         if (self.path is None) == (self.hf_config is None):
@@ -264,17 +267,14 @@ class MicroBatchConfig:
     """Token budget of one forward/backward on one rank: a micro-batch of several sequences may not exceed it (a
     single longer sequence runs alone) (verl `ppo_max_token_len_per_gpu`)."""
     packing: bool | str = PACKING_AUTO
-    """Concatenate a micro-batch's sequences into one row without padding (position ids restart per sequence);
-    false runs padded rows; "auto" packs only under a varlen attention kernel (flash_attention_2/3), where packing
-    saves the padding's work instead of adding a quadratic mask."""
+    """Concatenate a micro-batch's sequences into one unpadded row; false runs padded rows; "auto" packs only under
+    a varlen attention kernel (flash_attention_2/3), where packing saves work instead of adding a quadratic mask."""
     logprob_chunk_size: int = DEFAULT_LOGPROB_CHUNK_SIZE
     """Rows of hidden states projected onto the vocabulary at once."""
     share_prefixes: bool = True
-    """With padded rows, run a prefix that several rows of a micro-batch share (a GRPO group's prompt) once, its KV
-    cache serving each row's continuation: the same outputs and gradients up to floating-point order, for less
-    work. Applies to models whose layers all attend to the whole context, without gradient checkpointing; under
-    FSDP2 the two forwards gather each layer twice, so where gathers dominate (short prompts, large sharded models)
-    false may be faster."""
+    """With padded rows, run a prompt shared by several rows (a GRPO group's) once and reuse its KV cache: the same
+    outputs for less work (full-attention models without gradient checkpointing; under FSDP2 each layer is
+    gathered twice, so with short prompts on large sharded models false may be faster)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.packing, bool) and self.packing != PACKING_AUTO:
@@ -324,10 +324,9 @@ class TrainEngineConfig:
     reshard_after_forward: bool = True
     """Free each layer's gathered parameters after its forward (less memory, one more all-gather in backward)."""
     data_parallel: str = DATA_PARALLEL_FSDP
-    """How the ranks share the model: "fsdp" (FSDP2) shards parameters, gradients and optimizer state (per-layer
-    collectives, the least memory); "ddp" keeps a whole replica per rank in `param_dtype` (no mixed precision) and
-    sums gradients in one all-reduce per bucket (fewer collectives: faster for models that fit a rank with their
-    optimizer state, as small models and CPU runs do). No effect without a process group."""
+    """How the ranks share the model: "fsdp" shards it (FSDP2: least memory, per-layer collectives); "ddp" keeps a
+    whole replica per rank in `param_dtype` and all-reduces gradients once a step (faster where the model and its
+    optimizer state fit a rank: small models, CPU runs)."""
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cpu", "cuda"):
