@@ -11,7 +11,6 @@ from _training_helpers import qwen_config
 from rl_engines.training import (
     MicroBatchConfig,
     ModelConfig,
-    ModelSourceError,
     OffloadConfig,
     OptimizerConfig,
     PrecisionConfig,
@@ -160,5 +159,14 @@ def test_an_hf_config_mapping_builds_the_transformers_config() -> None:
 
 
 def test_an_hf_config_mapping_of_an_unknown_model_type_is_named() -> None:
-    with pytest.raises(ModelSourceError, match=r"hf_config does not build a transformers config.*'qwen9'"):
-        load_hf_config(ModelConfig(hf_config={"model_type": "qwen9"}))
+    with pytest.raises(TrainConfigError, match=r"hf_config.model_type must be a model type .* got 'qwen9'") as caught:
+        ModelConfig(hf_config={"model_type": "qwen9"})
+    assert caught.value.field == "hf_config.model_type" and "did you mean" in caught.value.fix
+
+
+def test_an_hf_config_mapping_that_transformers_refuses_is_named() -> None:
+    with pytest.raises(
+        TrainConfigError, match=r"hf_config does not build a transformers config: .*layer_types"
+    ) as caught:
+        ModelConfig(hf_config={"model_type": "qwen2", "num_hidden_layers": 2, "layer_types": ["x"]})
+    assert caught.value.field == "hf_config" and caught.value.fix.startswith("transformers says:")

@@ -71,7 +71,7 @@ def full_data() -> dict[str, Any]:
             "reshard_after_forward": False,
         },
         "critic": {
-            "model": {"hf_config": {"model_type": "llama", "hidden_size": 16}},
+            "model": {"hf_config": {"model_type": "llama", "hidden_size": 16, "num_attention_heads": 2}},
             "optimizer": {"lr": 1e-5},
             "micro_batch": {"max_tokens_per_micro_batch": 1024},
             "data_parallel": "ddp",

@@ -304,6 +304,16 @@ def test_params_of_a_later_registered_estimator_are_accepted(
             r"actor.model.hf_config: expected a transformers PretrainedConfig or a mapping with a 'model_type'",
         ),
         (
+            ["actor.model={hf_config: {model_type: qwen3_moe2}}"],
+            r"actor.model.hf_config.model_type: expected a model type transformers knows .*found 'qwen3_moe2'.*"
+            r"did you mean 'qwen3_moe'\?",
+        ),
+        (
+            ["actor.model={hf_config: {model_type: llama, hidden_size: 16}}"],
+            r"actor.model.hf_config: expected fields transformers accepts for model_type 'llama'.*"
+            r"transformers says: .*not a multiple of the number of attention heads",
+        ),
+        (
             ["placement.slots=4", "batch.prompts_per_step=6"],
             r"batch.prompts_per_step: expected a multiple of the rollout dp=4",
         ),

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
 
+from rl_core import nearest_name
 from rl_engines.training._errors import TrainConfigError
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -112,6 +115,8 @@ class ModelConfig:
                 message=f"ModelConfig.hf_config must be a transformers PretrainedConfig or a mapping with a "
                 f"{HF_MODEL_TYPE_KEY!r} key, got {found}",
             )
+        if isinstance(self.hf_config, Mapping):
+            hf_config_from_mapping(self.hf_config)  # refuses, now, a mapping the engine could not build
         if not self.attn_implementation:
             raise _invalid(
                 "ModelConfig",
@@ -122,6 +127,43 @@ class ModelConfig:
             )
         for name in ("gradient_checkpointing", "fast_forward", "value_head", "broadcast_from_rank0"):
             _check_bool("ModelConfig", name, getattr(self, name))
+
+
+def _check_model_type(model_type: str) -> None:
+    """Refuse a `model_type` transformers has no config class for, before any engine is built."""
+    if model_type in CONFIG_MAPPING:
+        return
+    near = nearest_name(model_type, list(CONFIG_MAPPING.keys()))
+    raise _invalid(
+        "ModelConfig",
+        f"hf_config.{HF_MODEL_TYPE_KEY}",
+        "a model type transformers knows (AutoConfig.for_model: llama, qwen2, ...)",
+        model_type,
+        f"did you mean {near!r}?" if near else "check the model's config.json for its model_type",
+    )
+
+
+def hf_config_from_mapping(fields: Mapping[str, Any]) -> PretrainedConfig:
+    """The transformers config `AutoConfig.for_model(model_type, **other_fields)` of an `hf_config` mapping.
+
+    Raises:
+        TrainConfigError: transformers knows no such `model_type`, or refuses the fields (its message is kept).
+    """
+    kwargs = copy.deepcopy(dict(fields))
+    model_type = kwargs.pop(HF_MODEL_TYPE_KEY)
+    _check_model_type(model_type)
+    try:
+        return AutoConfig.for_model(model_type, **kwargs)
+    except Exception as error:  # transformers validates fields with several error types (ValueError, its own)
+        detail = " ".join(str(error).split())
+        raise _invalid(
+            "ModelConfig",
+            "hf_config",
+            f"fields transformers accepts for model_type {model_type!r}",
+            fields,
+            f"transformers says: {detail}",
+            message=f"ModelConfig.hf_config does not build a transformers config: {detail}",
+        ) from None
 
 
 def _is_hf_config(value: object) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from rl_engines.training._config import HF_MODEL_TYPE_KEY, ModelConfig
+from rl_engines.training._config import ModelConfig, hf_config_from_mapping
 from rl_engines.training._errors import ModelSourceError
 
 logger = logging.getLogger(__name__)
@@ -76,21 +76,13 @@ def load_hf_config(config: ModelConfig) -> Any:
     `hf_config` mapping (`AutoConfig.for_model(model_type, **fields)`), or a copy of a given `PretrainedConfig`.
 
     Raises:
-        ModelSourceError: the folder is not a model folder, or the mapping does not build a transformers config.
+        ModelSourceError: the folder is not a model folder.
     """
     if config.path is not None:
         folder = check_model_folder(config.path)
         return AutoConfig.from_pretrained(str(folder), local_files_only=True)
     if isinstance(config.hf_config, Mapping):
-        fields = dict(config.hf_config)
-        model_type = fields.pop(HF_MODEL_TYPE_KEY)
-        try:
-            return AutoConfig.for_model(model_type, **copy.deepcopy(fields))
-        except (ValueError, KeyError) as error:
-            raise ModelSourceError(
-                f"ModelConfig.hf_config does not build a transformers config: {error}; check its model_type "
-                f"({model_type!r}) and field names"
-            ) from None
+        return hf_config_from_mapping(config.hf_config)
     return copy.deepcopy(config.hf_config)
 
 
