@@ -181,6 +181,27 @@ def test_unknown_key_at_any_depth_names_the_nearest_field(
         config_from_dict(RunConfig, minimal_data)
 
 
+@pytest.mark.parametrize(
+    ("section", "key", "moved"),
+    [
+        ("actor", "optim", r"optimizer \(lr, .*\) and schedule \(schedule as kind"),
+        ("actor", "dtype", r"precision.compute_dtype"),
+        ("critic", "value_clip", r"algorithm.value_clip"),
+        ("batch", "max_tokens_per_micro_batch", r"actor.micro_batch.max_tokens_per_micro_batch"),
+    ],
+)
+def test_a_key_that_moved_names_its_new_place(minimal_data: dict[str, Any], section: str, key: str, moved: str) -> None:
+    minimal_data.setdefault(section, {"model": {"path": "/c"}})[key] = 1
+    if section == "critic":
+        minimal_data["pipeline"] = "ppo"
+    with pytest.raises(
+        ConfigError, match=rf"{section}.{key}: expected a field of \w+ .*found an unknown key; moved to {moved}"
+    ):
+        config_from_dict(RunConfig, minimal_data)
+    with pytest.raises(ConfigError, match=rf"{section}.{key}: expected a key of {section} .*; moved to {moved}"):
+        config_from_dict(RunConfig, {**minimal_data, section: None}, [f"{section}.{key}=1"])
+
+
 def test_every_problem_is_reported_at_once(minimal_data: dict[str, Any]) -> None:
     minimal_data["trainr"] = {}
     minimal_data["data"]["seed"] = "zero"

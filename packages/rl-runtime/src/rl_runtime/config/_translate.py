@@ -16,6 +16,7 @@ from cattrs.errors import AttributeValidationNote, BaseValidationError, Forbidde
 from rl_core import RLCoreError, nearest_name
 from rl_engines.training import TrainConfigError
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
+from rl_runtime.config._moved import moved_key_fix
 from rl_runtime.config._types import Scalar
 
 _NONE = type(None)
@@ -100,7 +101,7 @@ def _unknown_keys(exc: ForbiddenExtraKeysError) -> list[ConfigProblem]:
     problems = []
     for key in sorted(exc.extra_fields):
         near = nearest_name(key, valid)
-        fix = f"did you mean {near!r}?" if near else "remove it"
+        fix = moved_key_fix(exc.cl, key) or (f"did you mean {near!r}?" if near else "remove it")
         expected = f"a field of {exc.cl.__name__} ({', '.join(valid)})"
         problems.append(ConfigProblem(key, expected, "an unknown key", fix))
     return problems
