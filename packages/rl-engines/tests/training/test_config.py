@@ -17,8 +17,10 @@ from rl_engines.training import (
     ScheduleConfig,
     TrainConfigError,
     TrainEngineConfig,
+    load_hf_config,
 )
 from rl_engines.training._fsdp import resolve_layout
+from rl_engines.training._optim import lr_multiplier
 
 
 def _model(**kwargs) -> ModelConfig:
@@ -39,7 +41,10 @@ def _model(**kwargs) -> ModelConfig:
         (lambda: ScheduleConfig(kind="linear"), r"ScheduleConfig\.kind='linear' is not one of"),
         (lambda: ScheduleConfig(warmup_steps=-1), r"ScheduleConfig\.warmup_steps must be >= 0"),
         (lambda: ScheduleConfig(min_lr_ratio=1.5), r"ScheduleConfig\.min_lr_ratio must lie in \[0, 1\]"),
-        (lambda: ScheduleConfig(kind="cosine"), r"needs total_steps > warmup_steps=0, got total_steps=None"),
+        (
+            lambda: lr_multiplier(ScheduleConfig(kind="cosine")),
+            r"needs total_steps > warmup_steps=0, got total_steps=None",
+        ),
         (lambda: ScheduleConfig(kind="cosine", warmup_steps=5, total_steps=5), r"total_steps > warmup_steps=5"),
         (lambda: MicroBatchConfig(max_tokens_per_micro_batch=0), r"max_tokens_per_micro_batch must be an int > 0"),
         (lambda: MicroBatchConfig(logprob_chunk_size=1.5), r"logprob_chunk_size must be an int > 0"),
@@ -110,3 +115,58 @@ def test_cpu_offload_needs_cuda() -> None:
 def test_cuda_without_a_device_is_refused() -> None:
     with pytest.raises(TrainConfigError, match="device='cuda' but no CUDA device is visible"):
         resolve_layout(TrainEngineConfig(model=_model(), device="cuda"))
+
+
+@pytest.mark.parametrize(
+    ("make", "field", "found"),
+    [
+        (lambda: OptimizerConfig(lr=0.0), "lr", 0.0),
+        (lambda: PrecisionConfig(compute_dtype="half"), "compute_dtype", "half"),
+        (lambda: ModelConfig(hf_config=qwen_config(), fast_forward=1), "fast_forward", 1),
+        (
+            lambda: TrainEngineConfig(
+                model=_model(), data_parallel="ddp", offload=OffloadConfig(fsdp_cpu_offload=True)
+            ),
+            "offload.fsdp_cpu_offload",
+            True,
+        ),
+    ],
+)
+def test_errors_name_the_field_relative_to_the_config_that_raised(make, field: str, found) -> None:
+    with pytest.raises(TrainConfigError) as caught:
+        make()
+    assert (caught.value.field, caught.value.found) == (field, found) and caught.value.expected
+
+
+def test_ddp_replicas_refuse_mixed_precision_when_configured() -> None:
+    with pytest.raises(TrainConfigError, match="replicas have no mixed precision") as caught:
+        TrainEngineConfig(model=_model(), data_parallel="ddp", precision=PrecisionConfig(compute_dtype="bfloat16"))
+    assert caught.value.field == "precision.compute_dtype"
+    TrainEngineConfig(model=_model(), data_parallel="ddp", precision=PrecisionConfig(param_dtype="bfloat16"))
+
+
+def test_a_cosine_schedule_may_leave_its_length_to_the_caller() -> None:
+    schedule = ScheduleConfig(kind="cosine", warmup_steps=2)
+    assert lr_multiplier(ScheduleConfig(kind="cosine", warmup_steps=2, total_steps=4))(4) == 0.0
+    assert schedule.total_steps is None
+
+
+def test_an_hf_config_mapping_builds_the_transformers_config() -> None:
+    model = ModelConfig(hf_config={"model_type": "qwen2", "hidden_size": 32, "num_attention_heads": 4})
+    built = load_hf_config(model)
+    assert (type(built).__name__, built.hidden_size, built.num_attention_heads) == ("Qwen2Config", 32, 4)
+    assert model.hf_config == {"model_type": "qwen2", "hidden_size": 32, "num_attention_heads": 4}
+
+
+def test_an_hf_config_mapping_of_an_unknown_model_type_is_named() -> None:
+    with pytest.raises(TrainConfigError, match=r"hf_config.model_type must be a model type .* got 'qwen9'") as caught:
+        ModelConfig(hf_config={"model_type": "qwen9"})
+    assert caught.value.field == "hf_config.model_type" and "did you mean" in caught.value.fix
+
+
+def test_an_hf_config_mapping_that_transformers_refuses_is_named() -> None:
+    with pytest.raises(
+        TrainConfigError, match=r"hf_config does not build a transformers config: .*layer_types"
+    ) as caught:
+        ModelConfig(hf_config={"model_type": "qwen2", "num_hidden_layers": 2, "layer_types": ["x"]})
+    assert caught.value.field == "hf_config" and caught.value.fix.startswith("transformers says:")

@@ -28,6 +28,7 @@ PUBLIC_API = [
     "TrainEngineConfig",
     "WeightBucket",
     "estimate_train_flops",
+    "load_hf_config",
     "mfu",
     "peak_flops",
 ]

@@ -82,7 +82,10 @@ def test_model_config_needs_exactly_one_source() -> None:
         ModelConfig()
     with pytest.raises(TrainConfigError, match="exactly one of path"):
         ModelConfig(path="x", hf_config=qwen_config())
-    with pytest.raises(TrainConfigError, match="must be a transformers PretrainedConfig, got dict"):
+    with pytest.raises(
+        TrainConfigError,
+        match=r"must be a transformers PretrainedConfig or a mapping with a 'model_type' key, got dict without",
+    ):
         ModelConfig(hf_config={"hidden_size": 8})
     with pytest.raises(TrainConfigError, match="must name an attention implementation"):
         ModelConfig(hf_config=qwen_config(), attn_implementation="")

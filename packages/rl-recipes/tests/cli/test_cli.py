@@ -21,7 +21,10 @@ def test_train_help_lists_config_fields_with_defaults_and_docs(capsys: pytest.Ca
         main(["train", "--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    assert "actor.optim.lr = 1e-06" in out and "Peak learning rate." in out
+    assert "actor.optimizer.lr = 1e-06" in out and "Peak learning rate." in out
+    # The engine sections are rl-engines' own config dataclasses, documented where they are defined.
+    assert "actor.micro_batch.max_tokens_per_micro_batch = 8192" in out and "Token budget of one forward" in out
+    assert "critic.model.path = null" in out and "algorithm.value_clip = 0.5" in out
     assert "task.reward = 'gsm8k_exact_match'" in out
     assert "warm_start:" in out
 
@@ -29,6 +32,20 @@ def test_train_help_lists_config_fields_with_defaults_and_docs(capsys: pytest.Ca
 def test_a_bad_override_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "grpo", "batch.prompts_per_step=zero"]) == 2
     assert "batch.prompts_per_step" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("actor.optimizer.lr=0", "actor.optimizer.lr: expected a finite number > 0, found 0.0"),
+        ("rollout.engine=vllm", "rollout.engine: expected an engine the trainer can build"),
+    ],
+)
+def test_an_engine_setting_the_engine_refuses_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str], override: str, message: str
+) -> None:
+    assert main(["train", "grpo", override]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_eval_of_a_missing_dataset_exits_2(capsys: pytest.CaptureFixture[str], tmp_path) -> None:

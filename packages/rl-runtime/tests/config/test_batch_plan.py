@@ -86,7 +86,7 @@ def test_mini_batches_that_do_not_divide_a_rank_share() -> None:
 
 def test_token_budget_below_one_sequence() -> None:
     message = (
-        r"batch.max_tokens_per_micro_batch: expected at least one full sequence: max_prompt_length \+ "
+        r"actor.micro_batch.max_tokens_per_micro_batch: expected at least one full sequence: max_prompt_length \+ "
         r"max_response_length = 64, found max_tokens_per_micro_batch=63; raise it to at least 64"
     )
     with pytest.raises(ConfigError, match=message):
@@ -108,7 +108,7 @@ def test_all_split_problems_are_reported_together() -> None:
     assert [p.path for p in caught.value.problems] == [
         "batch.prompts_per_step",
         "batch.mini_batches_per_step",
-        "batch.max_tokens_per_micro_batch",
+        "actor.micro_batch.max_tokens_per_micro_batch",
     ]
 
 
@@ -128,7 +128,7 @@ def test_describe_is_a_table_of_settings_and_results() -> None:
     assert rows["prompts / samples per rank"] == ["2 / 8"]
     assert rows["samples per mini-batch"] == ["8 (2 per rank)"]
     assert rows["optimizer steps per step"] == ["6", "mini-batches x epochs"]
-    assert rows["micro-batch token budget"] == ["256", "batch.max_tokens_per_micro_batch"]
+    assert rows["micro-batch token budget"] == ["256", "actor.micro_batch.max_tokens_per_micro_batch"]
     assert len(lines) == 15
 
 
@@ -159,7 +159,9 @@ def _expected_failures(s: dict[str, int]) -> dict[str, str]:
     ):
         failures["batch.mini_batches_per_step"] = f"mini_batches_per_step={s['mini_batches_per_step']}"
     if s["max_tokens_per_micro_batch"] < s["max_prompt_length"] + s["max_response_length"]:
-        failures["batch.max_tokens_per_micro_batch"] = f"max_tokens_per_micro_batch={s['max_tokens_per_micro_batch']}"
+        failures["actor.micro_batch.max_tokens_per_micro_batch"] = (
+            f"max_tokens_per_micro_batch={s['max_tokens_per_micro_batch']}"
+        )
     return failures
 
 

@@ -11,10 +11,10 @@ from rl_runtime.config import ConfigError, ConfigProblem
 
 
 def test_one_problem_reads_as_one_line() -> None:
-    error = ConfigError([ConfigProblem("actor.optim.lr", "a float > 0", "-1.0 (float)", "use 1e-6")], "run.yaml")
+    error = ConfigError([ConfigProblem("actor.optimizer.lr", "a float > 0", "-1.0 (float)", "use 1e-6")], "run.yaml")
     assert (
         str(error)
-        == "invalid configuration in run.yaml: actor.optim.lr: expected a float > 0, found -1.0 (float); use 1e-6"
+        == "invalid configuration in run.yaml: actor.optimizer.lr: expected a float > 0, found -1.0 (float); use 1e-6"
     )
 
 
@@ -28,8 +28,8 @@ def test_several_problems_are_listed() -> None:
 
 
 def test_under_prefixes_every_path() -> None:
-    error = ConfigError([ConfigProblem("lr", "e", "f"), ConfigProblem("", "e", "f")]).under("actor.optim")
-    assert [problem.path for problem in error.problems] == ["actor.optim.lr", "actor.optim"]
+    error = ConfigError([ConfigProblem("lr", "e", "f"), ConfigProblem("", "e", "f")]).under("actor.optimizer")
+    assert [problem.path for problem in error.problems] == ["actor.optimizer.lr", "actor.optimizer"]
     assert ConfigProblem("lr", "e", "f").under("") == ConfigProblem("lr", "e", "f")
 
 

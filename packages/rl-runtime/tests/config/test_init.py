@@ -5,13 +5,14 @@ from __future__ import annotations
 import rl_runtime.config as config
 
 PUBLIC = [
-    "PIPELINE_FILE_SUFFIXES", "RESUME_AUTO", "RESUME_NEVER", "ROLLOUT_ENGINES",
-    "ActorConfig", "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
-    "ConfigProblem", "CriticConfig", "DType", "DataConfig", "DataParallel", "DeviceKind", "DynamicSamplingConfig",
-    "KLConfig", "KLMode", "LRSchedule", "ModelSourceConfig", "OptimConfig", "OverlongConfig", "PlacementConfig",
-    "RankBalancing", "RecomputeOldLogProb", "ReferenceConfig", "RolloutConfig", "RunConfig",
+    "PIPELINE_FILE_SUFFIXES", "RESUME_AUTO", "RESUME_NEVER", "UNWIRED_ROLLOUT_ENGINES",
+    "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
+    "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig",
+    "KLConfig", "KLMode", "OverlongConfig", "PlacementConfig",
+    "RankBalancing", "RecomputeOldLogProb", "RolloutConfig", "RunConfig",
     "Scalar", "TrainerConfig", "apply_overrides", "config_from_dict", "default_config_path", "dump_config",
-    "dump_config_yaml", "is_pipeline_file", "load_config", "read_config_file", "structure", "unstructure",
+    "dump_config_yaml", "is_pipeline_file", "load_config", "read_config_file", "reference_engine_config",
+    "structure", "unstructure",
 ]  # fmt: skip
 
 

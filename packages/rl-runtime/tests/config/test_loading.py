@@ -31,10 +31,11 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_load_merges_file_and_overrides(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
-        "data:\n  train_files: [t.jsonl]\nactor:\n  model: {path: /m}\n  optim:\n    lr: 1e-6\n    warmup_steps: 2\n",
+        "data:\n  train_files: [t.jsonl]\nactor:\n  model: {path: /m}\n  optimizer:\n    lr: 1e-6\n  schedule:\n"
+        "    warmup_steps: 2\n",
     )
-    config = load_config(RunConfig, path, ["actor.optim.lr=3e-6"])
-    assert config.actor.optim.lr == 3e-6 and config.actor.optim.warmup_steps == 2
+    config = load_config(RunConfig, path, ["actor.optimizer.lr=3e-6"])
+    assert config.actor.optimizer.lr == 3e-6 and config.actor.schedule.warmup_steps == 2
     assert config.data.train_files == (Path("t.jsonl"),)
 
 

@@ -14,7 +14,7 @@ from rl_runtime.config._overrides import parse_override
 @pytest.mark.parametrize(
     ("override", "segments", "value"),
     [
-        ("actor.optim.lr=1e-6", ["actor", "optim", "lr"], 1e-6),
+        ("actor.optimizer.lr=1e-6", ["actor", "optimizer", "lr"], 1e-6),
         ("a.b=[1,2]", ["a", "b"], [1, 2]),
         ("x=null", ["x"], None),
         ('s="007"', ["s"], "007"),
@@ -30,7 +30,7 @@ def test_values_are_parsed_as_yaml(override: str, segments: list[str], value: ob
     assert parse_override(override) == (segments, value)
 
 
-@pytest.mark.parametrize("override", ["actor.optim.lr", "=3", "a..b=1", "a.=1"])
+@pytest.mark.parametrize("override", ["actor.optimizer.lr", "=3", "a..b=1", "a.=1"])
 def test_malformed_overrides_are_refused(override: str) -> None:
     with pytest.raises(ConfigError, match=r"expected an override of the form dotted.path=value"):
         parse_override(override)
@@ -43,15 +43,15 @@ def test_an_unparsable_value_names_the_override() -> None:
 
 def test_overrides_reach_nested_sections_and_create_missing_ones(minimal_data: dict[str, Any]) -> None:
     overrides = [
-        "actor.optim.lr=2e-6",
-        "actor.optim.betas=[0.9, 0.95]",
+        "actor.optimizer.lr=2e-6",
+        "actor.optimizer.betas=[0.9, 0.95]",
         "algorithm.kl.coef=0.01",
         "algorithm.adv_params.epsilon=1e-8",
         "trainer.output_dir=/tmp/x",
         "rollout.engine_kwargs.tp=2",
     ]
     config = config_from_dict(RunConfig, minimal_data, overrides)
-    assert config.actor.optim.lr == 2e-6 and config.actor.optim.betas == (0.9, 0.95)
+    assert config.actor.optimizer.lr == 2e-6 and config.actor.optimizer.betas == (0.9, 0.95)
     assert config.algorithm.kl.coef == 0.01 and config.algorithm.adv_params == {"epsilon": 1e-8}
     assert config.trainer.output_dir == Path("/tmp/x") and config.rollout.engine_kwargs == {"tp": 2}
     assert config.actor.model.path == "/models/policy"  # untouched siblings survive
@@ -65,9 +65,9 @@ def test_later_overrides_win_and_the_input_is_not_mutated(minimal_data: dict[str
 
 
 def test_a_mapping_value_replaces_the_whole_section(minimal_data: dict[str, Any]) -> None:
-    minimal_data["actor"]["optim"] = {"lr": 5e-6, "weight_decay": 0.5}
-    config = config_from_dict(RunConfig, minimal_data, ["actor.optim={lr: 1e-5}"])
-    assert (config.actor.optim.lr, config.actor.optim.weight_decay) == (1e-5, 0.01)
+    minimal_data["actor"]["optimizer"] = {"lr": 5e-6, "weight_decay": 0.5}
+    config = config_from_dict(RunConfig, minimal_data, ["actor.optimizer={lr: 1e-5}"])
+    assert (config.actor.optimizer.lr, config.actor.optimizer.weight_decay) == (1e-5, 0.01)
 
 
 def test_a_null_section_can_be_filled_and_a_section_set_to_null(minimal_data: dict[str, Any]) -> None:
@@ -96,15 +96,18 @@ def test_list_indices_replace_and_append(minimal_data: dict[str, Any]) -> None:
             r"trainr: expected a key of the config \(data, actor, .*\), found unknown key 'trainr'; "
             r"did you mean 'trainer'\?",
         ),
-        ("actor.optm.lr=1", r"actor.optm: expected a key of actor \(.*\).*did you mean 'actor.optim'\?"),
+        ("actor.optimzer.lr=1", r"actor.optimzer: expected a key of actor \(.*\).*did you mean 'actor.optimizer'\?"),
         (
-            "actor.optim.lrr=1e-6",
-            r"actor.optim.lrr: expected a key of actor.optim \(lr, .*\).*did you mean 'actor.optim.lr'\?",
+            "actor.optimizer.lrr=1e-6",
+            r"actor.optimizer.lrr: expected a key of actor.optimizer \(lr, .*\).*did you mean 'actor.optimizer.lr'\?",
         ),
         ("algorithm.kl.estmator=k1", r"algorithm.kl.estmator: .*did you mean 'algorithm.kl.estimator'\?"),
         ("critic.model.pth=/m", r"critic.model.pth: .*did you mean 'critic.model.path'\?"),
-        ("actor.optim.zzz=1", r"actor.optim.zzz: .*found unknown key 'zzz'; valid keys: lr, betas"),
-        ("actor.optim.lr.x=1", r"actor.optim.lr.x: expected a path to a setting, found actor.optim.lr is a float"),
+        ("actor.optimizer.zzz=1", r"actor.optimizer.zzz: .*found unknown key 'zzz'; valid keys: lr, betas"),
+        (
+            "actor.optimizer.lr.x=1",
+            r"actor.optimizer.lr.x: expected a path to a setting, found actor.optimizer.lr is a float",
+        ),
     ],
 )
 def test_unknown_paths_name_the_nearest_valid_path(minimal_data: dict[str, Any], override: str, message: str) -> None:

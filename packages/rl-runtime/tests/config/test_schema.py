@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import itertools
 import textwrap
@@ -13,14 +14,13 @@ import attrs
 import pytest
 
 from rl_core.advantages import ADVANTAGE_ESTIMATORS
+from rl_engines.training import TrainEngineConfig
 from rl_runtime.config import (
-    ActorConfig,
     ApportionStrategy,
     ConfigError,
-    DType,
+    DataConfig,
     KLMode,
-    LRSchedule,
-    OptimConfig,
+    RolloutConfig,
     RunConfig,
     TrainerConfig,
     config_from_dict,
@@ -44,6 +44,24 @@ def _sections(cls: type, seen: dict[type, None] | None = None) -> list[type]:
     return list(seen)
 
 
+_DECIDED_BY_THE_RUN = {("ModelConfig", "value_head"), ("TrainEngineConfig", "device"), ("RolloutConfig", "engine")}
+"""Fields a valid run config leaves at their defaults: the run adds the critic's value head and places engines on
+placement.device (setting either is refused), and "hf" is the one rollout engine a trainer can build yet."""
+
+
+def _fields(cls: type) -> list[tuple[str, Any]]:
+    """(name, default) of each init field of an attrs class or dataclass; the default is attrs.NOTHING if none."""
+    if attrs.has(cls):
+        return [(field.name, _default(field)) for field in attrs.fields(cls) if field.init]
+    out = []
+    for field in dataclasses.fields(cls):
+        if field.default_factory is not dataclasses.MISSING:
+            out.append((field.name, field.default_factory()))
+        else:
+            out.append((field.name, attrs.NOTHING if field.default is dataclasses.MISSING else field.default))
+    return out
+
+
 def _owner(cls: type, name: str) -> type:
     """The class that declares field `name` (a subclass inherits its parent's fields)."""
     return next(base for base in cls.__mro__ if name in inspect.get_annotations(base))
@@ -51,10 +69,10 @@ def _owner(cls: type, name: str) -> type:
 
 def _field_values(config: object, out: dict[tuple[type, str], list[Any]]) -> None:
     """Record every (declaring class, field) -> values found anywhere in `config`."""
-    for field in attrs.fields(type(config)):
-        value = getattr(config, field.name)
-        out.setdefault((_owner(type(config), field.name), field.name), []).append(value)
-        if attrs.has(type(value)):
+    for name, _ in _fields(type(config)):
+        value = getattr(config, name)
+        out.setdefault((_owner(type(config), name), name), []).append(value)
+        if is_config_class(type(value)):
             _field_values(value, out)
 
 
@@ -77,7 +95,7 @@ def _documented_fields(cls: type) -> set[str]:
 
 def test_every_field_of_every_section_is_documented() -> None:
     for cls in _sections(RunConfig):
-        own = {field.name for field in attrs.fields(cls) if field.name in inspect.get_annotations(cls)}
+        own = {name for name, _ in _fields(cls) if name in inspect.get_annotations(cls)}
         missing = own - _documented_fields(cls)
         assert not missing, f"{cls.__name__} fields without a docstring: {sorted(missing)}"
 
@@ -86,12 +104,12 @@ def test_full_config_sets_every_field_to_a_non_default_value(full_data: dict[str
     values: dict[tuple[type, str], list[Any]] = {}
     _field_values(config_from_dict(RunConfig, full_data), values)
     for cls in _sections(RunConfig):
-        for field in attrs.fields(cls):
-            if field.default is attrs.NOTHING:
-                continue  # required: set by construction
-            found = values.get((_owner(cls, field.name), field.name), [])
-            exercised = [value for value in found if value != _default(field)]
-            assert exercised, f"{cls.__name__}.{field.name} never differs from its default in full_data"
+        for name, default in _fields(cls):
+            if default is attrs.NOTHING or (cls.__name__, name) in _DECIDED_BY_THE_RUN:
+                continue  # required (set by construction), or fixed by the run
+            found = values.get((_owner(cls, name), name), [])
+            exercised = [value for value in found if value != default]
+            assert exercised, f"{cls.__name__}.{name} never differs from its default in full_data"
 
 
 def test_every_field_round_trips(full_data: dict[str, Any]) -> None:
@@ -102,24 +120,26 @@ def test_every_field_round_trips(full_data: dict[str, Any]) -> None:
     # Each section also round-trips on its own.
     for section in attrs.fields(RunConfig):
         value = getattr(config, section.name)
-        if attrs.has(type(value)):
+        if is_config_class(type(value)):
             assert structure(dump_config(value), type(value)) == value
 
 
 def test_structured_values_have_their_declared_types(full_data: dict[str, Any]) -> None:
     config = config_from_dict(RunConfig, full_data)
     assert config.data.train_files == (Path("a.jsonl"), Path("b.parquet"))
-    assert config.actor.optim.betas == (0.8, 0.95)
-    assert config.actor.optim.schedule is LRSchedule.COSINE
-    assert config.actor.dtype is DType.FLOAT16
+    assert isinstance(config.actor, TrainEngineConfig)
+    assert config.actor.optimizer is not None and config.actor.optimizer.betas == (0.8, 0.95)
+    assert config.actor.schedule.kind == "cosine"
+    assert config.actor.precision.compute_dtype == "float16"
     assert config.algorithm.kl.mode is KLMode.IN_REWARD
     assert config.placement.strategy is ApportionStrategy.EVEN
     assert config.trainer.log_sinks == ("jsonl", "tensorboard", "wandb")
     assert config.trainer.output_dir == Path("/tmp/run")
-    assert config.critic is not None and config.critic.value_clip == 0.2
+    assert config.critic is not None and config.algorithm.value_clip == 0.2
+    assert config.reference is not None and config.reference.optimizer is None
     dumped = dump_config(config)
-    assert dumped["actor"]["optim"]["betas"] == [0.8, 0.95]
-    assert dumped["actor"]["dtype"] == "float16"
+    assert dumped["actor"]["optimizer"]["betas"] == [0.8, 0.95]
+    assert dumped["actor"]["precision"]["compute_dtype"] == "float16"
     assert dumped["trainer"]["output_dir"] == "/tmp/run"
 
 
@@ -129,8 +149,10 @@ def test_minimal_config_takes_the_documented_defaults(minimal_data: dict[str, An
     assert (config.algorithm.adv_estimator, config.algorithm.policy_loss) == ("grpo", "ppo")
     assert config.algorithm.kl.mode is KLMode.AS_LOSS and config.algorithm.kl.estimator == "low_var_kl"
     assert config.batch.prompts_per_step == 8 and config.batch.samples_per_prompt == 1
-    assert config.actor.optim.lr == 1e-6 and config.actor.optim.betas == (0.9, 0.999)
-    assert config.critic is None and config.reference.model is None
+    assert config.actor.optimizer is not None
+    assert config.actor.optimizer.lr == 1e-6 and config.actor.optimizer.betas == (0.9, 0.999)
+    assert config.actor.micro_batch.max_tokens_per_micro_batch == 8192
+    assert config.critic is None and config.reference is None
     assert config.trainer.resume == "auto" and config.trainer.log_sinks == ("console",)
 
 
@@ -139,7 +161,8 @@ def test_minimal_config_takes_the_documented_defaults(minimal_data: dict[str, An
     [
         ((), "trainr", "trainer"),
         (("data",), "max_promt_length", "max_prompt_length"),
-        (("actor", "optim"), "lrr", "lr"),
+        (("actor", "optimizer"), "lrr", "lr"),
+        (("actor", "micro_batch"), "max_tokens_per_microbatch", "max_tokens_per_micro_batch"),
         (("actor", "model"), "pth", "path"),
         (("algorithm", "kl"), "estimater", "estimator"),
     ],
@@ -156,6 +179,27 @@ def test_unknown_key_at_any_depth_names_the_nearest_field(
         ConfigError, match=rf"{path}: expected a field of \w+ \(.*\), found an unknown key; did you mean '{nearest}'\?"
     ):
         config_from_dict(RunConfig, minimal_data)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "moved"),
+    [
+        ("actor", "optim", r"optimizer \(lr, .*\) and schedule \(schedule as kind"),
+        ("actor", "dtype", r"precision.compute_dtype"),
+        ("critic", "value_clip", r"algorithm.value_clip"),
+        ("batch", "max_tokens_per_micro_batch", r"actor.micro_batch.max_tokens_per_micro_batch"),
+    ],
+)
+def test_a_key_that_moved_names_its_new_place(minimal_data: dict[str, Any], section: str, key: str, moved: str) -> None:
+    minimal_data.setdefault(section, {"model": {"path": "/c"}})[key] = 1
+    if section == "critic":
+        minimal_data["pipeline"] = "ppo"
+    with pytest.raises(
+        ConfigError, match=rf"{section}.{key}: expected a field of \w+ .*found an unknown key; moved to {moved}"
+    ):
+        config_from_dict(RunConfig, minimal_data)
+    with pytest.raises(ConfigError, match=rf"{section}.{key}: expected a key of {section} .*; moved to {moved}"):
+        config_from_dict(RunConfig, {**minimal_data, section: None}, [f"{section}.{key}=1"])
 
 
 def test_every_problem_is_reported_at_once(minimal_data: dict[str, Any]) -> None:
@@ -178,14 +222,19 @@ def test_every_problem_is_reported_at_once(minimal_data: dict[str, Any]) -> None
     [
         ("data.max_prompt_length", 1.5, r"data.max_prompt_length: expected an int, found 1.5 \(float\)"),
         ("data.seed", True, r"data.seed: expected an int, found True \(bool\)"),
-        ("actor.optim.lr", "fast", r"actor.optim.lr: expected a float, found 'fast' \(str\)"),
+        ("actor.optimizer.lr", "fast", r"actor.optimizer.lr: expected a float, found 'fast' \(str\)"),
         ("data.shuffle", "yes", r"data.shuffle: expected a bool \(true or false\), found 'yes' \(str\)"),
         ("data.prompt_key", 5, r"data.prompt_key: expected a str, found 5 \(int\)"),
         ("trainer.log_sinks", "console", r"trainer.log_sinks: expected a list of str, found 'console' \(str\)"),
-        ("actor.optim.betas", [0.9], r"actor.optim.betas: expected a list of 2 values \(a float, a float\)"),
+        ("actor.optimizer.betas", [0.9], r"actor.optimizer.betas: expected a list of 2 values \(a float, a float\)"),
         ("placement.device", "tpu", r"placement.device: expected one of 'auto', 'cpu', 'cuda', found 'tpu'"),
         ("rollout.max_new_tokens", "10", r"rollout.max_new_tokens: expected an int or null, found '10'"),
-        ("actor.optim", "fast", r"actor.optim: expected a mapping \(OptimConfig\), found 'fast' \(str\)"),
+        ("actor.optimizer", "fast", r"actor.optimizer: expected a mapping \(OptimizerConfig\) or null, found 'fast'"),
+        (
+            "actor.micro_batch.packing",
+            1,
+            r"actor.micro_batch.packing: expected a bool \(true or false\) or a str, found 1",
+        ),
         ("rollout.engine_kwargs", [1], r"rollout.engine_kwargs: expected a mapping of str to any value"),
         ("algorithm.adv_params", {"epsilon": [1]}, r"algorithm.adv_params.epsilon: expected a scalar"),
         ("data.train_files", ["a", 3], r"data.train_files.1: expected a path \(str\), found 3 \(int\)"),
@@ -216,7 +265,7 @@ def test_wrong_type_names_the_field_the_expected_type_and_the_value(
             r"pipeline: expected a registered pipeline \(dapo, grpo, ppo\) or a pipeline file \(.yaml, .yml\), "
             r"found 'embodied_srpo' \(str\); use one of: dapo, grpo, ppo",
         ),
-        ("rollout.engine=vlm", r"rollout.engine: .*\(hf, server, sglang, vllm\).*did you mean 'vllm'"),
+        ("rollout.engine=hff", r"rollout.engine: expected a registered rollout engine \(hf\), found 'hff'.*'hf'"),
         ("trainer.log_sinks=[console, tensorbord]", r"trainer.log_sinks.1: .*did you mean 'tensorboard'"),
         ("trainer.log_sinks=[console, console]", r"trainer.log_sinks: expected distinct log sink names"),
         ("placement.strategy=param-aware", r"placement.strategy: .*did you mean 'param_aware'"),
@@ -264,8 +313,8 @@ def test_params_of_a_later_registered_estimator_are_accepted(
         (["critic.model.path=/m"], r"critic: expected null: pipeline 'grpo' has no critic"),
         (["rollout.max_new_tokens=600"], r"rollout.max_new_tokens: expected <= data.max_response_length=512"),
         (
-            ["actor.optim.schedule=cosine", "actor.optim.warmup_steps=10", "trainer.total_steps=10"],
-            r"actor.optim.warmup_steps: expected < trainer.total_steps=10",
+            ["actor.schedule.kind=cosine", "actor.schedule.warmup_steps=10", "trainer.total_steps=10"],
+            r"actor.schedule.warmup_steps: expected < trainer.total_steps=10",
         ),
         (["placement.colocate=false"], r"placement.slots: expected >= 2 with placement.colocate=false"),
         (["algorithm.kl.target=0.1"], r"algorithm.kl.target: expected null unless kl.mode is 'in_reward'"),
@@ -278,7 +327,17 @@ def test_params_of_a_later_registered_estimator_are_accepted(
         (["actor.model.hf_config={model_type: qwen2}"], r"actor.model: expected exactly one of path .* and hf_config"),
         (
             ["actor.model={hf_config: {hidden_size: 8}}"],
-            r"actor.model.hf_config: expected a mapping with a 'model_type'",
+            r"actor.model.hf_config: expected a transformers PretrainedConfig or a mapping with a 'model_type'",
+        ),
+        (
+            ["actor.model={hf_config: {model_type: qwen3_moe2}}"],
+            r"actor.model.hf_config.model_type: expected a model type transformers knows .*found 'qwen3_moe2'.*"
+            r"did you mean 'qwen3_moe'\?",
+        ),
+        (
+            ["actor.model={hf_config: {model_type: llama, hidden_size: 16}}"],
+            r"actor.model.hf_config: expected fields transformers accepts for model_type 'llama'.*"
+            r"transformers says: .*not a multiple of the number of attention heads",
         ),
         (
             ["placement.slots=4", "batch.prompts_per_step=6"],
@@ -286,15 +345,39 @@ def test_params_of_a_later_registered_estimator_are_accepted(
         ),
         (["data.train_files=[]"], r"data.train_files: expected at least one training data file"),
         (
-            ["actor.data_parallel=ddp", "actor.dtype=bfloat16"],
-            r"actor.dtype: expected float32 with data_parallel: ddp .*found 'bfloat16'.*set dtype: float32, or "
-            r"data_parallel: fsdp",
+            ["actor.data_parallel=ddp", "actor.precision.compute_dtype=bfloat16"],
+            r"actor.precision.compute_dtype: expected null or 'float32' with data_parallel='ddp' .*found 'bfloat16'.*"
+            r"or set data_parallel: fsdp",
         ),
         (
-            ["actor.data_parallel=ddp", "actor.dtype=float32", "actor.cpu_offload=true"],
-            r"actor.cpu_offload: expected false with data_parallel: ddp",
+            ["actor.data_parallel=ddp", "actor.offload.fsdp_cpu_offload=true"],
+            r"actor.offload.fsdp_cpu_offload: expected false with data_parallel='ddp'",
         ),
-        (["actor.data_parallel=zero"], r"actor.data_parallel: expected one of 'fsdp', 'ddp', found 'zero'"),
+        (["actor.data_parallel=zero"], r"actor.data_parallel: expected one of \['fsdp', 'ddp'\], found 'zero'"),
+        (["actor.optimizer.lr=0"], r"actor.optimizer.lr: expected a finite number > 0, found 0.0 \(float\)"),
+        (
+            ["actor.micro_batch.max_tokens_per_micro_batch=100"],
+            r"actor.micro_batch.max_tokens_per_micro_batch: expected at least one full sequence",
+        ),
+        (
+            ["actor.device=cpu"],
+            r"actor.device: expected 'auto': the run places every engine on placement.device, found 'cpu'.*"
+            r"set placement.device",
+        ),
+        (["actor.model.value_head=true"], r"actor.model.value_head: expected false: only the critic has a value head"),
+        (
+            ["reference.model.path=/r", "reference.optimizer.lr=1e-3"],
+            r"reference.optimizer: expected null or unset: the reference policy is frozen",
+        ),
+        (
+            ["pipeline=ppo", "critic.model.path=/c", "critic.micro_batch.max_tokens_per_micro_batch=64"],
+            r"critic.micro_batch.max_tokens_per_micro_batch: expected at least one full sequence: .* = 1024",
+        ),
+        (
+            ["rollout.engine=vllm"],
+            r"rollout.engine: expected an engine the trainer can build \(rl_engines.rollout.ROLLOUT_ENGINES: 'hf'\), "
+            r"found 'vllm' \(str\); rl_engines.vllm.VLLMEngine runs standalone, but no trainer builder",
+        ),
     ],
 )
 def test_cross_field_checks(minimal_data: dict[str, Any], overrides: list[str], message: str) -> None:
@@ -312,11 +395,14 @@ def test_pipeline_may_be_a_pipeline_file(minimal_data: dict[str, Any]) -> None:
 
 
 def test_configs_built_in_code_are_validated_too() -> None:
-    with pytest.raises(ConfigError, match=r"lr: expected a finite number > 0, found 0 \(int\)"):
-        OptimConfig(lr=0)
-    with pytest.raises(ConfigError, match=r"schedule: expected one of 'constant', 'cosine', found 'cosine' \(str\)"):
-        OptimConfig(schedule="cosine")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"engine: expected an engine the trainer can build .*found .vllm."):
+        RolloutConfig(engine="vllm")
     with pytest.raises(ConfigError, match=r"log_sinks: expected a list of log sink names, found \['console'\]"):
         TrainerConfig(log_sinks=["console"])  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match=r"model: expected a mapping \(ModelSourceConfig\), found '/m' \(str\)"):
-        ActorConfig(model="/m")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"actor: expected a mapping \(TrainEngineConfig\), found '/m' \(str\)"):
+        RunConfig(data=DataConfig(train_files=(Path("a.jsonl"),)), actor="/m")  # type: ignore[arg-type]
+
+
+def test_a_cosine_schedule_takes_the_runs_length(minimal_data: dict[str, Any]) -> None:
+    config = config_from_dict(RunConfig, minimal_data, ["actor.schedule.kind=cosine", "actor.schedule.warmup_steps=2"])
+    assert config.actor.schedule.total_steps is None  # filled in from the run's steps when the engine is built

@@ -73,12 +73,14 @@ def _config(tmp_path: Path, *, batch: Mapping[str, Any] | None = None, **algorit
             "batch": {
                 "prompts_per_step": 2,
                 "samples_per_prompt": 4,
-                "max_tokens_per_micro_batch": 40,
                 **(batch or {}),
             },
-            "actor": {"model": {"hf_config": hf_config, "init_seed": 3}, "optim": {"lr": 1e-2}, "dtype": "float32"},
+            "actor": {
+                "model": {"hf_config": hf_config, "init_seed": 3},
+                "optimizer": {"lr": 1e-2},
+                "micro_batch": {"max_tokens_per_micro_batch": 40},
+            },
             "algorithm": {"kl": {"mode": "none", "coef": 0.0}, **algorithm},
-            "reference": {"dtype": "float32"},
             "rollout": {"temperature": 0.9},
             "placement": {"slots": 1, "device": "cpu"},
         },

@@ -70,7 +70,6 @@ def tiny_config(
             "prompts_per_step": 4,
             "samples_per_prompt": 4,
             "mini_batches_per_step": 2,
-            "max_tokens_per_micro_batch": 64,
         },
         "algorithm": {"adv_estimator": "grpo", "kl": {"mode": "as_loss", "coef": 0.01}},
         "actor": {
@@ -87,11 +86,10 @@ def tiny_config(
                 },
                 "init_seed": 3,
             },
-            "optim": {"lr": 1e-3, "weight_decay": 0.0},
-            "dtype": "float32",
+            "optimizer": {"lr": 1e-3, "weight_decay": 0.0},
+            "micro_batch": {"max_tokens_per_micro_batch": 64},
             **(actor or {}),
         },
-        "reference": {"dtype": "float32"},
         "rollout": {"temperature": 1.0, "max_new_tokens": 8},
         "placement": {"slots": 2, "device": "cpu", **(placement or {})},
         "trainer": {

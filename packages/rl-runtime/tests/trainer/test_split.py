@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from rl_core.graph import CrossDependency, NodeRole, Pipeline, TaskGraph, get_pipeline
-from rl_runtime.config import ConfigError, CriticConfig, KLMode, RankBalancing
+from rl_runtime.config import ConfigError, KLMode, RankBalancing
 from rl_runtime.nodes import with_rebalance
 from rl_runtime.trainer import (
     CHECKPOINTS_DIR,
@@ -197,7 +197,7 @@ def test_each_slot_builds_only_the_engines_its_roles_use(
         kl = attrs.evolve(config.algorithm.kl, mode=KLMode.NONE, coef=0.0)
         config = attrs.evolve(config, algorithm=attrs.evolve(config.algorithm, kl=kl))
     if "critic" in changes:
-        config = attrs.evolve(config, pipeline="ppo", critic=CriticConfig(model=config.actor.model))
+        config = attrs.evolve(config, pipeline="ppo", critic=config.actor)
     assert SlotEngines.for_roles(roles, config) == expected
 
 

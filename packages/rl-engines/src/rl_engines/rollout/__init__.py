@@ -1,6 +1,7 @@
 """Rollout engines: the `InferenceEngine` protocol, its value types, and `HFEngine` (in-process transformers).
 
-Entry points: `InferenceEngine` (protocol), `HFEngine` / `HFEngineConfig`, `GenerateRequest` /
+Entry points: `InferenceEngine` (protocol), `HFEngine` / `HFEngineConfig`, the builders a trainer can call by
+name (`ROLLOUT_ENGINES`, `register_rollout_engine`, `build_rollout_engine`, `RolloutEngineSpec`), `GenerateRequest` /
 `SamplingParams` / `GenerateOutput`, the weight-update values (`WeightsMeta`, `WeightGroupSpec`,
 `SharedTensorBucket`) and `weights_checksum`, which trainer and engine both compute to prove a sync.
 """
@@ -22,10 +23,18 @@ from rl_engines.rollout._errors import (
 )
 from rl_engines.rollout._gate import RequestGate, Ticket
 from rl_engines.rollout._handles import SLOT_ALIGNMENT, SharedTensorBucket, TensorSlot, open_shared_bucket
+from rl_engines.rollout._hf_build import build_hf_engine, hf_engine_config
 from rl_engines.rollout._hf_config import HFEngineConfig
 from rl_engines.rollout._hf_engine import HFEngine
 from rl_engines.rollout._hf_weights import safetensors_files
 from rl_engines.rollout._protocol import Capability, InferenceEngine
+from rl_engines.rollout._registry import (
+    ROLLOUT_ENGINES,
+    RolloutEngineBuilder,
+    RolloutEngineSpec,
+    build_rollout_engine,
+    register_rollout_engine,
+)
 from rl_engines.rollout._types import (
     SLEEP_TAGS,
     EngineState,
@@ -52,6 +61,7 @@ from rl_engines.rollout._weight_types import (
 
 __all__ = [
     "DEFAULT_GROUP_NAME",
+    "ROLLOUT_ENGINES",
     "SLEEP_TAGS",
     "SLOT_ALIGNMENT",
     "Capability",
@@ -74,6 +84,8 @@ __all__ = [
     "PauseMode",
     "PromptTooLongError",
     "RequestGate",
+    "RolloutEngineBuilder",
+    "RolloutEngineSpec",
     "RolloutError",
     "SamplingParams",
     "SharedTensorBucket",
@@ -88,10 +100,14 @@ __all__ = [
     "WeightUpdateError",
     "WeightsMeta",
     "WeightsNotLoadedError",
+    "build_hf_engine",
+    "build_rollout_engine",
     "check_requests",
     "dtype_name",
+    "hf_engine_config",
     "open_shared_bucket",
     "parse_dtype",
+    "register_rollout_engine",
     "safetensors_files",
     "tensor_checksum",
     "weights_checksum",

@@ -26,6 +26,7 @@ from rl_engines.training._errors import (
 )
 from rl_engines.training._export import WeightBucket
 from rl_engines.training._flops import estimate_train_flops, mfu, peak_flops
+from rl_engines.training._model import load_hf_config
 from rl_engines.training._protocol import TrainEngine
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, LossOutput, StepResult
 
@@ -53,6 +54,7 @@ __all__ = [
     "TrainEngineConfig",
     "WeightBucket",
     "estimate_train_flops",
+    "load_hf_config",
     "mfu",
     "peak_flops",
 ]

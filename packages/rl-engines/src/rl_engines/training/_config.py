@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
 
+from rl_core import nearest_name
 from rl_engines.training._errors import TrainConfigError
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -30,89 +34,166 @@ SCHEDULES = ("constant", "cosine")
 DEFAULT_MAX_TOKENS_PER_MICRO_BATCH = 8192
 DEFAULT_LOGPROB_CHUNK_SIZE = 1024
 """Rows of hidden states projected onto the vocabulary at once (rl_core.logprobs' default)."""
+HF_MODEL_TYPE_KEY = "model_type"
+"""The key of an `hf_config` mapping that picks the transformers config class (`AutoConfig.for_model`)."""
+
+
+def _invalid(owner: str, name: str, expected: str, found: object, fix: str = "", message: str = "") -> TrainConfigError:
+    """The error of `owner.name` holding `found` instead of `expected` (the message defaults to saying so)."""
+    text = message or f"{owner}.{name} must be {expected}, got {found!r}"
+    return TrainConfigError(
+        f"{text}; {fix}" if fix and not message else text, field=name, expected=expected, found=found, fix=fix
+    )
 
 
 def _check_positive(owner: str, name: str, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-        raise TrainConfigError(f"{owner}.{name} must be a finite number > 0, got {value!r}")
+        raise _invalid(owner, name, "a finite number > 0", value)
 
 
 def _check_non_negative(owner: str, name: str, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or not math.isfinite(value):
-        raise TrainConfigError(f"{owner}.{name} must be a finite number >= 0, got {value!r}")
+        raise _invalid(owner, name, "a finite number >= 0", value)
+
+
+def _check_bool(owner: str, name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise _invalid(owner, name, "True or False", value)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Where the model comes from and how it is built.
+    """Where the model comes from and how it is built (exactly one of `path` and `hf_config`).
 
-    Attributes:
-        path: a local Hugging Face folder (config.json plus *.safetensors or pytorch_model*.bin).
-        hf_config: a `transformers.PretrainedConfig`; the model is initialised from it with `init_seed`.
-            Exactly one of `path` and `hf_config` is set.
-        tokenizer_path: folder of the tokenizer to check the vocabulary against; defaults to `path`
-            when that folder holds tokenizer files. None with `hf_config` skips the check.
-        attn_implementation: the transformers attention implementation ("sdpa", "eager", "flash_attention_2", ...).
-        gradient_checkpointing: recompute each decoder layer's activations in backward (activation checkpointing).
-        fast_forward: compute a Llama-family decoder (llama, qwen2, qwen3, mistral) with the engine's own functional
-            forward instead of transformers' where the model is whole on each rank (not FSDP2-sharded), uses SDPA
-            attention and no activation checkpointing; same outputs and gradients, less overhead for small
-            models. Any other model runs through transformers either way.
-        value_head: add a `(hidden, 1)` value head (the critic) and drop the LM head's training.
-        init_seed: seed of the random initialisation from `hf_config` (identical on every rank).
-        broadcast_from_rank0: in a sharded run, only rank 0 reads (or initialises) the full weights; the other
-            ranks build the model on the meta device and receive their shards from rank 0, so they never hold
-            the full model (rank 0 holds it beside its shards). It costs one transfer of the model, so it is
-            opt-in: turn it on when host memory, not start-up time, is short (many ranks per node, large
-            models). False builds the full model on every rank.
+    `fast_forward` changes nothing for other model families, which run through transformers either way.
+    `broadcast_from_rank0` is opt-in because it costs one transfer of the model: turn it on when host memory, not
+    start-up time, is short (many ranks per node, large models).
     """
 
     path: str | None = None
+    """A local Hugging Face model folder (config.json plus *.safetensors or pytorch_model*.bin)."""
     hf_config: Any = None
+    """A transformers config to initialise a fresh model from with `init_seed`: a mapping (`model_type` plus the
+    config's fields, as YAML writes it) or a `transformers.PretrainedConfig`."""
     tokenizer_path: str | None = None
+    """Folder of the tokenizer to check the vocabulary against; null uses `path` when it holds tokenizer files
+    (with `hf_config`, null skips the check)."""
     attn_implementation: str = "sdpa"
+    """The transformers attention implementation ("sdpa", "eager", "flash_attention_2", ...)."""
     gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in backward (less memory, about a third more compute)."""
     fast_forward: bool = True
+    """Run a whole-on-each-rank Llama-family decoder (llama, qwen2, qwen3, mistral; SDPA, no activation
+    checkpointing) through the engine's own functional forward: the same outputs, less overhead for small models."""
     value_head: bool = False
+    """Add a `(hidden, 1)` value head (the critic) and drop the LM head's training."""
     init_seed: int = 0
+    """Seed of the random initialisation from `hf_config` (identical on every rank)."""
     broadcast_from_rank0: bool = False
+    """Sharded, only rank 0 reads the full weights and sends the others their shards (less host memory, one more
+    transfer of the model); false builds the full model on every rank."""
 
     def __post_init__(self) -> None:
         if (self.path is None) == (self.hf_config is None):
             raise TrainConfigError(
                 "ModelConfig needs exactly one of path (a local Hugging Face folder) and hf_config "
-                f"(a transformers config); got path={self.path!r}, hf_config={type(self.hf_config).__name__}"
+                f"(a transformers config); got path={self.path!r}, hf_config={type(self.hf_config).__name__}",
+                field="",
+                expected="exactly one of path (a Hugging Face model folder) and hf_config (a transformers config)",
+                found={"path": self.path, "hf_config": None if self.hf_config is None else "set"},
+                fix="set one and remove the other",
             )
-        if self.hf_config is not None and not hasattr(self.hf_config, "to_dict"):
-            raise TrainConfigError(
-                f"ModelConfig.hf_config must be a transformers PretrainedConfig, got {type(self.hf_config).__name__}"
+        if self.hf_config is not None and not _is_hf_config(self.hf_config):
+            found = type(self.hf_config).__name__
+            if isinstance(self.hf_config, Mapping):
+                found = f"{found} without a {HF_MODEL_TYPE_KEY!r} key"
+            raise _invalid(
+                "ModelConfig",
+                "hf_config",
+                f"a transformers PretrainedConfig or a mapping with a {HF_MODEL_TYPE_KEY!r} key (e.g. qwen2)",
+                self.hf_config,
+                message=f"ModelConfig.hf_config must be a transformers PretrainedConfig or a mapping with a "
+                f"{HF_MODEL_TYPE_KEY!r} key, got {found}",
             )
+        if isinstance(self.hf_config, Mapping):
+            hf_config_from_mapping(self.hf_config)  # refuses, now, a mapping the engine could not build
         if not self.attn_implementation:
-            raise TrainConfigError("ModelConfig.attn_implementation must name an attention implementation, e.g. 'sdpa'")
-        if not isinstance(self.fast_forward, bool):
-            raise TrainConfigError(f"ModelConfig.fast_forward must be True or False, got {self.fast_forward!r}")
+            raise _invalid(
+                "ModelConfig",
+                "attn_implementation",
+                "an attention implementation such as 'sdpa'",
+                self.attn_implementation,
+                message="ModelConfig.attn_implementation must name an attention implementation, e.g. 'sdpa'",
+            )
+        for name in ("gradient_checkpointing", "fast_forward", "value_head", "broadcast_from_rank0"):
+            _check_bool("ModelConfig", name, getattr(self, name))
+
+
+def _check_model_type(model_type: str) -> None:
+    """Refuse a `model_type` transformers has no config class for, before any engine is built."""
+    if model_type in CONFIG_MAPPING:
+        return
+    near = nearest_name(model_type, list(CONFIG_MAPPING.keys()))
+    raise _invalid(
+        "ModelConfig",
+        f"hf_config.{HF_MODEL_TYPE_KEY}",
+        "a model type transformers knows (AutoConfig.for_model: llama, qwen2, ...)",
+        model_type,
+        f"did you mean {near!r}?" if near else "check the model's config.json for its model_type",
+    )
+
+
+def hf_config_from_mapping(fields: Mapping[str, Any]) -> PretrainedConfig:
+    """The transformers config `AutoConfig.for_model(model_type, **other_fields)` of an `hf_config` mapping.
+
+    Raises:
+        TrainConfigError: transformers knows no such `model_type`, or refuses the fields (its message is kept).
+    """
+    kwargs = copy.deepcopy(dict(fields))
+    model_type = kwargs.pop(HF_MODEL_TYPE_KEY)
+    _check_model_type(model_type)
+    try:
+        return AutoConfig.for_model(model_type, **kwargs)
+    except Exception as error:  # transformers validates fields with several error types (ValueError, its own)
+        detail = " ".join(str(error).split())
+        raise _invalid(
+            "ModelConfig",
+            "hf_config",
+            f"fields transformers accepts for model_type {model_type!r}",
+            fields,
+            f"transformers says: {detail}",
+            message=f"ModelConfig.hf_config does not build a transformers config: {detail}",
+        ) from None
+
+
+def _is_hf_config(value: object) -> bool:
+    if isinstance(value, Mapping):
+        return isinstance(value.get(HF_MODEL_TYPE_KEY), str)
+    return hasattr(value, "to_dict")
 
 
 @dataclass(frozen=True)
 class PrecisionConfig:
-    """Dtypes of the stored (master) parameters, of the forward/backward compute and of gradient reduction.
-
-    Attributes:
-        param_dtype: dtype the sharded parameters and optimizer states are kept in.
-        compute_dtype: dtype of the unsharded parameters during forward/backward (FSDP2 mixed precision);
-            None means `param_dtype`.
-        reduce_dtype: dtype gradients are reduced across ranks in.
-    """
+    """Dtypes of the stored (master) parameters, of the forward/backward compute and of gradient reduction."""
 
     param_dtype: str = "float32"
+    """Dtype the sharded parameters and optimizer states are kept in: "float32", "bfloat16" or "float16"."""
     compute_dtype: str | None = None
+    """Dtype of forward and backward (FSDP2 mixed precision, gathered parameters cast to it); null: `param_dtype`."""
     reduce_dtype: str = "float32"
+    """Dtype gradients are reduced across ranks in."""
 
     def __post_init__(self) -> None:
         for name in ("param_dtype", "compute_dtype", "reduce_dtype"):
             value = getattr(self, name)
             if value is not None and value not in DTYPES:
-                raise TrainConfigError(f"PrecisionConfig.{name}={value!r} is not one of {sorted(DTYPES)}")
+                raise _invalid(
+                    "PrecisionConfig",
+                    name,
+                    f"one of {sorted(DTYPES)}",
+                    value,
+                    message=f"PrecisionConfig.{name}={value!r} is not one of {sorted(DTYPES)}",
+                )
 
     @property
     def param(self) -> torch.dtype:
@@ -132,28 +213,31 @@ class PrecisionConfig:
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    """AdamW and gradient clipping.
-
-    Attributes:
-        lr: peak learning rate.
-        betas: AdamW's (beta1, beta2).
-        eps: AdamW's epsilon.
-        weight_decay: decoupled weight decay.
-        max_grad_norm: clip the global gradient norm to this; None disables clipping (the norm is still reported).
-    """
+    """AdamW and gradient clipping."""
 
     lr: float = 1e-6
+    """Peak learning rate."""
     betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW's (beta1, beta2)."""
     eps: float = 1e-8
+    """AdamW's epsilon."""
     weight_decay: float = 0.01
+    """Decoupled weight decay."""
     max_grad_norm: float | None = 1.0
+    """Clip the global gradient norm to this; null disables clipping (the norm is still reported)."""
 
     def __post_init__(self) -> None:
         _check_positive("OptimizerConfig", "lr", self.lr)
         _check_positive("OptimizerConfig", "eps", self.eps)
         _check_non_negative("OptimizerConfig", "weight_decay", self.weight_decay)
         if len(self.betas) != 2 or not all(0 <= beta < 1 for beta in self.betas):
-            raise TrainConfigError(f"OptimizerConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
+            raise _invalid(
+                "OptimizerConfig",
+                "betas",
+                "two numbers in [0, 1) (beta1, beta2)",
+                self.betas,
+                message=f"OptimizerConfig.betas must be two numbers in [0, 1), got {self.betas!r}",
+            )
         if self.max_grad_norm is not None:
             _check_positive("OptimizerConfig", "max_grad_norm", self.max_grad_norm)
 
@@ -163,136 +247,180 @@ class ScheduleConfig:
     """Learning-rate schedule: linear warm-up, then constant or cosine decay to `min_lr_ratio * lr`.
 
     The schedule advances once per `TrainEngine.step_lr_scheduler()` call (once per RL step, as verl).
-
-    Attributes:
-        kind: "constant" or "cosine".
-        warmup_steps: steps of linear warm-up from 0 to the peak rate.
-        total_steps: length of the schedule (warm-up included); required by "cosine".
-        min_lr_ratio: the cosine floor as a fraction of the peak rate.
     """
 
     kind: str = "constant"
+    """What follows the warm-up: "constant", or "cosine" decay to `min_lr_ratio * lr` at `total_steps`."""
     warmup_steps: int = 0
+    """Steps of linear warm-up from 0 to the peak rate."""
     total_steps: int | None = None
+    """Length of the schedule (warm-up included), needed by "cosine" when the engine is built; a trainer may
+    fill in its run's length (null in a run config: the run's training steps)."""
     min_lr_ratio: float = 0.0
+    """The cosine floor as a fraction of the peak rate."""
 
     def __post_init__(self) -> None:
         if self.kind not in SCHEDULES:
-            raise TrainConfigError(f"ScheduleConfig.kind={self.kind!r} is not one of {list(SCHEDULES)}")
+            raise _invalid(
+                "ScheduleConfig",
+                "kind",
+                f"one of {list(SCHEDULES)}",
+                self.kind,
+                message=f"ScheduleConfig.kind={self.kind!r} is not one of {list(SCHEDULES)}",
+            )
         if self.warmup_steps < 0:
-            raise TrainConfigError(f"ScheduleConfig.warmup_steps must be >= 0, got {self.warmup_steps}")
+            raise _invalid("ScheduleConfig", "warmup_steps", ">= 0", self.warmup_steps)
         if not 0 <= self.min_lr_ratio <= 1:
-            raise TrainConfigError(f"ScheduleConfig.min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
-        if self.kind == "cosine" and (self.total_steps is None or self.total_steps <= self.warmup_steps):
-            raise TrainConfigError(
-                f"ScheduleConfig(kind='cosine') needs total_steps > warmup_steps={self.warmup_steps}, "
-                f"got total_steps={self.total_steps}"
+            raise _invalid(
+                "ScheduleConfig",
+                "min_lr_ratio",
+                "a number in [0, 1]",
+                self.min_lr_ratio,
+                message=f"ScheduleConfig.min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}",
+            )
+        if self.kind == "cosine" and self.total_steps is not None and self.total_steps <= self.warmup_steps:
+            raise _invalid(
+                "ScheduleConfig",
+                "total_steps",
+                f"> warmup_steps={self.warmup_steps}",
+                self.total_steps,
+                message=f"ScheduleConfig(kind='cosine') needs total_steps > warmup_steps={self.warmup_steps}, "
+                f"got total_steps={self.total_steps}",
+            )
+
+    def require_length(self) -> None:
+        """Raise `TrainConfigError` when a cosine schedule does not know its length yet (`total_steps` None)."""
+        if self.kind == "cosine" and self.total_steps is None:
+            raise _invalid(
+                "ScheduleConfig",
+                "total_steps",
+                f"an int > warmup_steps={self.warmup_steps} for kind='cosine'",
+                None,
+                message=f"ScheduleConfig(kind='cosine') needs total_steps > warmup_steps={self.warmup_steps}, "
+                "got total_steps=None",
             )
 
 
 @dataclass(frozen=True)
 class MicroBatchConfig:
-    """How the engine runs the micro-batches the caller planned.
-
-    Attributes:
-        max_tokens_per_micro_batch: the token budget a micro-batch of several sequences may not exceed
-            (a single longer sequence runs alone).
-        packing: concatenate a micro-batch's sequences into one row without padding (position ids restart
-            per sequence); False runs the padded rows; "auto" packs only under a varlen attention kernel
-            (`VARLEN_ATTENTION`), where packing saves the padding's work instead of adding a quadratic mask.
-        logprob_chunk_size: rows of hidden states projected onto the vocabulary at once.
-        share_prefixes: with padded rows, run a prefix that several rows of a micro-batch share (a GRPO group's
-            prompt) once, its KV cache serving each row's continuation: the same outputs and gradients up to
-            floating-point order, for less work. Applies to models whose layers all attend to the whole context,
-            without gradient checkpointing; otherwise, or set False, the rows run padded. Under FSDP2 the two
-            forwards gather each layer twice: where gathers dominate (short prompts, large sharded models), off
-            may be faster.
-    """
+    """How the engine runs the micro-batches the caller planned."""
 
     max_tokens_per_micro_batch: int = DEFAULT_MAX_TOKENS_PER_MICRO_BATCH
+    """Token budget of one forward/backward on one rank: a micro-batch of several sequences may not exceed it (a
+    single longer sequence runs alone) (verl `ppo_max_token_len_per_gpu`)."""
     packing: bool | str = PACKING_AUTO
+    """Concatenate a micro-batch's sequences into one unpadded row; false runs padded rows; "auto" packs only under
+    a varlen attention kernel (flash_attention_2/3), where packing saves work instead of adding a quadratic mask."""
     logprob_chunk_size: int = DEFAULT_LOGPROB_CHUNK_SIZE
+    """Rows of hidden states projected onto the vocabulary at once."""
     share_prefixes: bool = True
+    """With padded rows, run a prompt shared by several rows (a GRPO group's) once and reuse its KV cache: the same
+    outputs for less work (full-attention models without gradient checkpointing; under FSDP2 each layer is
+    gathered twice, so with short prompts on large sharded models false may be faster)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.packing, bool) and self.packing != PACKING_AUTO:
-            raise TrainConfigError(
-                f"MicroBatchConfig.packing must be True, False or {PACKING_AUTO!r}, got {self.packing!r}"
+            raise _invalid(
+                "MicroBatchConfig",
+                "packing",
+                f"True, False or {PACKING_AUTO!r}",
+                self.packing,
+                message=f"MicroBatchConfig.packing must be True, False or {PACKING_AUTO!r}, got {self.packing!r}",
             )
-        if not isinstance(self.share_prefixes, bool):
-            raise TrainConfigError(
-                f"MicroBatchConfig.share_prefixes must be True or False, got {self.share_prefixes!r}"
-            )
+        _check_bool("MicroBatchConfig", "share_prefixes", self.share_prefixes)
         for name in ("max_tokens_per_micro_batch", "logprob_chunk_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise TrainConfigError(f"MicroBatchConfig.{name} must be an int > 0, got {value!r}")
+                raise _invalid("MicroBatchConfig", name, "an int > 0", value)
 
 
 @dataclass(frozen=True)
 class OffloadConfig:
-    """CPU offload.
-
-    Attributes:
-        fsdp_cpu_offload: keep sharded parameters, gradients and optimizer states on the CPU and step
-            the optimizer there (FSDP2's CPUOffloadPolicy); needs a CUDA device.
-        pin_memory: pin the offloaded memory for faster host-device copies.
-    """
+    """CPU offload."""
 
     fsdp_cpu_offload: bool = False
+    """Keep sharded parameters, gradients and optimizer states on the CPU and step the optimizer there (FSDP2's
+    CPUOffloadPolicy); needs a CUDA device."""
     pin_memory: bool = True
+    """Pin the offloaded memory for faster host-device copies."""
 
 
 @dataclass(frozen=True)
 class TrainEngineConfig:
-    """Everything `FSDPEngine.from_config` needs.
-
-    Attributes:
-        model: the model source.
-        precision: parameter, compute and reduction dtypes.
-        optimizer: AdamW settings; None builds a frozen, forward-only engine (the reference model).
-        schedule: learning-rate schedule.
-        micro_batch: token budget, packing and log-prob chunking.
-        offload: CPU offload.
-        device: "auto" (the current CUDA device if there is one, else CPU), "cpu" or "cuda".
-        reshard_after_forward: free each layer's gathered parameters after its forward (less memory,
-            one more all-gather in backward).
-        data_parallel: how the ranks of the process group share the model. "fsdp" (FSDP2) shards parameters,
-            gradients and optimizer state: per-layer all-gathers and reduce-scatters, the least memory per rank.
-            "ddp" keeps the whole model and optimizer state on every rank and sums the gradients with one
-            all-reduce per bucket after the backward: a few large collectives instead of several per layer, for
-            models that fit on one device with their optimizer state (on CPU and for small models the per-layer
-            collectives of FSDP2 dominate a step). No effect without a process group.
-    """
+    """Everything `FSDPEngine.from_config` needs."""
 
     model: ModelConfig
+    """Where the model comes from and how it is built."""
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    """Parameter, compute and reduction dtypes."""
     optimizer: OptimizerConfig | None = field(default_factory=OptimizerConfig)
+    """AdamW settings; null builds a frozen, forward-only engine (a reference model)."""
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    """Learning-rate schedule."""
     micro_batch: MicroBatchConfig = field(default_factory=MicroBatchConfig)
+    """Token budget, packing and log-prob chunking."""
     offload: OffloadConfig = field(default_factory=OffloadConfig)
+    """CPU offload."""
     device: str = "auto"
+    """"auto" (the current CUDA device if there is one, else CPU), "cpu" or "cuda"."""
     reshard_after_forward: bool = True
+    """Free each layer's gathered parameters after its forward (less memory, one more all-gather in backward)."""
     data_parallel: str = DATA_PARALLEL_FSDP
+    """How the ranks share the model: "fsdp" shards it (FSDP2: least memory, per-layer collectives); "ddp" keeps a
+    whole replica per rank in `param_dtype` and all-reduces gradients once a step (faster where the model and its
+    optimizer state fit a rank: small models, CPU runs)."""
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cpu", "cuda"):
-            raise TrainConfigError(f"TrainEngineConfig.device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+            raise _invalid(
+                "TrainEngineConfig",
+                "device",
+                "'auto', 'cpu' or 'cuda'",
+                self.device,
+                message=f"TrainEngineConfig.device must be 'auto', 'cpu' or 'cuda', got {self.device!r}",
+            )
         if self.data_parallel not in DATA_PARALLEL_MODES:
-            raise TrainConfigError(
-                f"TrainEngineConfig.data_parallel must be one of {list(DATA_PARALLEL_MODES)}, "
-                f"got {self.data_parallel!r}"
+            raise _invalid(
+                "TrainEngineConfig", "data_parallel", f"one of {list(DATA_PARALLEL_MODES)}", self.data_parallel
             )
-        if self.data_parallel == DATA_PARALLEL_DDP and self.offload.fsdp_cpu_offload:
-            raise TrainConfigError(
-                "OffloadConfig.fsdp_cpu_offload=True offloads FSDP2 shards, but TrainEngineConfig.data_parallel='ddp' "
-                "keeps whole replicas; use data_parallel='fsdp' or turn the offload off"
-            )
+        _check_bool("TrainEngineConfig", "reshard_after_forward", self.reshard_after_forward)
+        if self.data_parallel == DATA_PARALLEL_DDP:
+            self._check_replicas()
         if self.micro_batch.packing is True and self.model.attn_implementation not in PACKING_ATTENTION:
             raise TrainConfigError(
                 f"MicroBatchConfig.packing=True needs an attention implementation that separates packed sequences "
                 f"by position ids ({sorted(PACKING_ATTENTION)}), got ModelConfig.attn_implementation="
-                f"{self.model.attn_implementation!r}; set packing=False to run padded rows"
+                f"{self.model.attn_implementation!r}; set packing=False to run padded rows",
+                field="micro_batch.packing",
+                expected=f"False with model.attn_implementation={self.model.attn_implementation!r} (packing needs "
+                f"one of {sorted(PACKING_ATTENTION)})",
+                found=True,
+                fix="set packing to false or 'auto', or use an attention implementation that packs",
+            )
+
+    def _check_replicas(self) -> None:
+        """ddp keeps whole replicas: no FSDP2 offload and no mixed precision."""
+        if self.offload.fsdp_cpu_offload:
+            raise TrainConfigError(
+                "OffloadConfig.fsdp_cpu_offload=True offloads FSDP2 shards, but TrainEngineConfig.data_parallel='ddp' "
+                "keeps whole replicas; use data_parallel='fsdp' or turn the offload off",
+                field="offload.fsdp_cpu_offload",
+                expected="false with data_parallel='ddp' (the offload moves FSDP2 shards)",
+                found=True,
+                fix="turn the offload off, or set data_parallel: fsdp",
+            )
+        precision = self.precision
+        if precision.compute != precision.param:
+            raise TrainConfigError(
+                f"PrecisionConfig.compute_dtype={precision.compute_dtype!r} differs from param_dtype="
+                f"{precision.param_dtype!r}, but TrainEngineConfig.data_parallel='ddp' replicas have no mixed "
+                "precision; set compute_dtype=None (or equal to param_dtype), or data_parallel='fsdp'",
+                field="precision.compute_dtype",
+                expected=f"null or {precision.param_dtype!r} with data_parallel='ddp' (replicas have no mixed "
+                "precision: they compute in param_dtype)",
+                found=precision.compute_dtype,
+                fix="remove compute_dtype (or set param_dtype to the dtype wanted), or set data_parallel: fsdp for "
+                "FSDP2 mixed precision",
             )
 
     @property

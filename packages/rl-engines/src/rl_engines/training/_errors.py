@@ -6,7 +6,20 @@ from rl_engines._errors import EngineError
 
 
 class TrainConfigError(EngineError, ValueError):
-    """A training-engine setting is invalid or contradicts another one."""
+    """A training-engine setting is invalid or contradicts another one.
+
+    A config's own checks also say which field (`field`, dotted from the config class that raised, such as
+    `"lr"` or `"offload.fsdp_cpu_offload"`; "" for the class as a whole), what it `expected`, the value `found`
+    and a `fix`, so a caller that built the config from a file can point at the setting; other raisers leave
+    `expected` empty.
+    """
+
+    def __init__(self, message: str, *, field: str = "", expected: str = "", found: object = None, fix: str = ""):
+        super().__init__(message)
+        self.field = field
+        self.expected = expected
+        self.found = found
+        self.fix = fix
 
 
 class ModelSourceError(EngineError, ValueError):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from rl_engines.training._config import ModelConfig
+from rl_engines.training._config import ModelConfig, hf_config_from_mapping
 from rl_engines.training._errors import ModelSourceError
 
 logger = logging.getLogger(__name__)
@@ -71,10 +72,17 @@ def check_vocabulary(config: ModelConfig, hf_config: Any) -> None:
 
 
 def load_hf_config(config: ModelConfig) -> Any:
-    """The transformers config of the model `config` describes (a private copy)."""
+    """The transformers config of the model `config` describes (a private copy): read from `path`, built from an
+    `hf_config` mapping (`AutoConfig.for_model(model_type, **fields)`), or a copy of a given `PretrainedConfig`.
+
+    Raises:
+        ModelSourceError: the folder is not a model folder.
+    """
     if config.path is not None:
         folder = check_model_folder(config.path)
         return AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    if isinstance(config.hf_config, Mapping):
+        return hf_config_from_mapping(config.hf_config)
     return copy.deepcopy(config.hf_config)
 
 

@@ -34,7 +34,11 @@ def build_optimizer(parameters: Iterable[torch.nn.Parameter], config: OptimizerC
 
 
 def lr_multiplier(config: ScheduleConfig) -> Callable[[int], float]:
-    """The schedule as a function of the step count: the factor applied to the peak learning rate."""
+    """The schedule as a function of the step count: the factor applied to the peak learning rate.
+
+    Raises `TrainConfigError` for a cosine schedule without `total_steps`.
+    """
+    config.require_length()
     warmup = config.warmup_steps
 
     def multiplier(step: int) -> float:
@@ -44,7 +48,7 @@ def lr_multiplier(config: ScheduleConfig) -> Callable[[int], float]:
         if config.kind == "constant":
             return 1.0
         total = config.total_steps
-        assert total is not None  # ScheduleConfig guarantees it for "cosine"
+        assert total is not None  # require_length checked it for "cosine"
         progress = min(1.0, (step - warmup) / max(1, total - warmup))
         cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
         return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine

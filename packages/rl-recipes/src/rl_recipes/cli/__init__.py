@@ -1,7 +1,7 @@
 """The `rl-recipes` command line: train, sft, eval, export, list.
 
 rl-recipes train grpo                               # the embedded default, a few minutes on a laptop CPU
-rl-recipes train ppo --config ppo.yaml actor.optim.lr=1e-6 trainer.total_steps=200
+rl-recipes train ppo --config ppo.yaml actor.optimizer.lr=1e-6 trainer.total_steps=200
 rl-recipes train grpo --help                        # every config field with its default and meaning
 """
 

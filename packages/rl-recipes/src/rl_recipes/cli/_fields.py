@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import enum
 import inspect
 import itertools
@@ -24,7 +25,7 @@ def field_docs(cls: type) -> dict[str, str]:
     """Each field's docstring (the string literal under its annotation) from the source of `cls` and its bases."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
-        if not attrs.has(klass):
+        if not _is_config_class(klass):
             continue
         try:
             tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
@@ -38,20 +39,41 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def _is_config_class(tp: object) -> bool:
+    """attrs classes (the run config's own sections) and dataclasses (the engines' configs)."""
+    return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
+
+
 def _nested_class(tp: Any) -> type | None:
     if get_origin(tp) in (Union, types.UnionType):
         classes = [arg for arg in get_args(tp) if arg is not type(None)]
         tp = classes[0] if len(classes) == 1 else None
-    return tp if isinstance(tp, type) and attrs.has(tp) else None
+    return tp if _is_config_class(tp) else None
 
 
-def _default(field: attrs.Attribute[Any]) -> str:
-    default = field.default
+def _defaults(cls: type) -> list[tuple[str, object]]:
+    """(name, default) of each init field; the default is attrs.NOTHING when there is none."""
+    if attrs.has(cls):
+        out: list[tuple[str, object]] = []
+        for field in attrs.fields(cls):
+            default = field.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                default = default.factory() if not default.takes_self else "(derived)"
+            out.append((field.name, default))
+        return out
+    out = []
+    for field in dataclasses.fields(cls):
+        if field.default_factory is not dataclasses.MISSING:
+            out.append((field.name, field.default_factory()))
+        elif field.init:
+            out.append((field.name, attrs.NOTHING if field.default is dataclasses.MISSING else field.default))
+    return out
+
+
+def _default(default: object) -> str:
     if default is attrs.NOTHING:
         return "(required)"
-    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        default = default.factory() if not default.takes_self else "(derived)"
-    if attrs.has(type(default)):
+    if _is_config_class(type(default)):
         return "{...}"
     if isinstance(default, enum.Enum):
         return repr(default.value)
@@ -64,13 +86,13 @@ def describe_fields(cls: type, prefix: str = "") -> Iterator[str]:
     """One line per leaf field of `cls` (recursing into nested config sections): `path = default  doc`."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
-    for field in attrs.fields(cls):
-        path = f"{prefix}{field.name}"
-        nested = _nested_class(hints.get(field.name))
-        doc = docs.get(field.name, "")
+    for name, default in _defaults(cls):
+        path = f"{prefix}{name}"
+        nested = _nested_class(hints.get(name))
+        doc = docs.get(name, "")
         if nested is not None:
             yield f"{path}:  {doc}" if doc else f"{path}:"
             yield from (f"{_INDENT}{line}" for line in describe_fields(nested, f"{path}."))
             continue
-        head = f"{path} = {_default(field)}"
+        head = f"{path} = {_default(default)}"
         yield f"{head:<{_DOC_COLUMN}} {doc}".rstrip()

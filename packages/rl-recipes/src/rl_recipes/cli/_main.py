@@ -25,7 +25,9 @@ def _fields_epilog(cls: type) -> str:
 
 def _config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="a YAML config file (default: the packaged embedded default)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. actor.optim.lr=1e-6")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. actor.optimizer.lr=1e-6"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,7 +2,7 @@
 and overlong shaping (Yu et al. 2025, arXiv:2503.14476).
 
     rl-recipes train dapo                       # the embedded default: tiny model, CPU, a few minutes
-    rl-recipes train dapo --config my.yaml actor.optim.lr=1e-6
+    rl-recipes train dapo --config my.yaml actor.optimizer.lr=1e-6
 
 The packaged `configs/dapo.yaml` spells out every setting; the checks below refuse a config that would
 silently run another algorithm under this name.

@@ -1,7 +1,7 @@
 """Dr. GRPO: GRPO without the std normalisation and with a length-unbiased loss (Liu et al. 2025, arXiv:2503.20783).
 
     rl-recipes train dr_grpo                       # the embedded default: tiny model, CPU, a few minutes
-    rl-recipes train dr_grpo --config my.yaml actor.optim.lr=1e-6
+    rl-recipes train dr_grpo --config my.yaml actor.optimizer.lr=1e-6
 
 The packaged `configs/dr_grpo.yaml` spells out every setting; the checks below refuse a config that would
 silently run another algorithm under this name.

@@ -2,7 +2,7 @@
 2017).
 
     rl-recipes train ppo                       # the embedded default: tiny model, CPU, a few minutes
-    rl-recipes train ppo --config my.yaml actor.optim.lr=1e-6
+    rl-recipes train ppo --config my.yaml actor.optimizer.lr=1e-6
 
 The packaged `configs/ppo.yaml` spells out every setting; the checks below refuse a config that would
 silently run another algorithm under this name.

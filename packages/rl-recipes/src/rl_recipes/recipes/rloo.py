@@ -1,7 +1,7 @@
 """RLOO: each sample's baseline is the mean reward of the other samples of its prompt (Ahmadian et al. 2024).
 
     rl-recipes train rloo                       # the embedded default: tiny model, CPU, a few minutes
-    rl-recipes train rloo --config my.yaml actor.optim.lr=1e-6
+    rl-recipes train rloo --config my.yaml actor.optimizer.lr=1e-6
 
 The packaged `configs/rloo.yaml` spells out every setting; the checks below refuse a config that would
 silently run another algorithm under this name.

@@ -1,10 +1,12 @@
 """Strict run configuration: frozen attrs sections, YAML plus dotted overrides, and the resolved batch plan.
 
-    config = load_config(RunConfig, "run.yaml", ["actor.optim.lr=1e-6", "batch.prompts_per_step=64"])
+    config = load_config(RunConfig, "run.yaml", ["actor.optimizer.lr=1e-6", "batch.prompts_per_step=64"])
     plan = BatchPlan.from_config(config, rollout_dp=4, train_dp=4)
 
 Unknown keys, wrong types, unregistered algorithm names and batch sizes that do not divide across ranks
-all raise one `ConfigError` listing every problem with its dotted path and a suggested fix.
+all raise one `ConfigError` listing every problem with its dotted path and a suggested fix. The engine
+sections (`actor`, `critic`, `reference`) are rl-engines' own `TrainEngineConfig`; its checks come out as
+problems of the dotted field too.
 """
 
 from rl_runtime.config._batch_plan import BatchPlan
@@ -28,20 +30,11 @@ from rl_runtime.config._schema_algorithm import (
     OverlongConfig,
     RecomputeOldLogProb,
 )
-from rl_runtime.config._schema_models import (
-    ActorConfig,
-    CriticConfig,
-    DataParallel,
-    DType,
-    LRSchedule,
-    ModelSourceConfig,
-    OptimConfig,
-    ReferenceConfig,
-)
+from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.config._schema_sections import (
     RESUME_AUTO,
     RESUME_NEVER,
-    ROLLOUT_ENGINES,
+    UNWIRED_ROLLOUT_ENGINES,
     ApportionStrategy,
     BatchConfig,
     DataConfig,
@@ -57,30 +50,22 @@ __all__ = [
     "PIPELINE_FILE_SUFFIXES",
     "RESUME_AUTO",
     "RESUME_NEVER",
-    "ROLLOUT_ENGINES",
-    "ActorConfig",
+    "UNWIRED_ROLLOUT_ENGINES",
     "AlgorithmConfig",
     "ApportionStrategy",
     "BatchConfig",
     "BatchPlan",
     "ConfigError",
     "ConfigProblem",
-    "CriticConfig",
-    "DType",
     "DataConfig",
-    "DataParallel",
     "DeviceKind",
     "DynamicSamplingConfig",
     "KLConfig",
     "KLMode",
-    "LRSchedule",
-    "ModelSourceConfig",
-    "OptimConfig",
     "OverlongConfig",
     "PlacementConfig",
     "RankBalancing",
     "RecomputeOldLogProb",
-    "ReferenceConfig",
     "RolloutConfig",
     "RunConfig",
     "Scalar",
@@ -93,6 +78,7 @@ __all__ = [
     "is_pipeline_file",
     "load_config",
     "read_config_file",
+    "reference_engine_config",
     "structure",
     "unstructure",
 ]

@@ -24,7 +24,7 @@ SETTING_PATHS = {
     "samples_per_prompt": "batch.samples_per_prompt",
     "mini_batches_per_step": "batch.mini_batches_per_step",
     "ppo_epochs": "batch.ppo_epochs",
-    "max_tokens_per_micro_batch": "batch.max_tokens_per_micro_batch",
+    "max_tokens_per_micro_batch": "actor.micro_batch.max_tokens_per_micro_batch",
     "max_prompt_length": "data.max_prompt_length",
     "max_response_length": "data.max_response_length",
     "rollout_dp": "rollout_dp",
@@ -65,7 +65,7 @@ class BatchPlan:
     ppo_epochs: int = _setting("ppo_epochs")
     """Passes over the step's samples."""
     max_tokens_per_micro_batch: int = _setting("max_tokens_per_micro_batch")
-    """Token budget of one forward/backward on one train rank."""
+    """Token budget of one forward/backward of the actor on one train rank."""
     max_prompt_length: int = _setting("max_prompt_length")
     """Longest prompt in tokens."""
     max_response_length: int = _setting("max_response_length")
@@ -83,7 +83,7 @@ class BatchPlan:
             samples_per_prompt=config.batch.samples_per_prompt,
             mini_batches_per_step=config.batch.mini_batches_per_step,
             ppo_epochs=config.batch.ppo_epochs,
-            max_tokens_per_micro_batch=config.batch.max_tokens_per_micro_batch,
+            max_tokens_per_micro_batch=config.actor.micro_batch.max_tokens_per_micro_batch,
             max_prompt_length=config.data.max_prompt_length,
             max_response_length=config.data.max_response_length,
             rollout_dp=rollout_dp,

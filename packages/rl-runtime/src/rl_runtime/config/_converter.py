@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import attrs
 import cattrs
@@ -81,6 +82,24 @@ def _structure_enum(value: object, tp: type[enum.Enum]) -> enum.Enum:
         return tp(value)
     near = nearest_name(value, [str(v) for v in values]) if isinstance(value, str) else None
     raise Mismatch(value, fix=f"did you mean {near!r}?" if near else "")
+
+
+def _scalar_members(tp: object) -> tuple[type, ...]:
+    """The members of a union of scalar types (`bool | str`, `int | None`); () for any other type."""
+    if get_origin(tp) not in (Union, types.UnionType):
+        return ()
+    members = get_args(tp)
+    return members if all(member in _SCALAR_TYPES for member in members) else ()
+
+
+def _structure_scalar_union(value: object, tp: object) -> object:
+    # The first member the value is exactly (bool is not an int here; an int is a float, as in YAML).
+    for member in _scalar_members(tp):
+        if member is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if type(value) is member:
+            return value
+    raise Mismatch(value)
 
 
 def _is_enum(tp: object) -> bool:
@@ -165,6 +184,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(Path, _structure_path)
     converter.register_structure_hook_func(lambda tp: tp == Scalar, _structure_scalar)
     converter.register_structure_hook_func(lambda tp: tp is Any, _structure_any)
+    converter.register_structure_hook_func(lambda tp: bool(_scalar_members(tp)), _structure_scalar_union)
     converter.register_structure_hook_func(_is_enum, _structure_enum)
     converter.register_structure_hook_func(_is_sequence, _structure_sequence)
     converter.register_structure_hook_func(_is_mapping, _structure_mapping)

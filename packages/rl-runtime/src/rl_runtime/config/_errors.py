@@ -14,7 +14,7 @@ class ConfigProblem:
     """One thing wrong with a configuration: where, what was expected, what was found and how to fix it."""
 
     path: str
-    """Dotted path of the setting (`actor.optim.lr`, `data.train_files.0`); "" is the whole config."""
+    """Dotted path of the setting (`actor.optimizer.lr`, `data.train_files.0`); "" is the whole config."""
     expected: str
     """What a valid value looks like, in words."""
     found: str

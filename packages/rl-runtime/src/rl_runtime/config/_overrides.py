@@ -1,4 +1,4 @@
-"""Dotted command-line overrides (`actor.optim.lr=1e-6`) applied to a raw config mapping before structuring.
+"""Dotted command-line overrides (`actor.optimizer.lr=1e-6`) applied to a raw config mapping before structuring.
 
 A value is read as a YAML scalar or flow collection (`a.b=[1,2]`, `x=null`, `s="007"`); a mapping value
 replaces the whole section. Each path is checked against the config class first, so a typo names the
@@ -15,6 +15,7 @@ from typing import Any, Union, get_args, get_origin
 from rl_core import nearest_name
 from rl_runtime.config._converter import is_config_class
 from rl_runtime.config._errors import ConfigError, ConfigProblem
+from rl_runtime.config._moved import moved_key_fix
 from rl_runtime.config._translate import describe_type, field_types
 from rl_runtime.config._yaml import parse_yaml
 
@@ -57,6 +58,7 @@ def _child_type(tp: Any, segment: str, done: list[str], override: str) -> Any:
             return fields[segment]
         near = nearest_name(segment, list(fields))
         fix = f"did you mean {'.'.join([*done, near])!r}?" if near else f"valid keys: {', '.join(fields)}"
+        fix = moved_key_fix(tp, segment) or fix
         expected = f"a key of {prefix or 'the config'} ({', '.join(fields)})"
         raise _error(override, ".".join([*done, segment]), expected, f"unknown key {segment!r}", fix)
     origin, args = get_origin(tp) or tp, get_args(tp)

@@ -7,10 +7,11 @@ from typing import Any
 import attrs
 
 from rl_core.graph import PIPELINES, NodeRole, get_pipeline
+from rl_engines.training import TrainEngineConfig
 from rl_runtime.config._batch_plan import BatchPlan
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._schema_algorithm import AlgorithmConfig
-from rl_runtime.config._schema_models import ActorConfig, CriticConfig, LRSchedule, ReferenceConfig
+from rl_runtime.config._schema_engines import engine_problems
 from rl_runtime.config._schema_sections import BatchConfig, DataConfig, PlacementConfig, RolloutConfig, TrainerConfig
 from rl_runtime.config._validators import of_type, optional, registered_name
 
@@ -54,7 +55,7 @@ def _critic_problems(config: RunConfig) -> list[ConfigProblem]:
         return []
     if NodeRole.CRITIC in roles and config.critic is None:
         expected = f"a critic section: pipeline {config.pipeline!r} trains a value model"
-        return [ConfigProblem("critic", expected, "null", "add critic.model (and its optim)")]
+        return [ConfigProblem("critic", expected, "null", "add critic.model (and its optimizer)")]
     if NodeRole.CRITIC not in roles and config.critic is not None:
         expected = f"null: pipeline {config.pipeline!r} has no critic"
         return [
@@ -89,19 +90,6 @@ def _dynamic_sampling_problems(config: RunConfig) -> list[ConfigProblem]:
     return []
 
 
-def _schedule_problems(config: RunConfig) -> list[ConfigProblem]:
-    problems = []
-    total = config.trainer.total_steps
-    for role in ("actor", "critic"):
-        section = getattr(config, role)
-        if section is None or section.optim.schedule is not LRSchedule.COSINE or total is None:
-            continue
-        if total <= section.optim.warmup_steps:
-            expected = f"< trainer.total_steps={total} (the cosine schedule decays after the warm-up)"
-            problems.append(ConfigProblem(f"{role}.optim.warmup_steps", expected, str(section.optim.warmup_steps)))
-    return problems
-
-
 def _placement_problems(config: RunConfig) -> list[ConfigProblem]:
     if not config.placement.colocate and config.placement.slots < _MIN_SPLIT_SLOTS:
         expected = f">= {_MIN_SPLIT_SLOTS} with placement.colocate=false (rollout and training get their own slots)"
@@ -126,16 +114,18 @@ class RunConfig:
 
     data: DataConfig = attrs.field(validator=of_type(DataConfig))
     """The prompt data set."""
-    actor: ActorConfig = attrs.field(validator=of_type(ActorConfig))
-    """The policy being trained."""
+    actor: TrainEngineConfig = attrs.field(validator=of_type(TrainEngineConfig))
+    """The policy being trained: rl-engines' TrainEngineConfig. The run places it on `placement.device`, gives a
+    cosine schedule the run's length unless `schedule.total_steps` is set, and samples with its compute dtype."""
     batch: BatchConfig = attrs.field(factory=BatchConfig, validator=of_type(BatchConfig))
     """Batch sizes; resolved with the placement into a `BatchPlan`."""
     algorithm: AlgorithmConfig = attrs.field(factory=AlgorithmConfig, validator=of_type(AlgorithmConfig))
     """Advantage estimator, policy loss and KL."""
-    critic: CriticConfig | None = attrs.field(default=None, validator=optional(of_type(CriticConfig)))
-    """The value model; required by pipelines with a critic (ppo), null otherwise."""
-    reference: ReferenceConfig = attrs.field(factory=ReferenceConfig, validator=of_type(ReferenceConfig))
-    """The frozen reference policy."""
+    critic: TrainEngineConfig | None = attrs.field(default=None, validator=optional(of_type(TrainEngineConfig)))
+    """The value model, an engine config like the actor's whose model gets a value head; required by pipelines
+    with a critic (ppo), null otherwise."""
+    reference: TrainEngineConfig | None = attrs.field(default=None, validator=optional(of_type(TrainEngineConfig)))
+    """The frozen reference policy's engine (no optimizer or schedule); null uses the actor's engine config."""
     rollout: RolloutConfig = attrs.field(factory=RolloutConfig, validator=of_type(RolloutConfig))
     """Response sampling."""
     placement: PlacementConfig = attrs.field(factory=PlacementConfig, validator=of_type(PlacementConfig))
@@ -150,7 +140,7 @@ class RunConfig:
             _critic_problems,
             _length_problems,
             _dynamic_sampling_problems,
-            _schedule_problems,
+            engine_problems,
             _placement_problems,
             _batch_problems,
         )

@@ -1,4 +1,4 @@
-"""Run-config section of the algorithm: advantage estimator, policy loss, loss aggregation, entropy and KL.
+"""Run-config section of the algorithm: advantage estimator, policy and value losses, aggregation, entropy and KL.
 
 Names are checked against rl-core's registries when a config is built, and each algorithm's parameters
 against the keyword parameters of the registered function, so a typo in either is caught before a run.
@@ -30,6 +30,8 @@ _DEFAULT_MAX_DRAWS = 8
 """DAPO draws up to this many prompt batches per step to fill it with informative groups (verl's max_num_gen_batches
 is unbounded by default; a bound turns a reward that never varies into an error instead of a hang)."""
 _DEFAULT_OVERLONG_PENALTY = 1.0
+_DEFAULT_VALUE_CLIP = 0.5
+"""verl's critic `cliprange_value`."""
 _DEFAULT_KL_HORIZON = 10_000
 """Samples over which the adaptive controller may change the coefficient by e^±0.2 (verl's default)."""
 
@@ -137,6 +139,10 @@ class AlgorithmConfig:
     """DAPO dynamic sampling settings; required by pipelines with a dynamic_sampling node (dapo), else null."""
     overlong: OverlongConfig | None = attrs.field(default=None, validator=optional(of_type(OverlongConfig)))
     """DAPO overlong reward shaping; null disables it."""
+    value_clip: float | None = attrs.field(default=_DEFAULT_VALUE_CLIP, validator=optional(number_in(0, low_open=True)))
+    """The critic's value loss clips new values to within this of the old ones; null disables the clip."""
+    offload_reference: bool = attrs.field(default=False, validator=of_type(bool))
+    """Keep the reference policy's weights in CPU memory except while it computes log-probs (needs CUDA)."""
     recompute_old_log_prob: RecomputeOldLogProb = attrs.field(
         default=RecomputeOldLogProb.AUTO, validator=of_type(RecomputeOldLogProb)
     )

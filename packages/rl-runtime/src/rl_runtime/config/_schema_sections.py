@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from rl_core import nearest_name
+from rl_engines.rollout import ROLLOUT_ENGINES
 from rl_runtime.config._errors import config_error
 from rl_runtime.config._validators import (
     int_at_least,
@@ -22,15 +23,19 @@ from rl_runtime.config._validators import (
 )
 from rl_runtime.metrics import LOG_SINKS
 
-ROLLOUT_ENGINES = ("hf", "server", "vllm", "sglang")
-"""Names `rollout.engine` may take (rl-engines' inference engines)."""
+UNWIRED_ROLLOUT_ENGINES = {
+    "vllm": "rl_engines.vllm.VLLMEngine runs standalone, but no trainer builder is registered for it yet",
+    "sglang": "rl_engines.sglang.SGLangEngine runs standalone, but no trainer builder is registered for it yet",
+    "server": "rl_engines.remote.RemoteEngine talks to a running server, but no trainer builder is registered for it",
+}
+"""rl-engines' inference engines that the trainer cannot build yet, each with the reason; `rollout.engine` refuses
+them at load time, saying so, until a builder is registered in rl_engines.rollout.ROLLOUT_ENGINES."""
 RESUME_AUTO = "auto"
 """Resume from the newest checkpoint under the output folder when there is one."""
 RESUME_NEVER = "never"
 """Always start from scratch."""
 
 _DEFAULT_MAX_LENGTH = 512
-_DEFAULT_TOKEN_BUDGET = 8192
 _DEFAULT_PROMPTS_PER_STEP = 8
 _TOP_K_DISABLED = -1
 _DEFAULT_STEP_TIMEOUT_S = 3600.0
@@ -91,12 +96,25 @@ class BatchConfig:
     """Optimizer steps per PPO epoch: the step's samples split into this many mini-batches."""
     ppo_epochs: int = attrs.field(default=1, validator=int_at_least(1))
     """Passes over the step's samples (verl `ppo_epochs`)."""
-    max_tokens_per_micro_batch: int = attrs.field(default=_DEFAULT_TOKEN_BUDGET, validator=int_at_least(1))
-    """Token budget of one forward/backward on one rank (verl `ppo_max_token_len_per_gpu`)."""
     balance_across_ranks: RankBalancing = attrs.field(default=RankBalancing.NONE, validator=of_type(RankBalancing))
     """"none", "samples" or "groups": re-partition each step's samples over the train ranks by token count once
     the advantages are computed (a `rebalance` node, see rl_runtime.nodes.with_rebalance; needs the run's
     DataCoordinator when there are several ranks), and report verl's `global_seqlen/*` before and after."""
+
+
+_check_registered_engine = registered_name(ROLLOUT_ENGINES, "rollout engine")
+
+
+def _check_rollout_engine(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, str) and value in UNWIRED_ROLLOUT_ENGINES and value not in ROLLOUT_ENGINES:
+        names = ", ".join(repr(name) for name in sorted(ROLLOUT_ENGINES))
+        raise config_error(
+            attribute.name,
+            f"an engine the trainer can build (rl_engines.rollout.ROLLOUT_ENGINES: {names})",
+            value,
+            f"{UNWIRED_ROLLOUT_ENGINES[value]}; use {names}",
+        )
+    _check_registered_engine(instance, attribute, value)
 
 
 def _check_top_k(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -108,8 +126,8 @@ def _check_top_k(_: object, attribute: attrs.Attribute[Any], value: object) -> N
 class RolloutConfig:
     """How responses are sampled (the group size is `batch.samples_per_prompt`)."""
 
-    engine: str = attrs.field(default="hf", validator=registered_name(ROLLOUT_ENGINES, "rollout engine"))
-    """Inference engine: "hf", "server", "vllm" or "sglang"."""
+    engine: str = attrs.field(default="hf", validator=_check_rollout_engine)
+    """Inference engine, a name in rl_engines.rollout.ROLLOUT_ENGINES (the engines the trainer can build): "hf"."""
     temperature: float = attrs.field(default=1.0, validator=number_in(0))
     """Sampling temperature; 0 is greedy."""
     top_p: float = attrs.field(default=1.0, validator=number_in(0, 1, low_open=True))

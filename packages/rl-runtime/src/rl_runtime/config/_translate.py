@@ -14,7 +14,9 @@ import attrs
 from cattrs.errors import AttributeValidationNote, BaseValidationError, ForbiddenExtraKeysError, IterableValidationNote
 
 from rl_core import RLCoreError, nearest_name
+from rl_engines.training import TrainConfigError
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
+from rl_runtime.config._moved import moved_key_fix
 from rl_runtime.config._types import Scalar
 
 _NONE = type(None)
@@ -99,7 +101,7 @@ def _unknown_keys(exc: ForbiddenExtraKeysError) -> list[ConfigProblem]:
     problems = []
     for key in sorted(exc.extra_fields):
         near = nearest_name(key, valid)
-        fix = f"did you mean {near!r}?" if near else "remove it"
+        fix = moved_key_fix(exc.cl, key) or (f"did you mean {near!r}?" if near else "remove it")
         expected = f"a field of {exc.cl.__name__} ({', '.join(valid)})"
         problems.append(ConfigProblem(key, expected, "an unknown key", fix))
     return problems
@@ -132,6 +134,9 @@ def problems_from(exc: BaseException, expected: object) -> list[ConfigProblem]:
             else:
                 problems.extend(problem.under(segment[0]) for problem in problems_from(sub, segment[1]))
         return problems
+    if isinstance(exc, TrainConfigError) and exc.expected:
+        # An engine config's own check names its field relative to the class that raised it.
+        return [ConfigProblem(exc.field, exc.expected, describe_value(exc.found), exc.fix)]
     if isinstance(exc, (ValueError, TypeError, KeyError, AttributeError)):
         # A component's own validation (a dataclass __post_init__) names the problem in its message.
         what = expected.__name__ if isinstance(expected, type) else describe_type(expected)

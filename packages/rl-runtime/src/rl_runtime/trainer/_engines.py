@@ -1,32 +1,33 @@
-"""Building a worker's engines and roles from the run config: actor, reference, critic, rollout, weight sync."""
+"""Building a worker's engines and roles from the run config: actor, reference, critic, rollout, weight sync.
+
+The engine sections of the run config are rl-engines' own `TrainEngineConfig`; what the runtime decides is
+filled in here: the device (`placement.device`), a cosine schedule's length (the run's steps), the critic's
+value head and the reference's frozen copy. The rollout engine is built by name through
+`rl_engines.rollout.ROLLOUT_ENGINES`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 
-from rl_engines.rollout import HFEngine, HFEngineConfig, InferenceEngine
+from rl_engines.rollout import InferenceEngine, RolloutEngineSpec, build_rollout_engine
 from rl_engines.sync import ReferenceTransport, WeightSync, WeightSyncConfig
 from rl_engines.training import (
     FSDPEngine,
-    MicroBatchConfig,
-    ModelConfig,
-    OffloadConfig,
-    OptimizerConfig,
-    PrecisionConfig,
-    ScheduleConfig,
     TrainEngineConfig,
+    load_hf_config,
 )
-from rl_runtime.config import ActorConfig, DataParallel, DeviceKind, KLMode, ModelSourceConfig, RunConfig
+from rl_runtime.config import DeviceKind, KLMode, RunConfig, reference_engine_config
 from rl_runtime.roles import ActorConfig as ActorLossConfig
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
 from rl_runtime.roles import CriticConfig as CriticLossConfig
 from rl_runtime.roles import ReferenceConfig as ReferenceRoleConfig
-from rl_runtime.trainer._errors import TrainerError
 
-_PARAM_DTYPE = "float32"
-"""Master weights and optimizer states stay in float32; the section's dtype is the compute dtype."""
+_ENGINE_DTYPE_KEY = "dtype"
+"""An engine's own `dtype` setting in `rollout.engine_kwargs` overrides the policy's compute dtype."""
 
 
 def device_name(config: RunConfig) -> str:
@@ -36,59 +37,13 @@ def device_name(config: RunConfig) -> str:
     return config.placement.device.value
 
 
-def hf_model_config(source: ModelSourceConfig) -> Any:
-    """The transformers config of `source.hf_config` (None when the model comes from a folder)."""
-    if source.hf_config is None:
-        return None
-    from transformers import AutoConfig
-
-    fields = dict(source.hf_config)
-    try:
-        return AutoConfig.for_model(fields.pop("model_type"), **fields)
-    except (ValueError, KeyError) as error:
-        raise TrainerError(f"model.hf_config does not build a transformers config: {error}") from None
-
-
-def _model_config(source: ModelSourceConfig, *, gradient_checkpointing: bool, value_head: bool) -> ModelConfig:
-    return ModelConfig(
-        path=source.path,
-        hf_config=hf_model_config(source),
-        tokenizer_path=source.tokenizer_path,
-        attn_implementation=source.attn_implementation,
-        gradient_checkpointing=gradient_checkpointing,
-        value_head=value_head,
-        init_seed=source.init_seed,
-    )
-
-
-def train_engine_config(
-    section: ActorConfig, config: RunConfig, total_steps: int, *, value_head: bool = False
-) -> TrainEngineConfig:
-    """The FSDPEngine settings of the actor (or, with `value_head`, the critic) section."""
-    optim = section.optim
-    return TrainEngineConfig(
-        model=_model_config(
-            section.model, gradient_checkpointing=section.activation_checkpointing, value_head=value_head
-        ),
-        precision=PrecisionConfig(param_dtype=_PARAM_DTYPE, compute_dtype=section.dtype.value),
-        optimizer=OptimizerConfig(
-            lr=optim.lr,
-            betas=optim.betas,
-            eps=optim.eps,
-            weight_decay=optim.weight_decay,
-            max_grad_norm=optim.grad_clip,
-        ),
-        schedule=ScheduleConfig(
-            kind=optim.schedule.value,
-            warmup_steps=optim.warmup_steps,
-            total_steps=total_steps,
-            min_lr_ratio=optim.min_lr_ratio,
-        ),
-        micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=config.batch.max_tokens_per_micro_batch),
-        offload=OffloadConfig(fsdp_cpu_offload=section.cpu_offload, pin_memory=section.pin_memory),
-        device=device_name(config),
-        data_parallel=section.data_parallel.value,
-    )
+def placed(section: TrainEngineConfig, config: RunConfig, total_steps: int | None) -> TrainEngineConfig:
+    """`section` as this run builds it: on the run's device, with `total_steps` as its schedule's length unless
+    the section sets one."""
+    schedule = section.schedule
+    if schedule.total_steps is None and total_steps is not None:
+        schedule = dataclasses.replace(schedule, total_steps=total_steps)
+    return dataclasses.replace(section, device=device_name(config), schedule=schedule)
 
 
 def uses_reference(config: RunConfig) -> bool:
@@ -110,29 +65,17 @@ def build_actor(config: RunConfig, total_steps: int) -> ActorRole:
         temperature=config.rollout.temperature,
         ppo_epochs=config.batch.ppo_epochs,
     )
-    return ActorRole(FSDPEngine.from_config(train_engine_config(config.actor, config, total_steps)), loss)
+    return ActorRole(FSDPEngine.from_config(placed(config.actor, config, total_steps)), loss)
 
 
 def build_reference(config: RunConfig) -> ReferenceRole | None:
-    """The frozen reference policy (the actor's initial model unless `reference.model` is set), or None; its slots
-    share it as the actor's do (`actor.data_parallel`)."""
+    """The frozen reference policy (`reference`, or the actor's engine config when null), or None without KL."""
     if not uses_reference(config):
         return None
-    section = config.reference
-    source = section.model or config.actor.model
-    data_parallel = config.actor.data_parallel
-    # A frozen model needs no float32 master weights: ddp replicas (which have no mixed precision) hold the
-    # compute dtype itself; FSDP2 keeps float32 shards and casts them when it gathers.
-    param_dtype = section.dtype.value if data_parallel is DataParallel.DDP else _PARAM_DTYPE
-    engine_config = TrainEngineConfig(
-        model=_model_config(source, gradient_checkpointing=False, value_head=False),
-        precision=PrecisionConfig(param_dtype=param_dtype, compute_dtype=section.dtype.value),
-        optimizer=None,
-        micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=config.batch.max_tokens_per_micro_batch),
-        device=device_name(config),
-        data_parallel=data_parallel.value,
+    engine_config = placed(reference_engine_config(config.actor, config.reference), config, None)
+    role_config = ReferenceRoleConfig(
+        offload_between_uses=config.algorithm.offload_reference, temperature=config.rollout.temperature
     )
-    role_config = ReferenceRoleConfig(offload_between_uses=section.cpu_offload, temperature=config.rollout.temperature)
     return ReferenceRole(FSDPEngine.from_config(engine_config), role_config)
 
 
@@ -141,51 +84,50 @@ def build_critic(config: RunConfig, total_steps: int) -> CriticRole | None:
     section = config.critic
     if section is None:
         return None
+    value_clip = config.algorithm.value_clip
     loss = CriticLossConfig(
-        clip_range=section.value_clip if section.value_clip is not None else float("inf"),
+        clip_range=value_clip if value_clip is not None else float("inf"),
         aggregation=config.algorithm.loss_agg_mode,
         ppo_epochs=config.batch.ppo_epochs,
     )
-    engine = FSDPEngine.from_config(train_engine_config(section, config, total_steps, value_head=True))
-    return CriticRole(engine, loss)
+    with_head = dataclasses.replace(section, model=dataclasses.replace(section.model, value_head=True))
+    return CriticRole(FSDPEngine.from_config(placed(with_head, config, total_steps)), loss)
 
 
 def actor_hf_config(config: RunConfig) -> Any:
     """The transformers config of the actor's model, without building it (a split placement's rollout slots)."""
-    source = config.actor.model
-    if source.hf_config is not None:
-        return hf_model_config(source)
-    from transformers import AutoConfig
-
-    return AutoConfig.from_pretrained(source.path, local_files_only=True)
+    return load_hf_config(config.actor.model)
 
 
-def rollout_engine_config(config: RunConfig) -> HFEngineConfig:
-    """The rollout engine's settings: the actor's dtype, the run's device and seed, then `rollout.engine_kwargs`."""
-    if config.rollout.engine != "hf":
-        raise TrainerError(
-            f"rollout.engine={config.rollout.engine!r} is not wired into the built-in trainer yet; it runs the "
-            "in-process 'hf' engine (server/vllm/sglang engines work standalone through rl_engines)"
-        )
-    settings = {"dtype": config.actor.dtype.value, "device": device_name(config), "seed": config.trainer.seed}
-    try:
-        return HFEngineConfig(**{**settings, **config.rollout.engine_kwargs})
-    except TypeError as error:
-        raise TrainerError(f"rollout.engine_kwargs has a key HFEngineConfig does not take: {error}") from None
+def rollout_dtype(config: RunConfig) -> str:
+    """The rollout engine's weight dtype: the actor's compute dtype, unless `rollout.engine_kwargs` sets one."""
+    precision = config.actor.precision
+    return config.rollout.engine_kwargs.get(_ENGINE_DTYPE_KEY, precision.compute_dtype or precision.param_dtype)
 
 
-def build_rollout_engine(config: RunConfig, hf_config: Any) -> HFEngine:
-    """A rollout engine on a fresh model of `hf_config`; its weights are the actor's only after the first sync."""
-    from transformers import AutoModelForCausalLM
+def rollout_spec(config: RunConfig, hf_config: Any) -> RolloutEngineSpec:
+    """What the run decides about its rollout engine: the policy's config and dtype, the device and the seed,
+    then `rollout.engine_kwargs`."""
+    precision = config.actor.precision
+    return RolloutEngineSpec(
+        hf_config,
+        dtype=precision.compute_dtype or precision.param_dtype,
+        device=device_name(config),
+        seed=config.trainer.seed,
+        engine_kwargs=config.rollout.engine_kwargs,
+    )
 
-    engine_config = rollout_engine_config(config)
-    return HFEngine(AutoModelForCausalLM.from_config(hf_config), engine_config)
+
+def make_rollout_engine(config: RunConfig, hf_config: Any) -> InferenceEngine:
+    """The `rollout.engine` engine on a fresh model of `hf_config`; its weights are the actor's only after the
+    first sync."""
+    return build_rollout_engine(config.rollout.engine, rollout_spec(config, hf_config))
 
 
 def build_rollout(config: RunConfig, actor: ActorRole) -> tuple[InferenceEngine, WeightSync]:
     """This worker's rollout engine, holding the actor's current weights, and the sync that keeps it so."""
-    engine = build_rollout_engine(config, actor.hf_config)
-    return engine, local_weight_sync(engine, engine.config.dtype)
+    engine = make_rollout_engine(config, actor.hf_config)
+    return engine, local_weight_sync(engine, rollout_dtype(config))
 
 
 def local_weight_sync(engine: InferenceEngine, dtype: str) -> WeightSync:

@@ -31,10 +31,10 @@ from rl_runtime.trainer._engines import (
     build_critic,
     build_reference,
     build_rollout,
-    build_rollout_engine,
     device_name,
     local_weight_sync,
-    rollout_engine_config,
+    make_rollout_engine,
+    rollout_dtype,
     uses_reference,
 )
 from rl_runtime.trainer._errors import CheckpointStateError
@@ -163,9 +163,9 @@ class RunResourcesFactory:
         assert self.weight_exchange is not None, "split placement needs a weight exchange"
         rollout_ranks = self.plan.rollout_dp
         timeout_s = config.trainer.step_timeout_s
-        dtype = rollout_engine_config(config).dtype
+        dtype = rollout_dtype(config)
         if engines.rollout:
-            rollout = build_rollout_engine(config, actor_hf_config(config))
+            rollout = make_rollout_engine(config, actor_hf_config(config))
             group = join_weight_group(self.weight_exchange, 1 + dp_rank, rollout_ranks, timeout_s)
             return rollout, None, WeightReceiver(group, local_weight_sync(rollout, dtype))
         group = join_weight_group(self.weight_exchange, SENDER_RANK, rollout_ranks, timeout_s) if dp_rank == 0 else None

@@ -1,0 +1,82 @@
+"""What the trainer fills into the engines' own configs: device, schedule length, the critic's value head, the frozen
+reference, and the rollout engine built by name through rl-engines' registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rl_engines.rollout import HFEngine
+from rl_engines.training import load_hf_config
+from rl_runtime.config import RunConfig, config_from_dict, reference_engine_config
+from rl_runtime.trainer._engines import build_critic, make_rollout_engine, placed, rollout_dtype, rollout_spec
+
+_HF_CONFIG = {
+    "model_type": "qwen2", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 64, "max_position_embeddings": 32,
+}  # fmt: skip
+
+
+def _config(*overrides: str, **sections: Any) -> RunConfig:
+    data = {
+        "data": {"train_files": ["t.jsonl"], "max_prompt_length": 8, "max_response_length": 8},
+        "actor": {"model": {"hf_config": _HF_CONFIG, "init_seed": 3}},
+        "algorithm": {"kl": {"mode": "none", "coef": 0.0}},
+        "placement": {"device": "cpu"},
+        **sections,
+    }
+    return config_from_dict(RunConfig, data, list(overrides))
+
+
+def test_the_run_places_engines_and_gives_a_schedule_its_length() -> None:
+    config = _config("actor.schedule.kind=cosine", "actor.schedule.warmup_steps=2")
+    engine = placed(config.actor, config, total_steps=10)
+    assert (engine.device, engine.schedule.total_steps, engine.schedule.warmup_steps) == ("cpu", 10, 2)
+    own = _config("actor.schedule.kind=cosine", "actor.schedule.total_steps=5")
+    assert placed(own.actor, own, total_steps=10).schedule.total_steps == 5  # a length of its own is kept
+
+
+def test_a_null_reference_is_the_actors_engine_frozen() -> None:
+    config = _config("actor.model.gradient_checkpointing=true", "actor.micro_batch.max_tokens_per_micro_batch=64")
+    reference = reference_engine_config(config.actor, config.reference)
+    assert reference.optimizer is None and reference.model.gradient_checkpointing is False
+    assert reference.model.hf_config == config.actor.model.hf_config
+    assert reference.micro_batch.max_tokens_per_micro_batch == 64
+    own = _config("reference.model.path=/ref", "reference.optimizer=null")
+    assert reference_engine_config(own.actor, own.reference).model.path == "/ref"
+
+
+def test_the_critic_gets_its_value_head_and_the_value_clip() -> None:
+    config = _config(
+        "pipeline=ppo",
+        "algorithm.adv_estimator=gae",
+        "algorithm.value_clip=0.3",
+        critic={"model": {"hf_config": _HF_CONFIG}},
+    )
+    critic = build_critic(config, total_steps=4)
+    assert critic is not None and critic.engine.has_value_head and critic.config.clip_range == 0.3
+
+
+def test_the_rollout_engine_is_built_by_name_with_the_actors_dtype() -> None:
+    config = _config("rollout.engine_kwargs={max_batch_size: 4}")
+    assert rollout_dtype(config) == "float32"
+    spec = rollout_spec(config, None)
+    assert (spec.dtype, spec.device, spec.seed, dict(spec.engine_kwargs)) == (
+        "float32",
+        "cpu",
+        0,
+        {"max_batch_size": 4},
+    )
+    engine = make_rollout_engine(config, load_hf_config(config.actor.model))
+    try:
+        assert isinstance(engine, HFEngine) and engine.config.max_batch_size == 4
+    finally:
+        engine.shutdown()
+    assert rollout_dtype(_config("rollout.engine_kwargs={dtype: bfloat16}")) == "bfloat16"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "server"])
+def test_engines_without_a_trainer_builder_are_refused_at_load(engine: str) -> None:
+    with pytest.raises(ValueError, match=rf"rollout.engine: expected an engine the trainer can build .*'{engine}'"):
+        _config(f"rollout.engine={engine}")
