@@ -11,8 +11,11 @@ import pytest
 import torch
 
 import rl_runtime.nodes  # noqa: F401  (registers the built-in operations the example pipeline binds)
+from rl_core.advantages import ADVANTAGE_ESTIMATORS
 from rl_core.graph import PIPELINES, get_pipeline
+from rl_core.losses import POLICY_LOSSES
 from rl_core.schema import ADVANTAGES, RESPONSE_MASK, UID
+from rl_runtime.config import ConfigError, RunConfig, config_from_dict
 from rl_runtime.nodes import ResponseSample, Task
 from rl_runtime.planning import DataParallelInfo
 from rl_runtime.workers import NODE_OPERATIONS, NodeContext, StepData, bind_operations
@@ -33,9 +36,10 @@ def run_example(name: str) -> dict[str, Any]:
 @pytest.fixture
 def registries() -> Iterator[None]:
     """Registrations the examples make are removed afterwards, so other tests see the built-in registries."""
-    saved = dict(NODE_OPERATIONS), dict(PIPELINES)
+    registries = (NODE_OPERATIONS, PIPELINES, ADVANTAGE_ESTIMATORS, POLICY_LOSSES)
+    saved = tuple(dict(registry) for registry in registries)
     yield
-    for registry, before in zip((NODE_OPERATIONS, PIPELINES), saved, strict=True):
+    for registry, before in zip(registries, saved, strict=True):
         registry.clear()
         registry.update(before)
 
@@ -87,3 +91,30 @@ def test_task_example_encodes_and_scores() -> None:
     assert result.scores == (1.0, 0.0)
     assert result.metrics == {"task/exact_length_rate": 0.5}
     assert task.decode([1, 2]) == "1 2"
+
+
+@pytest.mark.usefixtures("registries")
+def test_run_config_names_the_examples() -> None:
+    for name in ("estimator", "policy-loss", "node-operation"):
+        run_example(name)
+    data = {
+        "data": {"train_files": ["train.jsonl"]},
+        "actor": {"model": {"path": "/models/policy"}},
+        "pipeline": "grpo_clipped",
+        "algorithm": {
+            "adv_estimator": "group_max_baseline",
+            "adv_params": {"scale": 2.0},
+            "policy_loss": "clipped_reinforce",
+            "policy_loss_params": {"max_advantage": 5.0},
+        },
+    }
+    config = config_from_dict(RunConfig, data)
+    assert (config.pipeline, config.algorithm.adv_estimator, config.algorithm.policy_loss) == (
+        "grpo_clipped",
+        "group_max_baseline",
+        "clipped_reinforce",
+    )
+    with pytest.raises(
+        ConfigError, match=r"adv_params\.gamma: expected a parameter of advantage estimator 'group_max_baseline'"
+    ):
+        config_from_dict(RunConfig, data, ["algorithm.adv_params={gamma: 0.9}"])
