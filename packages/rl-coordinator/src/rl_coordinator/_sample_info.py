@@ -86,8 +86,8 @@ def _restore(
 ) -> SampleInfo:
     """Unpickle a SampleInfo without running __post_init__: the values were checked when the original was built.
 
-    Validation and the metadata copy were most of the cost of unpickling (about 10 us a sample), paid again
-    by every process the sample's description passes through.
+    Validation and the metadata copy were most of the cost of unpickling, paid again by every process the
+    sample's description passes through (figures: bench/README.md, "Figures behind the docstrings").
     """
     info = object.__new__(SampleInfo)
     # A whole new __dict__ in one assignment (frozen: through object's setattr) is half the cost of update().
@@ -112,7 +112,8 @@ def pack_infos(infos: list[SampleInfo]) -> tuple[list[Any], ...]:
     """The infos as one list per field (metadata as a dict, or None when empty), for `unpack_infos`.
 
     Requests and replies carry infos by the hundred, and Ray pickles them with cloudpickle, whose per-object
-    hook made a SampleInfo cost about 1.3 us to pickle; lists of plain values pickle in a tenth of that.
+    hook dominated a SampleInfo's pickling cost; lists of plain values pickle far faster (figures:
+    bench/README.md, "Figures behind the docstrings").
     """
     return (
         [info.uid for info in infos],

@@ -18,11 +18,10 @@ the tensor container.
 
 The container above rl-core stays a plain mapping of these names to tensors (`rl_runtime.workers.StepData`),
 not a `tensordict.TensorDict`. `bench/batch_container.py` ran both on what the training path does with a
-batch (build, select rows, split into micro-batches, concat, pickle), at B = 32, 256 and 2048 with T = 512. The
-two totals came within 0.83-1.17x of each other. TensorDict was slower at building, selecting and
-micro-batching (1.04-1.4x, its per-call overhead) and about even on pickling. It won only on concat, and only
-because `concat_samples` pads every part; concatenating without padding on both sides was 0.85-1.05x. That is
-no clear win, so a new dependency for rl-runtime and rl-engines plus a second indexing API is not worth it.
+batch (build, select rows, split into micro-batches, concat, pickle). Neither total was clearly ahead:
+TensorDict was slower at building, selecting and micro-batching (its per-call overhead), about even on
+pickling, and won only on concat, and only because `concat_samples` pads every part. That is no clear win,
+so a new dependency for rl-runtime and rl-engines plus a second indexing API is not worth it.
 bench/README.md has the figures and what a switch would take.
 """
 

@@ -12,8 +12,8 @@ Ref granularity: a client coalesces its puts (`_sender`): a batch goes out at on
 puts is unacknowledged, and the batches put meanwhile go out together, as one call to the actor and the
 payloads of each edge in as few `ray.put`s as `max_bundle_bytes` allows (`_bundle.PayloadBundle`, CPU tensors
 as raw bytes).
-Each `ray.put` and each actor call costs a fixed round trip (0.3 to 1 ms of CPU on a busy 2-core machine,
-whatever the size), which is what makes per-sample or per-batch designs slow. Per sample the coordinator keeps a
+Each `ray.put` and each actor call costs a fixed round trip of CPU whatever the size (bench/README.md, "Figures
+behind the docstrings"), which is what makes per-sample or per-batch designs slow. Per sample the coordinator keeps a
 (ref, position) pair; a consumer fetches each distinct ref of its share once (`fetch_payloads`) and indexes it.
 Balancing spreads an object's samples over ranks, so a rank may fetch samples it does not use;
 `StepSpec.keep_batches` (the default) balances runs of samples sharing a ref first and then exchanges single

@@ -27,7 +27,7 @@ flight; the calls are coroutines on one event loop, so a slot costs a little mem
 
 
 # Bookkeeping only: it needs no CPU slot. Its calls are not recorded as task events (for Ray's dashboard and
-# state API): every rank calls it every step, and recording cost about a tenth of each call's CPU here.
+# state API): every rank calls it every step, and recording was a measurable share of each call's CPU here.
 @ray.remote(num_cpus=0, max_concurrency=DEFAULT_MAX_CONCURRENCY, enable_task_events=False)
 class DataCoordinator:
     """Async Ray actor that holds SampleInfo and ObjectRefs per edge and hands each rank its share of a step.
@@ -52,8 +52,8 @@ class DataCoordinator:
 
     def __init__(self) -> None:
         # The actor's process holds Ray's and torch's objects from import (about 200k): a full collection,
-        # which the samples queued here trigger now and then, scanned them all (0.1 s on a 2-core machine)
-        # though none is garbage. Frozen, they are left out of every collection.
+        # which the samples queued here trigger now and then, scanned them all though none is garbage (a
+        # stall of a noticeable fraction of a step; bench/README.md). Frozen, they are left out of every collection.
         gc.freeze()
         self._state = CoordinatorState()
 

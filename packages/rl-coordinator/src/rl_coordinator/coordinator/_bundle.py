@@ -1,8 +1,8 @@
 """Several producer batches in one object-store entry, with their CPU tensors carried as raw bytes.
 
-One `ray.put` costs a round trip to the object store whatever the size (about 0.3 ms on a 2-core machine), so the
-client puts the batches that queue up while its previous put is acknowledged as one PayloadBundle. Tensors do not
-go through torch's own pickling (a `torch.save` per tensor; unpickling a 64 KiB tensor took 0.5 ms): each CPU
+One `ray.put` costs a fixed round trip to the object store whatever the size, so the client puts the batches
+that queue up while its previous put is acknowledged as one PayloadBundle. Tensors do not go through torch's own
+pickling (a `torch.save` per tensor, slow to unpickle for small tensors; bench/README.md has the figures): each CPU
 tensor becomes an out-of-band byte buffer that Ray writes to the object store without another copy, and is
 rebuilt as a private, writable tensor when a consumer first indexes its batch.
 """

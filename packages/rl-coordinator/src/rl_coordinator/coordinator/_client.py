@@ -52,8 +52,8 @@ class CoordinatorClient:
     client's staging ring (two bundles of memory, at most 64 MiB, touched as used and kept), so keep one client
     per producer rather than one per put. Every share read and put allocates a few Python objects per sample; in a
     process holding Ray's and torch's ~200k objects, each full garbage collection they trigger rescans all of
-    those (a quarter of a second on 2 cores), so a long-running producer or consumer calls `gc.freeze()` once
-    set up, as the coordinator actor does.
+    those (a stall long enough to show in a step's timings; bench/README.md has the figure), so a long-running
+    producer or consumer calls `gc.freeze()` once set up, as the coordinator actor does.
 
     Args:
         coordinator: the actor handle (`start_coordinator()` or `ray.get_actor(name)`).

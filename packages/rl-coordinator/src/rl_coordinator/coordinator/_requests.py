@@ -26,8 +26,8 @@ DEFAULT_WORKLOAD = "tokens"
 MAX_SHARES_PER_ITEM = 16
 """Shares a stream item carries at most, by default. A stream item costs caller and coordinator a fixed round
 trip, so a rank that falls behind catches up with the steps already partitioned in one item; the cap bounds how
-many partitions the first share of an item waits behind (about 0.3 ms each on a 2-core machine). 1 sends every
-share alone, as a rank that keeps pace with its producers gets them anyway."""
+many partitions the first share of an item waits behind (each costs a partitioning pass). 1 sends every share
+alone, as a rank that keeps pace with its producers gets them anyway."""
 
 
 class RefSelection(NamedTuple):

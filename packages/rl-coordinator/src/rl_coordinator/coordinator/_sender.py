@@ -1,7 +1,8 @@
 """A producer's puts, coalesced: batches that queue while a send is unacknowledged go out together.
 
-Each `ray.put` and each call to the coordinator costs a fixed round trip (0.3 to 1 ms of CPU on a 2-core
-machine) whatever it carries, and that, not the bytes, bounded a producer putting small batches. The sender
+Each `ray.put` and each call to the coordinator costs a fixed round trip of CPU whatever it carries
+(bench/README.md, "Figures behind the docstrings"), and that, not the bytes, bounded a producer putting small
+batches. The sender
 thread sends whatever has queued as one call carrying a PutRequest per batch, with the payloads of each
 edge's batches in as few `ray.put`s as the bundle size allows, then waits for the acknowledgement; batches put
 meanwhile queue for the next send. A lone batch goes out at once (nothing waits for company), so coalescing

@@ -1,10 +1,10 @@
 """Reused memory for the snapshots a producer's puts take of their tensors until the sender puts them in Ray.
 
 A snapshot copied into fresh memory pays a page fault per 4 KiB page on first touch, which cost several times
-the copy itself (a 64 KiB batch: about 20 us into fresh pages, 5 us into touched ones, on a 2-core machine), and
-a producer snapshots every batch it puts. The arena is a ring of touched memory: snapshots are carved from it
-in put order and given back once their bundle is in the object store, so a steady producer reuses the same
-pages. A snapshot that does not fit (the ring is full of batches still waiting to be sent) gets fresh memory.
+the copy itself (bench/README.md has the figures), and a producer snapshots every batch it puts. The arena is
+a ring of touched memory: snapshots are carved from it in put order and given back once their bundle is in the
+object store, so a steady producer reuses the same pages. A snapshot that does not fit (the ring is full of
+batches still waiting to be sent) gets fresh memory.
 """
 
 from __future__ import annotations

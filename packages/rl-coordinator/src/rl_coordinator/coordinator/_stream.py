@@ -1,7 +1,7 @@
 """A rank's shares of consecutive steps, pushed by the coordinator: one streaming call instead of a call per step.
 
-Every actor call costs a fixed round trip in both processes (about 0.5 ms of CPU each on a busy 2-core
-machine), and a rank reading an edge step after step pays it every step. On a streaming call the coordinator
+Every actor call costs a fixed round trip of CPU in both processes (bench/README.md, "Figures behind the
+docstrings"), and a rank reading an edge step after step pays it every step. On a streaming call the coordinator
 sends each share as a generator item the moment its step is partitioned, together with the following shares
 that are ready then (a rank that fell behind catches up in one item); an item costs the two processes about
 half of what a call costs. What a rank gives up is asking: the coordinator opens the rank's next step as

@@ -24,7 +24,7 @@ class DecodeStep(Protocol):
 class ModelStep:
     """Through the model's forward and a transformers `DynamicCache`. With `boolean_mask` the forward takes a ready
     `(B, 1, 1, W)` boolean mask (`takes_boolean_4d_mask`) and skips building one from the padding mask each step,
-    a tenth of a small model's decode step."""
+    a visible share of a small model's decode step."""
 
     def __init__(
         self, model: torch.nn.Module, cache: DynamicCache, mask: torch.Tensor, last: torch.Tensor, boolean_mask: bool

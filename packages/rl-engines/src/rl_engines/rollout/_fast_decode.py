@@ -2,8 +2,8 @@
 parameters with torch functional ops.
 
 For one new token per row, transformers' forward spends most of a small model's step outside arithmetic: mask and
-cache bookkeeping, per-module hooks and output records (0.58 ms of a 2-layer, 64-wide model's step for 32 rows; this
-step takes 0.30 ms). A model is taken only when its architecture matches the family's layer exactly
+cache bookkeeping, per-module hooks and output records; this step skips them (bench/README.md, "Figures behind the
+docstrings", has the timings). A model is taken only when its architecture matches the family's layer exactly
 (`FastDecoder.for_model`); any other model decodes through transformers.
 
 The decoder holds the model's `Parameter` objects, as `HFEngine`'s weight updates do: an update copies into a
@@ -54,7 +54,7 @@ class KVState:
     additive attention bias `(B, capacity)` (0 where a row attends, -inf at padding and unfilled columns).
 
     Columns `[0, width)` are filled. Each step writes one column in place; the buffers double when full, so a
-    step never copies the whole cache (concatenating a step's keys onto the cache had been a quarter of a small
+    step never copies the whole cache (concatenating a step's keys onto the cache had been a large share of a small
     model's step)."""
 
     def __init__(self, prefill: PrefillKV, mask: torch.Tensor, capacity: int) -> None:

@@ -6,9 +6,9 @@ its (daemon) worker; the sync reports the failure and the engine must be treated
 
 An inline caller runs `call_all` on the caller's own thread instead, for engines in the trainer's process that
 bound their own waits (`HFEngine`'s drain and admission timeouts): each call then saves two thread hand-offs,
-which cost ~0.3 ms apiece in a loaded training process (a sync makes seven such calls), and a call that overruns
-its bound is reported when it returns. `submit` always uses a worker: transports that overlap engine calls with
-the trainer's own work need one.
+which are slow in a loaded training process (a sync makes seven such calls; figures in bench/README.md), and a
+call that overruns its bound is reported when it returns. `submit` always uses a worker: transports that overlap
+engine calls with the trainer's own work need one.
 """
 
 from __future__ import annotations

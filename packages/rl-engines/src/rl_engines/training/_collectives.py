@@ -1,9 +1,9 @@
 """Sums and gathers of small tensors over the default process group, at the cost of a few point-to-point messages.
 
 Gloo's all-reduce runs a ring (a reduce-scatter, then an all-gather, each in several rounds), so on CPU a small
-tensor costs it 1-2 ms between two local processes, against ~0.1-0.4 ms for one exchange of the whole tensor with
-a peer. For a small message and a power-of-two world, recursive doubling is cheaper: in round k every rank swaps its
-partial result with rank `rank ^ 2**k`, log2(world) rounds in all. Each rank adds its own and its peer's values, and
+tensor costs it several times one exchange of the whole tensor with a peer (figures: bench/README.md). For a
+small message and a power-of-two world, recursive doubling is cheaper: in round k every rank swaps its partial
+result with rank `rank ^ 2**k`, log2(world) rounds in all. Each rank adds its own and its peer's values, and
 floating-point addition is commutative, so every rank ends with bitwise the same sum, as replicas need. Larger
 tensors, other worlds and other backends (nccl) keep the library's collectives.
 """

@@ -4,8 +4,7 @@ parameters with torch functional ops, in the padded and the shared-prefix layout
 It gives the hidden states transformers' forward gives, with gradients reaching the same parameters, without the
 mask building, cache objects, per-module hooks and output records around the arithmetic, and, on CPU, with short
 attention spans computed as two batched matmuls: the fused CPU attention kernel pays a fixed cost that exceeds the
-arithmetic when a span holds a few dozen keys (a 2-layer, 64-wide model's padded rows of 30 tokens: 0.6 ms against
-1.1 ms forward and backward per layer).
+arithmetic when a span holds a few dozen keys (figures for a 2-layer, 64-wide model: bench/README.md).
 
 A padding query attends to itself as well as to its row's earlier valid tokens, so no softmax runs over nothing and
 no NaN reaches the backward; its output is never read.

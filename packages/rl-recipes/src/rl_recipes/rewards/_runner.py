@@ -4,11 +4,11 @@ Samples run on `max_workers` long-lived daemon threads that take them from a que
 deadline from the moment a thread takes it. Threads rather than processes because reward functions are loaded
 from arbitrary files and closures (often not picklable), are usually fast pure-Python rules for which process
 start-up and pickling cost more than the call, and can see the caller's already-imported modules. Long-lived
-because starting a thread per sample cost ~130 µs, 35x a rule reward's own call. A thread cannot be killed: a
-sample past its deadline is scored as a failure and its thread is retired (it exits once the call returns;
-daemon, so it never blocks interpreter exit) while a fresh thread takes its place. A function that hangs forever
-therefore leaks one idle thread per timed-out sample; use a process-based reward server for untrusted or
-CPU-heavy code.
+because starting a thread per sample cost many times a rule reward's own call (figures: bench/README.md). A
+thread cannot be killed: a sample past its deadline is scored as a failure and its thread is retired (it exits
+once the call returns; daemon, so it never blocks interpreter exit) while a fresh thread takes its place. A
+function that hangs forever therefore leaks one idle thread per timed-out sample; use a process-based reward
+server for untrusted or CPU-heavy code.
 """
 
 from __future__ import annotations

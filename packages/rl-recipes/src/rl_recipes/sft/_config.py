@@ -16,7 +16,7 @@ LR_SCHEDULES = ("constant", "cosine")
 # Calibrated on the embedded default (3300 training rows after the 200 validation rows, 2 CPU threads):
 # the held-out exact match stays below ~0.1 for a few hundred steps, then climbs steeply (0.2 after
 # 650-1350 steps depending on the seed, 0.8-0.95 after 1500, 1.0 on a long run). Stopping at 0.2 on the
-# validation rows gave held-out 0.15-0.25 over 4 seeds in 30-60 s (~40 ms per step), with sampled
+# validation rows gave held-out 0.15-0.25 over 4 seeds (wall times in bench/README.md), with sampled
 # (T = 1) pass@8 of 0.48-0.69: a modest start with room for RL. Batches of 32 at this rate more often
 # memorised the training rows instead (3 of 4 seeds below 0.15 after 1200 steps).
 DEFAULT_STEPS = 1500
@@ -146,7 +146,7 @@ class SFTConfig:
     """The token budget of one forward/backward pass (a row longer than it runs alone)."""
     packing: bool = attrs.field(default=False, validator=_bool)
     """Run each micro-batch as one packed row (no padding) instead of padded rows: saves compute when row
-    lengths vary; the embedded rows are short and alike, and padded rows train them ~2x faster on a CPU."""
+    lengths vary; the embedded rows are short and alike, and padded rows train them faster on a CPU."""
     seed: int = attrs.field(default=0, validator=_int_at_least(0))
     """Seeds the model initialisation, the row order and the embedded dataset."""
     eval_every: int = attrs.field(default=DEFAULT_EVAL_EVERY, validator=_int_at_least(0))

@@ -1,0 +1,46 @@
+"""CONTRIBUTING.md's estimator and policy-loss examples run as written: they register, and their asserts hold."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rl_core.advantages import ADVANTAGE_ESTIMATORS
+from rl_core.losses import POLICY_LOSSES
+
+CONTRIBUTING = Path(__file__).resolve().parents[3] / "CONTRIBUTING.md"
+_EXAMPLE = re.compile(r"<!-- example: (?P<name>[\w-]+) -->\n```python\n(?P<code>.*?)\n```", re.DOTALL)
+
+
+def contributing_example(name: str) -> str:
+    """The python block marked `<!-- example: name -->` in CONTRIBUTING.md."""
+    examples = {match["name"]: match["code"] for match in _EXAMPLE.finditer(CONTRIBUTING.read_text())}
+    assert name in examples, f"CONTRIBUTING.md has no block marked <!-- example: {name} -->; found {sorted(examples)}"
+    return examples[name]
+
+
+@pytest.fixture
+def registries() -> Iterator[None]:
+    """Registrations the examples make are removed afterwards, so other tests see the built-in registries."""
+    saved = dict(ADVANTAGE_ESTIMATORS), dict(POLICY_LOSSES)
+    yield
+    for registry, before in zip((ADVANTAGE_ESTIMATORS, POLICY_LOSSES), saved, strict=True):
+        registry.clear()
+        registry.update(before)
+
+
+@pytest.mark.usefixtures("registries")
+def test_estimator_example_registers_and_computes() -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(contributing_example("estimator"), "CONTRIBUTING.md:estimator", "exec"), namespace)
+    assert ADVANTAGE_ESTIMATORS["group_max_baseline"] is namespace["group_max_baseline"]
+
+
+@pytest.mark.usefixtures("registries")
+def test_policy_loss_example_registers_and_computes() -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(contributing_example("policy-loss"), "CONTRIBUTING.md:policy-loss", "exec"), namespace)
+    assert POLICY_LOSSES["clipped_reinforce"] is namespace["clipped_reinforce"]
