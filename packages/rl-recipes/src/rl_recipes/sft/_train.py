@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+import attrs
 
 from rl_coordinator.balancing import plan_micro_batches_all_ranks
 from rl_engines.training import (
@@ -27,16 +28,21 @@ from rl_recipes.sft._heldout import TrainingScorer, share_from_rank_zero
 from rl_recipes.sft._loss import LOG_PROBS_ONLY, response_nll_loss
 from rl_recipes.sft._sources import data_files, model_source, resolve_tokenizer
 from rl_recipes.tasks import MathSample, load_math_dataset
+from rl_runtime.metrics import MetricsLogger, SinkContext
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
-"""One JSON object per line in `output_dir`: a training step (`loss`, ...) or an evaluation
-(`validation_exact_match` or `heldout_exact_match`)."""
+"""One JSON object per line in `output_dir` (the `jsonl` sink's file): a training step (`loss`, ...) or an
+evaluation (`validation_exact_match` or `heldout_exact_match`)."""
+EXPERIMENT_NAME = "sft"
+"""The run's name in the progress bar and the tracking sinks."""
 HELDOUT_METRIC = "heldout_exact_match"
 VALIDATION_METRIC = "validation_exact_match"
 _LOG_EVERY = 10
-"""Steps between INFO log lines (every step goes to the metrics file and the `on_step` callback)."""
+"""Steps between INFO log lines (every step goes to the metrics sinks and the `on_step` callback)."""
+_NOT_LOGGED = ("step", "total_steps")
+"""`SFTStep` fields that are not metrics (the step is the record's own key)."""
 
 
 @dataclass(frozen=True)
@@ -103,23 +109,19 @@ def _step_batch(
     return collate(mine, pad_token_id), plans[engine.rank].micro_batches
 
 
-class _MetricsLog:
-    """Appends one JSON line per record to the metrics file on rank 0 (nothing elsewhere)."""
-
-    def __init__(self, path: Path, enabled: bool) -> None:
-        self._handle: IO[str] | None = None
-        if enabled:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = path.open("w", encoding="utf-8")
-
-    def write(self, record: dict[str, float | int]) -> None:
-        if self._handle is not None:
-            self._handle.write(json.dumps(record) + "\n")
-            self._handle.flush()
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
+def _metrics_logger(config: SFTConfig, total_steps: int, rank: int) -> MetricsLogger:
+    """RL's metrics logger over `config.log_sinks` on rank 0 (no sinks elsewhere); a fresh `metrics.jsonl`."""
+    if rank != 0:
+        return MetricsLogger({})
+    run_dir = Path(config.output_dir)
+    (run_dir / METRICS_FILE).unlink(missing_ok=True)  # a warm start never resumes: its file starts empty
+    context = SinkContext(
+        run_dir=run_dir,
+        experiment_name=EXPERIMENT_NAME,
+        total_steps=total_steps,
+        hyperparameters=attrs.asdict(config),
+    )
+    return MetricsLogger.from_names(config.log_sinks, context)
 
 
 class _Run:
@@ -134,7 +136,7 @@ class _Run:
         self.total_steps = total_steps
         self.order = RowOrder(len(examples), config.seed)
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.metrics = _MetricsLog(Path(config.output_dir) / METRICS_FILE, enabled=engine.rank == 0)
+        self.metrics = _metrics_logger(config, total_steps, engine.rank)
         self.scorer: TrainingScorer | None = None
         self.curve: list[tuple[int, float]] = []
 
@@ -144,7 +146,7 @@ class _Run:
             return None
         result = self.scorer.score(step, samples)
         if result is not None:
-            self.metrics.write({"step": step, metric: result.mean_reward, "eval_seconds": result.seconds})
+            self.metrics.log(step, {metric: result.mean_reward, "eval_seconds": result.seconds})
             logger.info("step %d: %s %.4f", step, metric, result.mean_reward)
         return share_from_rank_zero(None if result is None else result.mean_reward)
 
@@ -162,7 +164,7 @@ class _Run:
         record = SFTStep(
             step, self.total_steps, result.loss, result.grad_norm, result.lr, int(normalizer.num_tokens), seconds
         )
-        self.metrics.write({k: v for k, v in dataclasses.asdict(record).items() if k != "total_steps"})
+        self.metrics.log(step, {k: v for k, v in dataclasses.asdict(record).items() if k not in _NOT_LOGGED})
         if step % _LOG_EVERY == 0 or step == self.total_steps:
             logger.info(
                 "step %d/%d: loss %.4f, lr %.2e, %.3f s", step, self.total_steps, result.loss, result.lr, seconds
