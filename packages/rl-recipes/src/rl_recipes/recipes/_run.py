@@ -9,10 +9,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from rl_recipes.recipes import sft
 from rl_recipes.recipes._config import RecipeConfig
 from rl_recipes.recipes._plot import plot_reward_curve
 from rl_recipes.recipes._registry import Recipe
-from rl_recipes.sft import run_sft
 from rl_runtime.config import dump_config_yaml
 from rl_runtime.trainer import TrainResult
 
@@ -47,7 +47,7 @@ def prepare_warm_start(config: RecipeConfig) -> None:
         logger.info("warm start: reusing %s", target)
         return
     logger.info("warm start: supervised fine-tuning into %s", target)
-    result = run_sft(config.warm_start)
+    result = sft.run(config.warm_start)
     logger.info("warm start done: held-out exact match %s", result.heldout_exact_match)
 
 

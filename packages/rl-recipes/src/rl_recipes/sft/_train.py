@@ -1,4 +1,7 @@
-"""`run_sft`: the supervised warm start on the training engine, with per-step metrics and an HF export."""
+"""`run_sft`: the supervised warm start on the training engine, with per-step metrics and an HF export.
+
+`run_sft` is three calls (the SFT recipe, `rl_recipes.recipes.sft.run`, spells them out): `load_sft_data`,
+`build_sft_engine`, then `train_sft`, the loop with periodic validation, the export and the held-out score."""
 
 from __future__ import annotations
 
@@ -21,13 +24,14 @@ from rl_engines.training import (
     TrainEngineConfig,
 )
 from rl_recipes.sft._config import SFTConfig
-from rl_recipes.sft._data import RowOrder, SFTExample, collate, encode_examples, split_validation
+from rl_recipes.sft._data import RowOrder, SFTExample, collate
 from rl_recipes.sft._errors import SFTError
 from rl_recipes.sft._export import MODEL_DIR, export_model_folder
 from rl_recipes.sft._heldout import TrainingScorer, share_from_rank_zero
 from rl_recipes.sft._loss import LOG_PROBS_ONLY, response_nll_loss
-from rl_recipes.sft._sources import data_files, model_source, resolve_tokenizer
-from rl_recipes.tasks import MathSample, load_math_dataset
+from rl_recipes.sft._setup import SFTData, load_sft_data
+from rl_recipes.sft._sources import model_source
+from rl_recipes.tasks import MathSample
 from rl_runtime.metrics import MetricsLogger, SinkContext
 
 logger = logging.getLogger(__name__)
@@ -177,28 +181,29 @@ class _Run:
             self.scorer.close()
 
 
-def run_sft(config: SFTConfig, *, on_step: Callable[[SFTStep], None] | None = None) -> SFTResult:
-    """Train `config.model` on prompt + response + eos with the loss on the response tokens, export it, and
-    score the held-out rows.
-
-    Every `eval_every` steps (and at step 0) the validation rows (the held-out rows when there are none)
-    are scored; the run stops early once that reaches `stop_at_exact_match`. Runs in one process or on
-    every rank of an initialised process group (each rank takes its share of every step's `batch_size`
-    rows). Every input is checked before the first step. `on_step` is called after every step (on every
-    rank), e.g. to drive a progress bar.
-    """
-    train_path, heldout_path = data_files(config)
-    tokenizer = resolve_tokenizer(config)
-    train_rows, validation = split_validation(load_math_dataset(train_path), config.validation_size, config.seed)
-    examples = encode_examples(train_rows, tokenizer, config.max_length)
-    heldout = load_math_dataset(heldout_path) if heldout_path is not None else []
-    total_steps = config.num_steps(len(examples))
-    engine = FSDPEngine.from_config(_engine_config(config, tokenizer, total_steps))
+def build_sft_engine(config: SFTConfig, data: SFTData) -> FSDPEngine:
+    """The training engine of `config` over the process group (if any), scheduled for `data`'s step count; a
+    `batch_size` that does not divide over the ranks is refused."""
+    engine = FSDPEngine.from_config(_engine_config(config, data.tokenizer, data.total_steps(config)))
     if config.batch_size % engine.world_size:
         raise SFTError(
             f"SFTConfig.batch_size={config.batch_size} does not divide over {engine.world_size} ranks; "
             f"use a multiple of {engine.world_size}"
         )
+    return engine
+
+
+def train_sft(
+    config: SFTConfig, engine: FSDPEngine, data: SFTData, *, on_step: Callable[[SFTStep], None] | None = None
+) -> SFTResult:
+    """Train `engine` on `data`'s rows, export it to `<output_dir>/model` and score the held-out rows.
+
+    Every `eval_every` steps (and at step 0) the validation rows (the held-out rows when there are none)
+    are scored; the run stops early once that reaches `stop_at_exact_match`. `on_step` is called after every
+    step (on every rank), e.g. to drive a progress bar.
+    """
+    tokenizer, examples, validation, heldout = data.tokenizer, data.examples, data.validation, data.heldout
+    total_steps = data.total_steps(config)
     periodic, periodic_metric = (validation, VALIDATION_METRIC) if validation else (heldout, HELDOUT_METRIC)
     logger.info(
         "SFT: %d rows, up to %d steps of %d rows on %d rank(s), %d validation and %d held-out rows",
@@ -256,3 +261,15 @@ def run_sft(config: SFTConfig, *, on_step: Callable[[SFTStep], None] | None = No
         eval_curve=tuple(run.curve),
         train_seconds=sum(seconds),
     )
+
+
+def run_sft(config: SFTConfig, *, on_step: Callable[[SFTStep], None] | None = None) -> SFTResult:
+    """Train `config.model` on prompt + response + eos with the loss on the response tokens, export it, and
+    score the held-out rows (see `train_sft`).
+
+    Runs in one process or on every rank of an initialised process group (each rank takes its share of every
+    step's `batch_size` rows). Every input is checked before the first step.
+    """
+    data = load_sft_data(config)
+    engine = build_sft_engine(config, data)
+    return train_sft(config, engine, data, on_step=on_step)
