@@ -113,3 +113,12 @@ def test_rejections(kwargs: dict[str, object], match: str) -> None:
 def test_rejects_a_folder_that_is_not_a_model(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="is not a Hugging Face model folder"):
         evaluate_math(tmp_path, SAMPLES, TOKENIZER, max_new_tokens=4)
+
+
+def test_counts_reward_failures_as_zero_scores() -> None:
+    def broken(response_text: str, ground_truth: str, **extra: object) -> float:
+        raise RuntimeError("no reward today")
+
+    engine = FixedOutputEngineDouble({"eval-0": "5", "eval-1": "5"})
+    result = evaluate_math(engine, SAMPLES, TOKENIZER, max_new_tokens=4, reward_fn=broken)
+    assert (result.num_reward_failures, result.mean_reward, result.pass_at_k) == (2, 0.0, 0.0)

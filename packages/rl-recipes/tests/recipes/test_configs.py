@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
-from rl_recipes.recipes import RECIPES, config_path, get_recipe, load_recipe_config
+from rl_recipes.recipes import RECIPES, Recipe, config_path, get_recipe, load_recipe_config, run_recipe
 from rl_runtime.config import ConfigError
 
 EXPECTED = {
@@ -30,6 +32,19 @@ def test_packaged_config_loads_and_passes_its_recipe_checks(name: str) -> None:
     first_line = config_path(recipe.config_file).read_text().splitlines()[0]
     assert first_line == f"# rl-recipes train {name}"
     assert config.warm_start is not None and config.actor.model.path == str(config.warm_start_model)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_recipe_module_names_its_pipeline_and_registers_its_run(name: str) -> None:
+    module = importlib.import_module(f"rl_recipes.recipes.{name}")
+    assert EXPECTED[name][0] == module.PIPELINE
+    assert get_recipe(name).run is module.run and get_recipe(name).checks == module.CHECKS
+
+
+def test_run_recipe_runs_the_recipe_module_s_run() -> None:
+    calls: list[object] = []
+    recipe = Recipe("probe", "a probe", "grpo.yaml", run=lambda config: calls.append(config) or "done")
+    assert run_recipe(recipe, "config") == "done" and calls == ["config"]  # type: ignore[arg-type]
 
 
 def test_dr_grpo_refuses_std_normalised_advantages() -> None:

@@ -60,6 +60,9 @@ def test_loads_from_overrides_like_every_run_config() -> None:
         ("stop_at_exact_match", 1.5, r"a number in \(0, 1\] or null"),
         ("packing", "yes", "true or false"),
         ("output_dir", "", "a non-empty string"),
+        ("log_sinks", "jsonl", "a list of log sink names"),
+        ("log_sinks", ("jsonl", "jsnl"), "registered log sinks, any of"),
+        ("log_sinks", ("jsonl", "jsonl"), "distinct log sink names"),
     ],
 )
 def test_rejects_bad_field(field: str, value: Any, expected: str) -> None:
@@ -77,3 +80,10 @@ def test_rejects_early_stopping_without_periodic_evaluation() -> None:
 def test_rejects_steps_and_epochs_together() -> None:
     with pytest.raises(ConfigError, match=r"steps: expected at most one of steps and epochs.*remove one of them"):
         SFTConfig(steps=10, epochs=1.0)
+
+
+def test_log_sinks_default_to_the_metrics_file_and_load_like_rl_ones() -> None:
+    assert SFTConfig().log_sinks == ("jsonl",)
+    assert load_config(SFTConfig, None, ["log_sinks=[console,jsonl]"]).log_sinks == ("console", "jsonl")
+    with pytest.raises(ConfigError, match="did you mean 'jsonl'"):
+        SFTConfig(log_sinks=("jsnl",))

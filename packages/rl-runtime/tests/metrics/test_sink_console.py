@@ -60,3 +60,8 @@ def test_plain_eta_is_unknown_without_a_total(tmp_path: Path, caplog: pytest.Log
     sink = LoggingConsoleSink(SinkContext(run_dir=tmp_path))
     sink.log(1, {})
     assert caplog.records[-1].getMessage() == "step 1/? (ETA ?): "
+
+
+def test_the_line_shows_the_warm_start_s_loss_and_exact_match() -> None:
+    line = format_metric_line({"loss": 1.25, "grad_norm": 3.0, "validation_exact_match": 0.2})
+    assert line == "loss=1.25 val_exact_match=0.2"

@@ -11,14 +11,13 @@ from rl_core.graph import PIPELINES, get_pipeline
 from rl_core.losses import POLICY_LOSSES
 from rl_recipes.evaluation import evaluate_math
 from rl_recipes.recipes import RECIPES, config_path, get_recipe, load_recipe_config, run_recipe
+from rl_recipes.recipes import sft as sft_recipe
 from rl_recipes.rewards import REWARD_FUNCTIONS
-from rl_recipes.sft import SFTConfig, run_sft
+from rl_recipes.sft import SFTConfig
 from rl_recipes.tasks import load_math_dataset, load_tokenizer
 from rl_runtime.config import load_config
 
 logger = logging.getLogger(__name__)
-
-SFT_CONFIG_FILE = "sft.yaml"
 
 
 def train(args: argparse.Namespace) -> int:
@@ -38,8 +37,8 @@ def train(args: argparse.Namespace) -> int:
 
 def sft(args: argparse.Namespace) -> int:
     """Run the supervised warm start and print its held-out exact match."""
-    config = load_config(SFTConfig, args.config or config_path(SFT_CONFIG_FILE), args.overrides)
-    result = run_sft(config)
+    config = load_config(SFTConfig, args.config or config_path(sft_recipe.CONFIG_FILE), args.overrides)
+    result = sft_recipe.run(config)
     accuracy = "n/a" if result.heldout_exact_match is None else f"{result.heldout_exact_match:.3f}"
     print(f"SFT: {result.steps} steps, held-out exact match {accuracy}, model {result.model_dir}")  # noqa: T201
     return 0

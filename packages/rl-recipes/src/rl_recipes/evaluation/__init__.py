@@ -1,6 +1,7 @@
-"""Evaluation: held-out exact match and pass@k of a model or engine on a GSM8K-format math task."""
+"""Evaluation: held-out exact match and pass@k of a model or engine on a GSM8K-format math task, through
+rl-runtime's evaluation path (`rl_runtime.evaluation`), the one the Trainer's validation runs."""
 
 from rl_recipes.evaluation._math import CORRECT_SCORE, EvalResult, PromptResult, evaluate_math
-from rl_recipes.evaluation._pass_at_k import pass_at_k
+from rl_runtime.evaluation import pass_at_k
 
 __all__ = ["CORRECT_SCORE", "EvalResult", "PromptResult", "evaluate_math", "pass_at_k"]

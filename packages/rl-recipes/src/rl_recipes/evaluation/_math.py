@@ -1,4 +1,5 @@
-"""Held-out evaluation of a math task: batched generation through a rollout engine, scored by a rule reward."""
+"""Held-out evaluation of a math task: rl-runtime's one evaluation path (`evaluate_prompts`) with a `MathTask`
+around the given tokenizer and rule reward, reported per prompt."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rl_engines.rollout import GenerateRequest, HFEngine, HFEngineConfig, InferenceEngine, SamplingParams
-from rl_recipes.evaluation._pass_at_k import pass_at_k
-from rl_recipes.rewards import RewardFunction, RewardRunner, RewardSample, gsm8k_exact_match
-from rl_recipes.tasks import MathSample, build_prompt, encode_prompt, load_tokenizer
+from rl_engines.rollout import HFEngine, HFEngineConfig, InferenceEngine, SamplingParams
+from rl_recipes.rewards import RewardFunction, gsm8k_exact_match
+from rl_recipes.tasks import GROUND_TRUTH_KEY, MathSample, MathTask, MathTaskConfig, load_tokenizer, reward_failures
+from rl_runtime.evaluation import PASS_SCORE, evaluate_prompts
+from rl_runtime.nodes import PromptItem
 
 logger = logging.getLogger(__name__)
 
-CORRECT_SCORE = 1.0
+CORRECT_SCORE = PASS_SCORE
 """A response counts as correct for pass@k when its reward reaches this (exact match scores 0 or 1)."""
 DEFAULT_REWARD_TIMEOUT_S = 5.0
 DEFAULT_MAX_BATCH_SIZE = 256
@@ -109,7 +111,7 @@ def evaluate_math(
             an engine with `generate` (left running).
         samples: the prompts' rows; each prompt is `build_prompt(question, tokenizer)`.
         tokenizer: encodes prompts and decodes responses; None loads the model folder's.
-        max_new_tokens: generation budget per response.
+        max_new_tokens: generation budget per response; generation stops at the tokenizer's eos.
         samples_per_prompt: responses per prompt (n of pass@k).
         temperature: 0 decodes greedily; otherwise request `i` samples with its own seed `seed + i`.
         seed: base seed of the sampled requests (and of a folder engine's shared generator).
@@ -120,39 +122,50 @@ def evaluate_math(
     k = samples_per_prompt if k is None else k
     _check_arguments(samples, samples_per_prompt, k, temperature)
     tokenizer = _load_tokenizer(model, tokenizer)
+    task = MathTask(MathTaskConfig(reward_timeout_s=reward_timeout_s), tokenizer, reward_fn=reward_fn)
+    items = [
+        PromptItem(task.prompt_ids(sample.question), {GROUND_TRUTH_KEY: sample.ground_truth}) for sample in samples
+    ]
+    eos = getattr(tokenizer, "eos_token_id", None)
+    sampling = SamplingParams(
+        max_new_tokens=max_new_tokens, temperature=temperature, stop_token_ids=(eos,) if eos is not None else ()
+    )
     started = time.perf_counter()
     engine = _open_engine(model, seed) if isinstance(model, (str, Path)) else model
     try:
-        texts = _generate(engine, samples, tokenizer, max_new_tokens, samples_per_prompt, temperature, seed)
+        evaluation = evaluate_prompts(
+            engine,
+            task,
+            items,
+            samples_per_prompt=samples_per_prompt,
+            sampling=sampling,
+            seed_of=lambda index: None if temperature == 0 else seed + index,
+            uid_of=lambda index: index,
+            rid_of=lambda index: f"eval-{index}",
+        )
     finally:
         if engine is not model:
             engine.shutdown()
-    reward_samples = [
-        RewardSample(
-            uid=f"{sample.index}-{j}", response_text=texts[i * samples_per_prompt + j], ground_truth=sample.ground_truth
-        )
-        for i, sample in enumerate(samples)
-        for j in range(samples_per_prompt)
-    ]
-    rewards = RewardRunner(reward_fn, reward_timeout_s).run(reward_samples)
     prompts = tuple(
         PromptResult(
             index=sample.index,
             question=sample.question,
             ground_truth=sample.ground_truth,
-            responses=tuple(texts[i * samples_per_prompt : (i + 1) * samples_per_prompt]),
-            scores=tuple(rewards.scores[i * samples_per_prompt : (i + 1) * samples_per_prompt]),
+            responses=tuple(
+                task.decode(ids)
+                for ids in evaluation.response_ids[i * samples_per_prompt : (i + 1) * samples_per_prompt]
+            ),
+            scores=evaluation.prompt_scores(i),
         )
         for i, sample in enumerate(samples)
     )
-    passes = [pass_at_k(samples_per_prompt, p.num_correct, k) for p in prompts]
     result = EvalResult(
-        mean_reward=sum(rewards.scores) / len(rewards.scores),
-        pass_at_k=sum(passes) / len(passes),
+        mean_reward=evaluation.mean_score,
+        pass_at_k=evaluation.pass_at_k(k),
         k=k,
         num_prompts=len(prompts),
         samples_per_prompt=samples_per_prompt,
-        num_reward_failures=rewards.num_failed,
+        num_reward_failures=reward_failures(evaluation.task_metrics),
         prompts=prompts,
         seconds=time.perf_counter() - started,
     )
@@ -166,33 +179,3 @@ def evaluate_math(
         result.seconds,
     )
     return result
-
-
-def _generate(
-    engine: Any,
-    samples: Sequence[MathSample],
-    tokenizer: Any,
-    max_new_tokens: int,
-    samples_per_prompt: int,
-    temperature: float,
-    seed: int,
-) -> list[str]:
-    """Decoded responses, `samples_per_prompt` consecutive ones per sample, in sample order."""
-    eos = getattr(tokenizer, "eos_token_id", None)
-    stop = (eos,) if eos is not None else ()
-    requests = []
-    for i, sample in enumerate(samples):
-        prompt_ids = tuple(encode_prompt(build_prompt(sample.question, tokenizer), tokenizer))
-        for j in range(samples_per_prompt):
-            number = i * samples_per_prompt + j
-            sampling = SamplingParams(
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                seed=None if temperature == 0 else seed + number,
-                stop_token_ids=stop,
-            )
-            requests.append(
-                GenerateRequest(rid=f"eval-{number}", input_ids=prompt_ids, sampling=sampling, return_logprobs=False)
-            )
-    outputs = engine.generate(requests)
-    return [tokenizer.decode(list(output.output_ids), skip_special_tokens=True) for output in outputs]

@@ -1,15 +1,25 @@
 """Turnkey recipes: GRPO, Dr. GRPO, RLOO, REINFORCE++, PPO, DAPO (and the SFT warm start), each a module that
-registers what it trains, its packaged default config and the checks that keep a config true to its name.
+reads as the wiring of its run: the pipeline it runs, the checks that keep a config true to its name, and `run`,
+which calls the shared `start_run` (checks, warm start, run folder), builds the task and the Trainer, and ends
+with `finish_run` (held-out lift, reward curve, summary). Each registers itself with its packaged default config.
 
     config = load_recipe_config("grpo", overrides=["trainer.total_steps=10"])
-    result = run_recipe(get_recipe("grpo"), config)
+    result = run_recipe(get_recipe("grpo"), config)     # or: grpo.run(config)
 """
 
 from rl_recipes.recipes import dapo, dr_grpo, grpo, ppo, reinforce_plus_plus, rloo, sft
 from rl_recipes.recipes._config import RecipeConfig
 from rl_recipes.recipes._loading import config_path, load_recipe_config
 from rl_recipes.recipes._registry import RECIPES, Recipe, expect, get_recipe, register_recipe
-from rl_recipes.recipes._run import CURVE_FILE, SUMMARY_FILE, RecipeResult, prepare_warm_start, run_recipe
+from rl_recipes.recipes._run import (
+    CURVE_FILE,
+    SUMMARY_FILE,
+    RecipeResult,
+    finish_run,
+    prepare_warm_start,
+    run_recipe,
+    start_run,
+)
 
 __all__ = [
     "CURVE_FILE",
@@ -22,6 +32,7 @@ __all__ = [
     "dapo",
     "dr_grpo",
     "expect",
+    "finish_run",
     "get_recipe",
     "grpo",
     "load_recipe_config",
@@ -32,4 +43,5 @@ __all__ = [
     "rloo",
     "run_recipe",
     "sft",
+    "start_run",
 ]

@@ -1,14 +1,18 @@
-"""The recipe registry: each recipe module registers its name, summary, default config and its own checks."""
+"""The recipe registry: each recipe module registers its name, summary, default config, its own checks and the
+function that wires and runs it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rl_core import lookup, registrar
 from rl_runtime.config import ConfigError, ConfigProblem
 
 Check = Callable[[object], list[ConfigProblem]]
+RunFn = Callable[[Any], Any]
+"""A recipe's `run(config: RecipeConfig) -> RecipeResult`: its task, pipeline and Trainer wired together."""
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,8 @@ class Recipe:
     summary: str
     config_file: str
     """File name of its default config in `rl_recipes/configs/` (the embedded default)."""
+    run: RunFn
+    """Runs the recipe on a `RecipeConfig` (its module's `run`); `run_recipe` calls it."""
     checks: tuple[Check, ...] = ()
     """Each returns the problems of a config that does not run this recipe (e.g. the wrong estimator)."""
 

@@ -1,4 +1,6 @@
-"""Running a recipe: the warm start when its model is missing, the RL run, then a summary and a reward curve."""
+"""The plumbing every RL recipe shares around its Trainer: before it, the checks, the warm start when its model is
+missing and the run folder's config; after it, the held-out reward before and after, the reward curve and the
+summary. A recipe module calls `start_run`, builds its task and Trainer, then `finish_run`."""
 
 from __future__ import annotations
 
@@ -7,19 +9,19 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from rl_recipes.recipes import sft
 from rl_recipes.recipes._config import RecipeConfig
 from rl_recipes.recipes._plot import plot_reward_curve
 from rl_recipes.recipes._registry import Recipe
-from rl_recipes.sft import run_sft
-from rl_recipes.tasks import MathTaskFactory
 from rl_runtime.config import dump_config_yaml
-from rl_runtime.trainer import Trainer, TrainResult
+from rl_runtime.trainer import TrainResult
 
 logger = logging.getLogger(__name__)
 
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.yaml"
 CURVE_FILE = "reward_curve.png"
+METRICS_FILE = "metrics.jsonl"
 HELDOUT_METRIC = "val/reward/mean@{k}"
 
 
@@ -45,19 +47,23 @@ def prepare_warm_start(config: RecipeConfig) -> None:
         logger.info("warm start: reusing %s", target)
         return
     logger.info("warm start: supervised fine-tuning into %s", target)
-    result = run_sft(config.warm_start)
+    result = sft.run(config.warm_start)
     logger.info("warm start done: held-out exact match %s", result.heldout_exact_match)
 
 
-def run_recipe(recipe: Recipe, config: RecipeConfig) -> RecipeResult:
-    """Check `config` against `recipe`, warm-start if configured, train, and write the run folder's summary."""
+def start_run(recipe: Recipe, config: RecipeConfig) -> Path:
+    """Check `config` against `recipe`, warm-start if configured, and write the run folder's config; the folder."""
     recipe.check(config)
     prepare_warm_start(config)
     run_dir = Path(config.trainer.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / CONFIG_FILE).write_text(dump_config_yaml(config))
-    factory = MathTaskFactory(config.task, str(config.tokenizer_path))
-    result = Trainer(config, factory).fit()
+    return run_dir
+
+
+def finish_run(recipe: Recipe, config: RecipeConfig, result: TrainResult) -> RecipeResult:
+    """The held-out reward before and after training, the reward curve and `summary.json` of `result`'s run."""
+    run_dir = Path(config.trainer.output_dir)
     key = HELDOUT_METRIC.format(k=config.rollout.val_samples_per_prompt)
     before = next((metrics[key] for step, metrics in result.validations if step == 0 and key in metrics), None)
     after = next((metrics[key] for _, metrics in reversed(result.validations) if key in metrics), None)
@@ -69,7 +75,13 @@ def run_recipe(recipe: Recipe, config: RecipeConfig) -> RecipeResult:
         "heldout_reward_after": after,
         "heldout_lift": None if before is None or after is None else after - before,
         "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
-        "metrics_file": str(run_dir / "metrics.jsonl"),
+        "metrics_file": str(run_dir / METRICS_FILE),
     }
     (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
     return RecipeResult(recipe.name, result, before, after, run_dir, curve)
+
+
+def run_recipe(recipe: Recipe, config: RecipeConfig) -> RecipeResult:
+    """Run `recipe` on `config`: its module's `run` (checks, warm start, task, Trainer, summary)."""
+    result: RecipeResult = recipe.run(config)
+    return result

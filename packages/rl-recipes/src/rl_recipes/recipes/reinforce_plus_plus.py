@@ -4,12 +4,33 @@
     rl-recipes train reinforce_plus_plus --config my.yaml actor.optimizer.lr=1e-6
 
 The packaged `configs/reinforce_plus_plus.yaml` spells out every setting; the checks below refuse a config that would
-silently run another algorithm under this name.
+silently run another algorithm under this name. `run` is the whole run: checks and warm start, the task, the
+Trainer over the pipeline, then the summary.
 """
 
 from __future__ import annotations
 
+from rl_recipes.recipes._config import RecipeConfig
 from rl_recipes.recipes._registry import Recipe, expect, register_recipe
+from rl_recipes.recipes._run import RecipeResult, finish_run, start_run
+from rl_recipes.tasks import MathTaskFactory
+from rl_runtime.trainer import Trainer
+
+PIPELINE = "grpo"
+"""The pipeline it runs (rl-core's `grpo`, critic-free); the estimator makes it REINFORCE++."""
+CHECKS = (
+    expect("pipeline", PIPELINE, "the critic-free pipeline"),
+    expect("algorithm.adv_estimator", "reinforce_plus_plus", "batch-whitened returns"),
+)
+
+
+def run(config: RecipeConfig) -> RecipeResult:
+    """Train `config`: the warm start, the math task, the Trainer over `PIPELINE`, then the run's summary."""
+    start_run(RECIPE, config)  # the checks, the warm start when its model is missing, the run folder's config.yaml
+    task = MathTaskFactory(config.task, str(config.tokenizer_path))  # each worker builds it: prompts, rule reward
+    result = Trainer(config, task).fit()  # rollouts, rewards, updates, validation and checkpoints
+    return finish_run(RECIPE, config, result)  # held-out reward before and after, reward curve, summary.json
+
 
 RECIPE = register_recipe(
     Recipe(
@@ -18,9 +39,7 @@ RECIPE = register_recipe(
             "REINFORCE++: reward-to-go whitened over the batch, PPO-clip loss, no critic (Hu 2025, arXiv:2501.03262)."
         ),
         config_file="reinforce_plus_plus.yaml",
-        checks=(
-            expect("pipeline", "grpo", "the critic-free pipeline"),
-            expect("algorithm.adv_estimator", "reinforce_plus_plus", "batch-whitened returns"),
-        ),
+        run=run,
+        checks=CHECKS,
     )
 )

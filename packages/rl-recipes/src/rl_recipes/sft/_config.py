@@ -7,7 +7,9 @@ from typing import Any
 
 import attrs
 
+from rl_core import nearest_name
 from rl_runtime.config import ConfigError, ConfigProblem
+from rl_runtime.metrics import LOG_SINKS
 
 EMBEDDED_MODEL = "embedded"
 """`SFTConfig.model` value that builds the embedded default's tiny model (instead of a local HF folder)."""
@@ -33,6 +35,8 @@ DEFAULT_MAX_TOKENS_PER_MICRO_BATCH = 8192
 DEFAULT_EVAL_MAX_NEW_TOKENS = 24
 """Enough for the longest embedded answer (` 99 + 99 = 198 #### 198` plus eos)."""
 DEFAULT_OUTPUT_DIR = "runs/sft"
+DEFAULT_LOG_SINKS = ("jsonl",)
+"""`metrics.jsonl` only: the INFO log line every few steps is the console view (a line per step is too many)."""
 
 
 def _problem(name: str, expected: str, value: object, fix: str = "") -> ConfigError:
@@ -100,6 +104,18 @@ def _bool(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
         raise _problem(attribute.name, "true or false", value)
 
 
+def _log_sinks(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(name, str) for name in value):
+        raise _problem(attribute.name, "a list of log sink names", value, "write a YAML list such as [jsonl]")
+    for name in value:
+        if name not in LOG_SINKS:
+            near = nearest_name(name, LOG_SINKS)
+            fix = f"did you mean {near!r}?" if near else f"use any of {sorted(LOG_SINKS)}"
+            raise _problem(attribute.name, f"registered log sinks, any of {sorted(LOG_SINKS)}", name, fix)
+    if len(set(value)) != len(value):
+        raise _problem(attribute.name, "distinct log sink names", value, "list each sink once")
+
+
 def _schedule(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value not in LR_SCHEDULES:
         raise _problem(attribute.name, f"one of {list(LR_SCHEDULES)}", value)
@@ -162,6 +178,9 @@ class SFTConfig:
     """Generation budget per held-out prompt."""
     output_dir: str = attrs.field(default=DEFAULT_OUTPUT_DIR, validator=_non_empty_str)
     """Run folder: `metrics.jsonl`, the exported model in `model/`, the embedded data in `data/`."""
+    log_sinks: tuple[str, ...] = attrs.field(default=DEFAULT_LOG_SINKS, validator=_log_sinks)
+    """Where the step and evaluation metrics go (rank 0), as RL's `trainer.log_sinks`: any of console, jsonl,
+    tensorboard, wandb, mlflow."""
 
     def __attrs_post_init__(self) -> None:
         if self.stop_at_exact_match is not None and self.eval_every == 0:

@@ -1,15 +1,19 @@
-"""`run_sft`: the supervised warm start on the training engine, with per-step metrics and an HF export."""
+"""`run_sft`: the supervised warm start on the training engine, with per-step metrics and an HF export.
+
+`run_sft` is three calls (the SFT recipe, `rl_recipes.recipes.sft.run`, spells them out): `load_sft_data`,
+`build_sft_engine`, then `train_sft`, the loop with periodic validation, the export and the held-out score."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+import attrs
 
 from rl_engines.training import (
     FSDPEngine,
@@ -19,23 +23,29 @@ from rl_engines.training import (
     TrainEngineConfig,
 )
 from rl_recipes.sft._config import SFTConfig
-from rl_recipes.sft._data import RowOrder, SFTExample, collate, encode_examples, split_validation
+from rl_recipes.sft._data import RowOrder, SFTExample, collate
 from rl_recipes.sft._errors import SFTError
 from rl_recipes.sft._export import MODEL_DIR, export_model_folder
 from rl_recipes.sft._heldout import TrainingScorer, share_from_rank_zero
 from rl_recipes.sft._loss import LOG_PROBS_ONLY, response_nll_loss
-from rl_recipes.sft._sources import data_files, model_source, resolve_tokenizer
-from rl_recipes.tasks import MathSample, load_math_dataset
+from rl_recipes.sft._setup import SFTData, load_sft_data
+from rl_recipes.sft._sources import model_source
+from rl_recipes.tasks import MathSample
+from rl_runtime.metrics import MetricsLogger, SinkContext
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
-"""One JSON object per line in `output_dir`: a training step (`loss`, ...) or an evaluation
-(`validation_exact_match` or `heldout_exact_match`)."""
+"""One JSON object per line in `output_dir` (the `jsonl` sink's file): a training step (`loss`, ...) or an
+evaluation (`validation_exact_match` or `heldout_exact_match`)."""
+EXPERIMENT_NAME = "sft"
+"""The run's name in the progress bar and the tracking sinks."""
 HELDOUT_METRIC = "heldout_exact_match"
 VALIDATION_METRIC = "validation_exact_match"
 _LOG_EVERY = 10
-"""Steps between INFO log lines (every step goes to the metrics file and the `on_step` callback)."""
+"""Steps between INFO log lines (every step goes to the metrics sinks and the `on_step` callback)."""
+_NOT_LOGGED = ("step", "total_steps")
+"""`SFTStep` fields that are not metrics (the step is the record's own key)."""
 
 
 @dataclass(frozen=True)
@@ -98,23 +108,19 @@ def _step_batch(examples: list[SFTExample], rows: list[int], engine: FSDPEngine,
     return collate(mine, pad_token_id)
 
 
-class _MetricsLog:
-    """Appends one JSON line per record to the metrics file on rank 0 (nothing elsewhere)."""
-
-    def __init__(self, path: Path, enabled: bool) -> None:
-        self._handle: IO[str] | None = None
-        if enabled:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = path.open("w", encoding="utf-8")
-
-    def write(self, record: dict[str, float | int]) -> None:
-        if self._handle is not None:
-            self._handle.write(json.dumps(record) + "\n")
-            self._handle.flush()
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
+def _metrics_logger(config: SFTConfig, total_steps: int, rank: int) -> MetricsLogger:
+    """RL's metrics logger over `config.log_sinks` on rank 0 (no sinks elsewhere); a fresh `metrics.jsonl`."""
+    if rank != 0:
+        return MetricsLogger({})
+    run_dir = Path(config.output_dir)
+    (run_dir / METRICS_FILE).unlink(missing_ok=True)  # a warm start never resumes: its file starts empty
+    context = SinkContext(
+        run_dir=run_dir,
+        experiment_name=EXPERIMENT_NAME,
+        total_steps=total_steps,
+        hyperparameters=attrs.asdict(config),
+    )
+    return MetricsLogger.from_names(config.log_sinks, context)
 
 
 class _Run:
@@ -129,7 +135,7 @@ class _Run:
         self.total_steps = total_steps
         self.order = RowOrder(len(examples), config.seed)
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.metrics = _MetricsLog(Path(config.output_dir) / METRICS_FILE, enabled=engine.rank == 0)
+        self.metrics = _metrics_logger(config, total_steps, engine.rank)
         self.scorer: TrainingScorer | None = None
         self.curve: list[tuple[int, float]] = []
 
@@ -139,7 +145,7 @@ class _Run:
             return None
         result = self.scorer.score(step, samples)
         if result is not None:
-            self.metrics.write({"step": step, metric: result.mean_reward, "eval_seconds": result.seconds})
+            self.metrics.log(step, {metric: result.mean_reward, "eval_seconds": result.seconds})
             logger.info("step %d: %s %.4f", step, metric, result.mean_reward)
         return share_from_rank_zero(None if result is None else result.mean_reward)
 
@@ -154,7 +160,7 @@ class _Run:
         record = SFTStep(
             step, self.total_steps, result.loss, result.grad_norm, result.lr, int(result.normalizer.num_tokens), seconds
         )
-        self.metrics.write({k: v for k, v in dataclasses.asdict(record).items() if k != "total_steps"})
+        self.metrics.log(step, {k: v for k, v in dataclasses.asdict(record).items() if k not in _NOT_LOGGED})
         if step % _LOG_EVERY == 0 or step == self.total_steps:
             logger.info(
                 "step %d/%d: loss %.4f, lr %.2e, %.3f s", step, self.total_steps, result.loss, result.lr, seconds
@@ -167,28 +173,29 @@ class _Run:
             self.scorer.close()
 
 
-def run_sft(config: SFTConfig, *, on_step: Callable[[SFTStep], None] | None = None) -> SFTResult:
-    """Train `config.model` on prompt + response + eos with the loss on the response tokens, export it, and
-    score the held-out rows.
-
-    Every `eval_every` steps (and at step 0) the validation rows (the held-out rows when there are none)
-    are scored; the run stops early once that reaches `stop_at_exact_match`. Runs in one process or on
-    every rank of an initialised process group (each rank takes its share of every step's `batch_size`
-    rows). Every input is checked before the first step. `on_step` is called after every step (on every
-    rank), e.g. to drive a progress bar.
-    """
-    train_path, heldout_path = data_files(config)
-    tokenizer = resolve_tokenizer(config)
-    train_rows, validation = split_validation(load_math_dataset(train_path), config.validation_size, config.seed)
-    examples = encode_examples(train_rows, tokenizer, config.max_length)
-    heldout = load_math_dataset(heldout_path) if heldout_path is not None else []
-    total_steps = config.num_steps(len(examples))
-    engine = FSDPEngine.from_config(_engine_config(config, tokenizer, total_steps))
+def build_sft_engine(config: SFTConfig, data: SFTData) -> FSDPEngine:
+    """The training engine of `config` over the process group (if any), scheduled for `data`'s step count; a
+    `batch_size` that does not divide over the ranks is refused."""
+    engine = FSDPEngine.from_config(_engine_config(config, data.tokenizer, data.total_steps(config)))
     if config.batch_size % engine.world_size:
         raise SFTError(
             f"SFTConfig.batch_size={config.batch_size} does not divide over {engine.world_size} ranks; "
             f"use a multiple of {engine.world_size}"
         )
+    return engine
+
+
+def train_sft(
+    config: SFTConfig, engine: FSDPEngine, data: SFTData, *, on_step: Callable[[SFTStep], None] | None = None
+) -> SFTResult:
+    """Train `engine` on `data`'s rows, export it to `<output_dir>/model` and score the held-out rows.
+
+    Every `eval_every` steps (and at step 0) the validation rows (the held-out rows when there are none)
+    are scored; the run stops early once that reaches `stop_at_exact_match`. `on_step` is called after every
+    step (on every rank), e.g. to drive a progress bar.
+    """
+    tokenizer, examples, validation, heldout = data.tokenizer, data.examples, data.validation, data.heldout
+    total_steps = data.total_steps(config)
     periodic, periodic_metric = (validation, VALIDATION_METRIC) if validation else (heldout, HELDOUT_METRIC)
     logger.info(
         "SFT: %d rows, up to %d steps of %d rows on %d rank(s), %d validation and %d held-out rows",
@@ -246,3 +253,15 @@ def run_sft(config: SFTConfig, *, on_step: Callable[[SFTStep], None] | None = No
         eval_curve=tuple(run.curve),
         train_seconds=sum(seconds),
     )
+
+
+def run_sft(config: SFTConfig, *, on_step: Callable[[SFTStep], None] | None = None) -> SFTResult:
+    """Train `config.model` on prompt + response + eos with the loss on the response tokens, export it, and
+    score the held-out rows (see `train_sft`).
+
+    Runs in one process or on every rank of an initialised process group (each rank takes its share of every
+    step's `batch_size` rows). Every input is checked before the first step.
+    """
+    data = load_sft_data(config)
+    engine = build_sft_engine(config, data)
+    return train_sft(config, engine, data, on_step=on_step)

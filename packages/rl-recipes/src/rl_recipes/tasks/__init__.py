@@ -9,7 +9,14 @@ from rl_recipes.tasks._loading import (
     extract_ground_truth,
     load_math_dataset,
 )
-from rl_recipes.tasks._math_task import GROUND_TRUTH_KEY, MathTask, MathTaskConfig, MathTaskFactory
+from rl_recipes.tasks._math_task import (
+    FAILURE_METRIC,
+    GROUND_TRUTH_KEY,
+    MathTask,
+    MathTaskConfig,
+    MathTaskFactory,
+    reward_failures,
+)
 from rl_recipes.tasks._prompt import (
     CHAT_INSTRUCTION,
     PLAIN_TEMPLATE,
@@ -23,6 +30,7 @@ from rl_recipes.tasks._tokenizer import load_tokenizer
 __all__ = [
     "ANSWER_FIELD",
     "CHAT_INSTRUCTION",
+    "FAILURE_METRIC",
     "GROUND_TRUTH_KEY",
     "PLAIN_TEMPLATE",
     "QUESTION_FIELD",
@@ -38,4 +46,5 @@ __all__ = [
     "load_math_dataset",
     "load_tokenizer",
     "response_text",
+    "reward_failures",
 ]

@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
-from rl_recipes.rewards import RewardRunner, RewardSample, format_reward, load_reward_function
+from rl_recipes.rewards import RewardFunction, RewardRunner, RewardSample, format_reward, load_reward_function
 from rl_recipes.tasks._loading import ANSWER_FIELD, QUESTION_FIELD, DatasetError, extract_ground_truth
 from rl_recipes.tasks._prompt import PLAIN_TEMPLATE, build_prompt, encode_prompt
 from rl_recipes.tasks._tokenizer import load_tokenizer
 from rl_runtime.nodes import PromptItem, ResponseSample, ScoreResult
 
 GROUND_TRUTH_KEY = "ground_truth"
+FAILURE_METRIC = "reward/{kind}_failure_count"
+"""The task metric counting the responses whose reward failed with `kind` (error, timeout, ...)."""
+_FAILURE_PREFIX, _FAILURE_SUFFIX = FAILURE_METRIC.split("{kind}")
+
+
+def reward_failures(metrics: Mapping[str, float]) -> int:
+    """Responses whose reward failed, of any kind, from a `MathTask.score`'s metrics."""
+    return sum(
+        int(value)
+        for name, value in metrics.items()
+        if name.startswith(_FAILURE_PREFIX) and name.endswith(_FAILURE_SUFFIX)
+    )
+
+
 _DEFAULT_REWARD_TIMEOUT_S = 5.0
 
 
@@ -48,10 +63,14 @@ class MathTaskConfig:
 class MathTask:
     """`rl_runtime.nodes.Task` for GSM8K-format math: the prompt from the question, the rule reward on the answer."""
 
-    def __init__(self, config: MathTaskConfig, tokenizer_path: str) -> None:
+    def __init__(
+        self, config: MathTaskConfig, tokenizer: str | Path | Any, *, reward_fn: RewardFunction | None = None
+    ) -> None:
+        """`tokenizer`: a tokenizer folder or a loaded tokenizer; `reward_fn`, when given, replaces `config.reward`."""
         self.config = config
-        self.tokenizer = load_tokenizer(tokenizer_path)
-        self.runner = RewardRunner(load_reward_function(config.reward), config.reward_timeout_s)
+        self.tokenizer = load_tokenizer(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
+        reward = load_reward_function(config.reward) if reward_fn is None else reward_fn
+        self.runner = RewardRunner(reward, config.reward_timeout_s)
 
     def prompt_ids(self, question: str) -> tuple[int, ...]:
         """Token ids of the prompt of `question`."""
@@ -86,7 +105,7 @@ class MathTask:
         ]
         results = self.runner.run(requests)
         scores = list(results.scores)
-        metrics = {f"reward/{kind}_failure_count": float(count) for kind, count in results.failures.items()}
+        metrics = {FAILURE_METRIC.format(kind=kind): float(count) for kind, count in results.failures.items()}
         if self.config.format_weight > 0:
             formats = [format_reward(text, "") for text in texts]
             scores = [score + self.config.format_weight * fmt for score, fmt in zip(scores, formats, strict=True)]

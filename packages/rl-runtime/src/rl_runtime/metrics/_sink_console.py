@@ -24,8 +24,12 @@ CONSOLE_METRICS: Mapping[str, str] = {
     "critic/vf_loss": "vf_loss",
     "perf/throughput": "tok/s/gpu",
     "timing_s/step": "step_s",
+    "loss": "loss",
+    "validation_exact_match": "val_exact_match",
+    "heldout_exact_match": "heldout_exact_match",
 }
-"""The metrics the compact line shows, in order, with their short labels; others go to the file sinks only."""
+"""The metrics the compact line shows, in order, with their short labels; others go to the file sinks only. The
+last three are the supervised warm start's (rl-recipes' SFT), which logs through the same sinks."""
 _SIGNIFICANT_DIGITS = 4
 
 

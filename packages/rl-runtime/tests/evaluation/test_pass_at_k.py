@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl_recipes.evaluation import pass_at_k
+from rl_runtime.evaluation import pass_at_k
 
 
 @pytest.mark.parametrize(

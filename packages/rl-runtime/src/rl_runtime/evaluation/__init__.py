@@ -1,0 +1,18 @@
+"""Held-out evaluation, one path for the Trainer's validation and the recipes' scoring: `evaluate_prompts`
+samples each prompt k times through a rollout engine and the task scores the responses; the `Evaluation` it
+returns gives mean score, pass@k and the totals `reduce_validation` turns into `val/*` metrics.
+
+    evaluation = evaluate_prompts(engine, task, items, samples_per_prompt=4, sampling=sampling, seed_of=seeds)
+    evaluation.mean_score, evaluation.pass_at_k(1), reduce_validation([evaluation.sums()], k=4)
+"""
+
+from rl_runtime.evaluation._evaluate import (
+    PASS_SCORE,
+    SUM_KEYS,
+    Evaluation,
+    evaluate_prompts,
+    reduce_validation,
+)
+from rl_runtime.evaluation._pass_at_k import pass_at_k
+
+__all__ = ["PASS_SCORE", "SUM_KEYS", "Evaluation", "evaluate_prompts", "pass_at_k", "reduce_validation"]
