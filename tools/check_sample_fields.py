@@ -47,7 +47,6 @@ PENDING_MIGRATION: frozenset[str] = frozenset(
         "packages/rl-runtime/src/rl_runtime/nodes/_reward.py",
         "packages/rl-runtime/src/rl_runtime/nodes/_rollout_batch.py",
         "packages/rl-runtime/src/rl_runtime/nodes/_train.py",
-        "packages/rl-runtime/src/rl_runtime/trainer/_validation.py",
         "packages/rl-runtime/src/rl_runtime/trainer/_worker_state.py",
     }
 )
