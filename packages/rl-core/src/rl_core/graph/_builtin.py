@@ -8,6 +8,9 @@ Node order, types and roles follow siiRL's built-in pipeline definitions. Operat
 `BUILTIN_OPERATIONS` a runtime binds to executors; no node imports anything.
 """
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 from collections.abc import Callable

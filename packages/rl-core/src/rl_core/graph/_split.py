@@ -18,6 +18,9 @@ sub-graphs are listed so that every cross dependency points from an earlier one 
 graph is irreducible exactly when it is a single chain, and an irreducible graph comes back unchanged.
 """
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import heapq
@@ -116,7 +119,7 @@ def _split_once(graph: TaskGraph, part: frozenset[str]) -> list[frozenset[str]] 
 
 def _components(graph: TaskGraph, part: frozenset[str]) -> list[frozenset[str]]:
     unseen = set(part)
-    components = []
+    components: list[frozenset[str]] = []
     while unseen:
         stack = [unseen.pop()]
         component = set(stack)
@@ -150,7 +153,7 @@ def _disjoint_branches(graph: TaskGraph, fork: str, part: frozenset[str]) -> lis
         if child not in part:
             continue
         merged = _downstream(graph, child, part)
-        keep = []
+        keep: list[frozenset[str]] = []
         for group in groups:
             if group.isdisjoint(merged):
                 keep.append(group)
@@ -176,7 +179,7 @@ def _order_parts(graph: TaskGraph, parts: Iterable[frozenset[str]]) -> list[froz
             waiting[target] += 1
     ready = [index for index, count in enumerate(waiting) if count == 0]
     heapq.heapify(ready)
-    ordered = []
+    ordered: list[frozenset[str]] = []
     while ready:
         index = heapq.heappop(ready)
         ordered.append(parts[index])
