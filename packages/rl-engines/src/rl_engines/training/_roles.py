@@ -55,6 +55,13 @@ def _require(batch: Batch, keys: Sequence[str], role: str) -> None:
         raise BatchError(f"the {role} needs batch keys {missing}; found {sorted(batch)}")
 
 
+def _output(value: torch.Tensor | None, name: str, role: str) -> torch.Tensor:
+    """A `ForwardOutput` field the role's `ForwardSpec` asked for."""
+    if value is None:
+        raise BatchError(f"the {role} needs the forward's {name}, which it returned as None; ask for it in ForwardSpec")
+    return value
+
+
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     mask = mask.bool()
     return torch.where(mask, values, 0.0).sum().detach() / mask.sum().clamp(min=1)
@@ -136,10 +143,11 @@ class ActorRole:
         config = self.config
         _require(micro_batch, ("advantages", "response_mask"), "actor")
         mask = micro_batch["response_mask"]
+        log_probs = _output(outputs.log_probs, "log_probs", "actor")
         old_log_probs = micro_batch.get("old_log_probs")
         inputs = PolicyLossInputs(
-            outputs.log_probs,
-            outputs.log_probs.detach() if old_log_probs is None else old_log_probs,
+            log_probs,
+            log_probs.detach() if old_log_probs is None else old_log_probs,
             micro_batch["advantages"],
             mask,
             rollout_log_probs=micro_batch.get("rollout_log_probs"),
@@ -152,7 +160,7 @@ class ActorRole:
             _require(micro_batch, ("ref_log_probs",), "actor's KL loss (kl_coef > 0)")
             ref = micro_batch["ref_log_probs"]
             kl = kl_loss(
-                outputs.log_probs,
+                log_probs,
                 ref,
                 mask,
                 estimator=config.kl_estimator,
@@ -160,10 +168,11 @@ class ActorRole:
                 normalizer=normalizer,
             )
             loss = loss + config.kl_coef * kl
-            metrics["actor/kl_loss"] = _masked_mean(get_kl_estimator(config.kl_estimator)(outputs.log_probs, ref), mask)
+            metrics["actor/kl_loss"] = _masked_mean(get_kl_estimator(config.kl_estimator)(log_probs, ref), mask)
         if config.entropy_coef > 0:
-            loss = loss - config.entropy_coef * aggregate_loss(outputs.entropy, mask, config.aggregation, normalizer)
-            metrics["actor/entropy"] = _masked_mean(outputs.entropy, mask)
+            entropy = _output(outputs.entropy, "entropy", "actor's entropy bonus (entropy_coef > 0)")
+            loss = loss - config.entropy_coef * aggregate_loss(entropy, mask, config.aggregation, normalizer)
+            metrics["actor/entropy"] = _masked_mean(entropy, mask)
         return LossOutput(loss, metrics)
 
     def update(self, mini_batches: Sequence[MiniBatch]) -> list[StepResult]:
@@ -210,8 +219,8 @@ class ActorRole:
 
         def recording_loss(outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
             rows = micro_batch[_ROW_KEY].to(device)
-            log_probs[rows] = outputs.log_probs.detach().to(device)
-            entropy[rows] = outputs.entropy.detach().to(device)
+            log_probs[rows] = _output(outputs.log_probs, "log_probs", "actor").detach().to(device)
+            entropy[rows] = _output(outputs.entropy, "entropy", "actor").detach().to(device)
             return self.loss(outputs, micro_batch, normalizer)
 
         # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.
@@ -274,8 +283,9 @@ class CriticRole:
         """`rl_core.losses.clipped_value_loss` of the predictions against `returns`, around the batch's `values`."""
         _require(micro_batch, ("values", "returns", "response_mask"), "critic")
         mask = micro_batch["response_mask"]
+        values = _output(outputs.values, "values", "critic")
         loss, clipfrac = clipped_value_loss(
-            outputs.values,
+            values,
             micro_batch["values"],
             micro_batch["returns"],
             mask,
@@ -283,9 +293,7 @@ class CriticRole:
             aggregation=self.config.aggregation,
             normalizer=normalizer,
         )
-        return LossOutput(
-            loss, {"critic/vf_clipfrac": clipfrac, "critic/vpred_mean": _masked_mean(outputs.values, mask)}
-        )
+        return LossOutput(loss, {"critic/vf_clipfrac": clipfrac, "critic/vpred_mean": _masked_mean(values, mask)})
 
     def update(self, mini_batches: Sequence[MiniBatch]) -> list[StepResult]:
         """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step."""
