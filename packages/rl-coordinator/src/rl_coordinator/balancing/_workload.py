@@ -10,7 +10,7 @@ from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator.balancing._partition import Number, check_token_counts
 from rl_core import lookup, registrar
 
-WorkloadFn = Callable[[list[int]], list[Number]]
+WorkloadFn = Callable[[list[int]], Sequence[Number]]
 
 WORKLOADS: dict[str, WorkloadFn] = {}
 """Workload estimators by name; each maps a list of token counts to a list of costs."""
