@@ -11,7 +11,7 @@ import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, TypeVar, cast, get_args, get_origin
 
 import attrs
 import cattrs
@@ -101,7 +101,7 @@ def _structure_items(items: list[tuple[str, object, object]]) -> list[Any]:
     problems: list[ConfigProblem] = []
     for path, value, tp in items:
         try:
-            out.append(CONVERTER.structure(value, tp))
+            out.append(CONVERTER.structure(value, cast("type[Any]", tp)))  # a type form; cattrs types it type[T]
         except Exception as exc:  # a failure cattrs or a validator reports becomes a problem; a bug propagates
             found = problems_from(exc, tp)
             if not found:

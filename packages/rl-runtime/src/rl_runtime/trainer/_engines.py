@@ -163,6 +163,8 @@ def actor_hf_config(config: RunConfig) -> Any:
     source = config.actor.model
     if source.hf_config is not None:
         return hf_model_config(source)
+    if source.path is None:  # the config's validator requires one of the two
+        raise TrainerError("actor.model has neither a path nor an hf_config; set one")
     from transformers import AutoConfig
 
     return AutoConfig.from_pretrained(source.path, local_files_only=True)
@@ -192,6 +194,10 @@ def build_rollout_engine(config: RunConfig, hf_config: Any) -> HFEngine:
 
 def build_rollout(config: RunConfig, actor: ActorRole) -> tuple[InferenceEngine, WeightSync]:
     """This worker's rollout engine, holding the actor's current weights, and the sync that keeps it so."""
+    if not isinstance(actor.engine, FSDPEngine):
+        raise TrainerError(
+            f"the built-in rollout copies an FSDPEngine's model config; the actor runs a {actor.engine!r}"
+        )
     engine = build_rollout_engine(config, actor.engine.hf_config)
     return engine, local_weight_sync(engine, engine.config.dtype)
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from rl_coordinator.loading import RowSource
 from rl_engines.rollout import SamplingParams
 from rl_runtime.nodes import NodeResources, encode_rows, response_budget, sample_prompts, task_scores
+from rl_runtime.workers import StepDataError
 
 PASS_SCORE = 1.0
 """A sample passes when its score reaches this: a rule reward gives 1 for a correct answer."""
@@ -25,14 +26,17 @@ def evaluate_shard(res: NodeResources, source: RowSource, rank: int, world_size:
     """Sums over this worker's held-out prompts (rows `rank`, `rank + world_size`, ...), for `reduce_validation`."""
     config = res.config
     indices = list(range(rank, len(source), world_size))
-    sums = dict.fromkeys(_SUM_KEYS, 0.0)
+    sums: dict[str, float] = dict.fromkeys(_SUM_KEYS, 0.0)
     if not indices:
         return sums
     items = encode_rows(
         res.task, source.rows(indices), [source.where(i) for i in indices], config.data.max_prompt_length
     )
-    if "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
-        res.rollout.wake_up()
+    rollout = res.rollout
+    if rollout is None:
+        raise StepDataError("validation samples on the rollout slots; this worker holds no rollout engine")
+    if "sleep" in rollout.capabilities and rollout.status().state == "asleep":
+        rollout.wake_up()
     k = config.rollout.val_samples_per_prompt
     sampling = SamplingParams(
         max_new_tokens=response_budget(config),
@@ -41,7 +45,7 @@ def evaluate_shard(res: NodeResources, source: RowSource, rank: int, world_size:
         top_k=config.rollout.top_k,
     )
     data = sample_prompts(
-        res.rollout,
+        rollout,
         items,
         k,
         sampling,
