@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rl_engines.training import FSDPEngine
 from rl_recipes._errors import RecipeError
 from rl_recipes.recipes import RecipeConfig
 from rl_recipes.recipes._run import CONFIG_FILE
@@ -29,5 +30,9 @@ def export_checkpoint(checkpoint: Path, out: Path) -> Path:
     config = load_config(RecipeConfig, config_file)
     actor = build_actor(config, total_steps=int(state.get("total_steps", state["step"])))
     actor.engine.load_checkpoint(checkpoint / ACTOR_DIR)
+    if config.tokenizer_path is None:
+        raise RecipeError(f"{config_file}: actor.model has no tokenizer_path or path; export needs the tokenizer")
+    if not isinstance(actor.engine, FSDPEngine):
+        raise RecipeError(f"export writes an FSDPEngine's model folder; the actor runs {actor.engine!r}")
     tokenizer = load_tokenizer(config.tokenizer_path)
     return export_model_folder(actor.engine, tokenizer, out)
