@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 
 def group_index(group_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
     """Map `(B,)` arbitrary integer ids to `(B,)` group numbers 0..G-1 (sorted by id); also return G."""
-    unique, inverse = torch.unique(group_ids, return_inverse=True)
+    # torch.unique is a boolean-dispatch wrapper that torch leaves untyped (a stub gap).
+    unique, inverse = cast(
+        "tuple[torch.Tensor, torch.Tensor]",
+        torch.unique(group_ids, return_inverse=True),  # pyright: ignore[reportUnknownMemberType]
+    )
     return inverse, unique.numel()
 
 

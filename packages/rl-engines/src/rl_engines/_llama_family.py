@@ -9,7 +9,9 @@ model runs through transformers' forward.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -31,8 +33,63 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
 
 
-Linear = tuple[torch.nn.Parameter, torch.nn.Parameter | None]
+Linear = tuple[torch.Tensor, torch.Tensor | None]
 """A linear layer's weight and bias."""
+
+
+class _Norm(Protocol):
+    weight: torch.Tensor
+
+
+class _SelfAttention(Protocol):
+    q_proj: torch.nn.Linear
+    k_proj: torch.nn.Linear
+    v_proj: torch.nn.Linear
+    o_proj: torch.nn.Linear
+    scaling: float
+
+
+class _MLP(Protocol):
+    gate_proj: torch.nn.Linear
+    up_proj: torch.nn.Linear
+    down_proj: torch.nn.Linear
+
+
+class DecoderLayer(Protocol):
+    """A transformers Llama-family decoder layer, as `unsupported` checks it."""
+
+    input_layernorm: _Norm
+    self_attn: _SelfAttention
+    post_attention_layernorm: _Norm
+    mlp: _MLP
+
+
+class Decoder(Protocol):
+    """A transformers Llama-family decoder (`model.model`), as `unsupported` checks it."""
+
+    embed_tokens: torch.nn.Embedding
+    layers: Sequence[DecoderLayer]
+    norm: _Norm
+    rotary_emb: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+class LlamaFamilyConfig(Protocol):
+    """The config fields of a Llama-family model that the functional computation reads."""
+
+    hidden_size: int
+    num_attention_heads: int
+    rms_norm_eps: float
+
+
+class LlamaFamilyModel(Protocol):
+    """A transformers Llama-family causal LM for which `unsupported` returned None.
+
+    transformers types its submodules through `torch.nn.Module.__getattr__` (a tensor or a module); this names
+    the ones the fast paths read, so a caller casts a model to it once `unsupported` has checked them."""
+
+    model: Decoder
+    lm_head: torch.nn.Linear
+    config: LlamaFamilyConfig
 
 
 def linear(x: torch.Tensor, layer: Linear) -> torch.Tensor:
@@ -48,21 +105,21 @@ def _params(module: torch.nn.Linear) -> Linear:
 class Layer:
     """The parameters of one decoder layer."""
 
-    input_norm: torch.nn.Parameter
+    input_norm: torch.Tensor
     q: Linear
     k: Linear
     v: Linear
     o: Linear
-    q_norm: torch.nn.Parameter | None
-    k_norm: torch.nn.Parameter | None
+    q_norm: torch.Tensor | None
+    k_norm: torch.Tensor | None
     scaling: float
-    post_norm: torch.nn.Parameter
+    post_norm: torch.Tensor
     gate: Linear
     up: Linear
     down: Linear
 
     @classmethod
-    def of(cls, layer: torch.nn.Module) -> Layer:
+    def of(cls, layer: DecoderLayer) -> Layer:
         """The parameters of a transformers decoder layer."""
         attention, mlp = layer.self_attn, layer.mlp
         q_norm, k_norm = getattr(attention, "q_norm", None), getattr(attention, "k_norm", None)
@@ -86,7 +143,7 @@ def queries_and_keys(layer: Layer, x: torch.Tensor, shape: tuple[int, ...], eps:
     """The layer's queries and keys of normed hidden states `x`, viewed as `shape` (ending in heads, head_dim),
     before their rotary embedding."""
     q, k = linear(x, layer.q).view(shape), linear(x, layer.k).view(shape)
-    if layer.q_norm is not None:
+    if layer.q_norm is not None and layer.k_norm is not None:  # Qwen3 has both, the others neither
         q, k = rms_norm(q, layer.q_norm, eps), rms_norm(k, layer.k_norm, eps)
     return q, k
 
@@ -97,7 +154,7 @@ def mlp_residual(layer: Layer, hidden: torch.Tensor, eps: float) -> torch.Tensor
     return hidden + linear(F.silu(linear(x, layer.gate)) * linear(x, layer.up), layer.down)
 
 
-def config_head_dim(config: object) -> int:
+def config_head_dim(config: LlamaFamilyConfig) -> int:
     """The attention head width of a model with this config."""
     return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
 
@@ -127,7 +184,7 @@ def unsupported(model: torch.nn.Module) -> str | None:
     """Why the causal LM `model` is not exactly the architecture computed here, or None when it is."""
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
-    if model_type not in LLAMA_FAMILY_MODEL_TYPES:
+    if config is None or model_type not in LLAMA_FAMILY_MODEL_TYPES:
         return f"model type {model_type!r} is not one of {sorted(LLAMA_FAMILY_MODEL_TYPES)}"
     if not full_attention_only(config):
         return "some layers attend to a sliding window"

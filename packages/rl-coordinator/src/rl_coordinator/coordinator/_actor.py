@@ -28,7 +28,8 @@ flight; the calls are coroutines on one event loop, so a slot costs a little mem
 
 # Bookkeeping only: it needs no CPU slot. Its calls are not recorded as task events (for Ray's dashboard and
 # state API): every rank calls it every step, and recording was a measurable share of each call's CPU here.
-@ray.remote(num_cpus=0, max_concurrency=DEFAULT_MAX_CONCURRENCY, enable_task_events=False)
+# ray.remote's typed overloads omit max_concurrency and enable_task_events (and so lose ActorClass.options).
+@ray.remote(num_cpus=0, max_concurrency=DEFAULT_MAX_CONCURRENCY, enable_task_events=False)  # pyright: ignore[reportCallIssue]
 class DataCoordinator:
     """Async Ray actor that holds SampleInfo and ObjectRefs per edge and hands each rank its share of a step.
 
@@ -155,4 +156,4 @@ def start_coordinator(
     options: dict[str, Any] = {"max_concurrency": max_concurrency}
     if name is not None:
         options.update(name=name, namespace=namespace)
-    return DataCoordinator.options(**options).remote()
+    return DataCoordinator.options(**options).remote()  # pyright: ignore[reportAttributeAccessIssue]  # see @ray.remote

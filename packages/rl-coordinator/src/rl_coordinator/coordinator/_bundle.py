@@ -64,7 +64,8 @@ def _carries_raw(obj: Any) -> bool:
     )
 
 
-class _RawTensorPickler(cloudpickle.CloudPickler):
+# ray.cloudpickle does not re-export CloudPickler explicitly, which the checker takes for a private name.
+class _RawTensorPickler(cloudpickle.CloudPickler):  # pyright: ignore[reportPrivateImportUsage]
     # cloudpickle's, as ray.put uses: lambdas, closures and local classes in a payload pickle as they did there.
     def __init__(self, out: io.BytesIO, buffers: list[Any], arena: StagingArena) -> None:
         super().__init__(out, protocol=_PROTOCOL, buffer_callback=buffers.append)

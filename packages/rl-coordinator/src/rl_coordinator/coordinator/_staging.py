@@ -81,7 +81,8 @@ class StagingArena:
             return None
         if self._bytes is None:  # uninitialised: a page is touched when a snapshot first uses it
             self._bytes = torch.empty(self.capacity, dtype=torch.uint8)
-            self._memory = memoryview(self._bytes.numpy())
+            # numpy's stubs declare ndarray's buffer protocol (__buffer__) for Python >= 3.12 only.
+            self._memory = memoryview(self._bytes.numpy())  # pyright: ignore[reportArgumentType]
         start = self._free_start(size)
         if start is None:
             return None

@@ -53,7 +53,8 @@ class ShareStream:
         max_shares_per_item: int = MAX_SHARES_PER_ITEM,
     ) -> None:
         check_read_request(request)
-        self._end = None if check_steps(steps) is None else request.step + steps
+        checked_steps = check_steps(steps)
+        self._end = None if checked_steps is None else request.step + checked_steps
         self.edge_key = request.edge_key
         self.next_step = request.step
         self._items: Any = coordinator.stream.remote(request, steps, check_max_shares(max_shares_per_item))

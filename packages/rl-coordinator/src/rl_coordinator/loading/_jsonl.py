@@ -93,7 +93,7 @@ class JsonlSource(RowSource):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        vars(self).update(state)
         self._lock = threading.Lock()
 
     def __del__(self) -> None:

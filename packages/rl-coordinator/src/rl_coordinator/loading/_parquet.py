@@ -99,5 +99,5 @@ class ParquetSource(RowSource):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        vars(self).update(state)
         self._lock = threading.Lock()

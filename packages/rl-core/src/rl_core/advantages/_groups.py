@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 
 from rl_core._groups import group_index, group_sum
 
 
-class GroupStats(NamedTuple):
-    """Statistics of `(B,)` scores grouped by prompt.
+@dataclass(frozen=True)
+class GroupStats:
+    """Statistics of `(B,)` scores grouped by prompt (a dataclass: a NamedTuple's `index` and `count` fields
+    would shadow tuple's methods of those names).
 
     Attributes:
         index: `(B,)` int64 group of each sample, numbered 0..G-1.

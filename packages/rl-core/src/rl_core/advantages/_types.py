@@ -71,6 +71,9 @@ class AdvantageOutput(NamedTuple):
 
 
 class AdvantageEstimator(Protocol):
-    """An advantage estimator: the batch, then its own keyword-only parameters (all with defaults)."""
+    """An advantage estimator: the batch, then its own keyword-only parameters (all with defaults).
 
-    def __call__(self, inputs: AdvantageInputs, /, **params: Any) -> AdvantageOutput: ...
+    `*args: Any, **params: Any` is the typing spec's gradual form: any estimator taking the batch first fits.
+    """
+
+    def __call__(self, inputs: AdvantageInputs, /, *args: Any, **params: Any) -> AdvantageOutput: ...

@@ -12,7 +12,7 @@ from rl_core.balancing._partition import Number, Partition
 
 
 @register_method("lpt")
-def lpt_core(w: list[Number], k: int, equal_size: bool) -> tuple[list[list[int]], list[Number]]:
+def lpt_core(w: Sequence[Number], k: int, equal_size: bool) -> tuple[list[list[int]], list[Number]]:
     """k index lists and their loads by LPT; `w` checked, len(w) >= k (and divisible by k if equal_size).
 
     With equal_size a part that holds n/k items leaves the heap, so the next item goes to the lightest part
@@ -23,7 +23,7 @@ def lpt_core(w: list[Number], k: int, equal_size: bool) -> tuple[list[list[int]]
     parts: list[list[int]] = [[] for _ in range(k)]
     loads: list[Number] = [0] * k
     # (load, part) pairs: ties go to the lower part index, which keeps the result deterministic.
-    heap = [(0, p) for p in range(k)]
+    heap: list[tuple[Number, int]] = [(0, p) for p in range(k)]
     for i in sorted(range(n), key=w.__getitem__, reverse=True):
         load, p = heap[0]
         parts[p].append(i)

@@ -47,7 +47,7 @@ def _merge(a: State, b: State, k: int, link_from: list[int], link_to: list[int])
     return pick(sums), pick(heads), pick(tails)
 
 
-def _initial_states(w: list[Number], k: int, equal_size: bool) -> list[tuple]:
+def _initial_states(w: Sequence[Number], k: int, equal_size: bool) -> list[tuple]:
     """Heap entries (-spread, -largest sum, counter, state) of the starting states."""
     n = len(w)
     order = sorted(range(n), key=w.__getitem__, reverse=True)
@@ -83,7 +83,7 @@ def _gc_paused() -> Iterator[None]:
 
 
 def karmarkar_karp_core(
-    w: list[Number], k: int, equal_size: bool, refine: bool = True
+    w: Sequence[Number], k: int, equal_size: bool, refine: bool = True
 ) -> tuple[list[list[int]], list[Number]]:
     """k index lists and their loads by largest differencing; `w` checked, len(w) >= k (and divisible if equal)."""
     with _gc_paused():
@@ -93,7 +93,7 @@ def karmarkar_karp_core(
     return parts, loads
 
 
-def _difference(w: list[Number], k: int, equal_size: bool) -> tuple[list[list[int]], list[Number]]:
+def _difference(w: Sequence[Number], k: int, equal_size: bool) -> tuple[list[list[int]], list[Number]]:
     n = len(w)
     # Heap entries: (-spread, -largest sum, creation counter, state); the unique counter makes ties
     # deterministic and keeps comparisons off the states. The largest spread is differenced first.

@@ -74,7 +74,7 @@ def _minimal_packing(counts: list[int], max_tokens: int) -> list[list[int]]:
     return fallback
 
 
-def _split_to(parts: list[list[int]], target: int, costs: list[Number]) -> list[list[int]]:
+def _split_to(parts: list[list[int]], target: int, costs: Sequence[Number]) -> list[list[int]]:
     """Split the costliest splittable parts in two until there are `target`; sub-parts of fitting parts fit."""
     parts = [list(p) for p in parts]
     while len(parts) < target:
@@ -86,7 +86,7 @@ def _split_to(parts: list[list[int]], target: int, costs: list[Number]) -> list[
 
 
 def _packing_of(
-    minimal: list[list[int]], counts: list[int], costs: list[Number], max_tokens: int, target: int
+    minimal: list[list[int]], counts: list[int], costs: Sequence[Number], max_tokens: int, target: int
 ) -> list[list[int]]:
     """`target` micro-batches under budget, balanced by `costs` when possible; `minimal` is a fitting packing."""
     if target == len(minimal) and costs is counts:

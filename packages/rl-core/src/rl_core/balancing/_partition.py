@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -84,7 +85,7 @@ def check_token_counts(values: Sequence[int] | torch.Tensor, name: str = "token_
     if min(out) <= 0:
         bad = next(i for i, v in enumerate(out) if v <= 0)
         raise BalancingError(f"{name}[{bad}] must be > 0 (a sample has at least one token), got {out[bad]}")
-    return out
+    return cast("list[int]", out)  # no float is left
 
 
 def check_positive_int(value: object, name: str) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from rl_core.balancing._partition import Number
 
@@ -60,7 +60,7 @@ def _partners(loads: list[Number]) -> Iterator[int]:
 
 
 def refine_by_swaps(
-    w: list[Number], parts: list[list[int]], loads: list[Number], *, allow_moves: bool
+    w: Sequence[Number], parts: list[list[int]], loads: list[Number], *, allow_moves: bool
 ) -> tuple[list[list[int]], list[Number]]:
     """Lower the heaviest load by exchanges with light parts; item counts stay equal unless `allow_moves`.
 

@@ -10,7 +10,7 @@ from rl_core import lookup, registrar
 from rl_core.balancing._errors import BalancingError
 from rl_core.balancing._partition import Number, check_token_counts
 
-WorkloadFn = Callable[[list[int]], list[Number]]
+WorkloadFn = Callable[[list[int]], Sequence[Number]]
 
 WORKLOADS: dict[str, WorkloadFn] = {}
 """Workload estimators by name; each maps a list of token counts to a list of costs."""

@@ -11,6 +11,9 @@ defined here but not registered, because its `embodied_sampling` operation needs
 that does not exist yet (the SRPO work registers it once that runs).
 """
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 from collections.abc import Callable

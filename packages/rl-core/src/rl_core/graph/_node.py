@@ -1,5 +1,8 @@
 """One task of a TaskGraph: the operation it runs, which model role runs it and what it waits for."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping

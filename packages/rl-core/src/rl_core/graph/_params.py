@@ -1,9 +1,13 @@
 """Node parameters: plain data (what YAML or JSON can hold), frozen so that a Node stays immutable."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import cast
 
 from rl_core.graph._errors import GraphError
 
@@ -27,7 +31,7 @@ def freeze_params(params: Mapping[str, object] | None, where: str) -> Mapping[st
         return MappingProxyType({})
     if not isinstance(params, Mapping):
         raise GraphError(f"{where}: params must be a mapping with str keys, got {type(params).__name__}")
-    frozen = _freeze(params, f"{where}: params")
+    frozen = _freeze_mapping(params, f"{where}: params")
     _check_param_count(frozen, where)
     return frozen
 
@@ -35,9 +39,9 @@ def freeze_params(params: Mapping[str, object] | None, where: str) -> Mapping[st
 def thaw(value: object) -> object:
     """Undo `freeze_params`: mapping proxies become dicts and tuples become lists, recursively."""
     if isinstance(value, Mapping):
-        return {key: thaw(item) for key, item in value.items()}
+        return {key: thaw(item) for key, item in cast("Mapping[object, object]", value).items()}
     if isinstance(value, tuple):
-        return [thaw(item) for item in value]
+        return [thaw(item) for item in cast("tuple[object, ...]", value)]
     return value
 
 
@@ -45,18 +49,23 @@ def _freeze(value: object, path: str) -> object:
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, Mapping):
-        frozen: dict[str, object] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise GraphError(f"{path} has key {key!r} of type {type(key).__name__}; parameter keys must be str")
-            frozen[key] = _freeze(item, f"{path}[{key!r}]")
-        return MappingProxyType(frozen)
+        return _freeze_mapping(cast("Mapping[object, object]", value), path)
     if isinstance(value, (list, tuple)):
-        return tuple(_freeze(item, f"{path}[{index}]") for index, item in enumerate(value))
+        items = cast("list[object] | tuple[object, ...]", value)
+        return tuple(_freeze(item, f"{path}[{index}]") for index, item in enumerate(items))
     raise GraphError(
         f"{path} is a {type(value).__name__}; parameters hold only None, bool, int, float, str, lists and "
         "str-keyed mappings, so a graph stays plain data (bind objects in the runtime instead)"
     )
+
+
+def _freeze_mapping(value: Mapping[object, object] | Mapping[str, object], path: str) -> Mapping[str, object]:
+    frozen: dict[str, object] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise GraphError(f"{path} has key {key!r} of type {type(key).__name__}; parameter keys must be str")
+        frozen[key] = _freeze(item, f"{path}[{key!r}]")
+    return MappingProxyType(frozen)
 
 
 def _check_param_count(params: Mapping[str, object], where: str) -> None:

@@ -1,5 +1,8 @@
 """The fluent builder that turns a list of node declarations into a validated TaskGraph."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -74,8 +77,8 @@ class Pipeline:
             id=node_id,
             operation=operation,
             role=role,
-            dependencies=dependencies,  # Node checks and freezes it
-            params=params,
+            dependencies=dependencies,  # pyright: ignore[reportArgumentType]  # Node checks and freezes it
+            params=params,  # pyright: ignore[reportArgumentType]  # Node freezes it, None as {}
         )
         return self.add(node)
 

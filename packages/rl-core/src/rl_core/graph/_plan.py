@@ -1,5 +1,8 @@
 """Plans of several TaskGraphs (one per agent in multi-agent training), checked for distinct ids."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -17,7 +20,7 @@ def validate_plan(graphs: TaskGraph | Iterable[TaskGraph]) -> tuple[TaskGraph, .
     """
     if isinstance(graphs, TaskGraph):
         return (graphs,)
-    if isinstance(graphs, (str, bytes, Mapping)) or not isinstance(graphs, Iterable):
+    if isinstance(graphs, (str, bytes)) or not isinstance(graphs, Iterable) or _is_mapping(graphs):
         raise GraphError(f"a plan is a TaskGraph or a list of them, got {type(graphs).__name__}")
     plan = tuple(graphs)
     if not plan:
@@ -43,3 +46,8 @@ def split_plan(graphs: TaskGraph | Iterable[TaskGraph], rule: SplitRule = SplitR
     results = tuple(split_graph(graph, rule) for graph in validate_plan(graphs))
     validate_plan([sub for result in results for sub in result.subgraphs])
     return results
+
+
+def _is_mapping(value: object) -> bool:
+    # A bool rather than an isinstance narrowing, which would leave a Mapping of unknown types behind.
+    return isinstance(value, Mapping)

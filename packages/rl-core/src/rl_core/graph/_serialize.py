@@ -15,9 +15,9 @@ The keys nodes no longer carry (`type`, `forward_only`: nothing read them) are r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from rl_core._registry import nearest_name
 from rl_core.graph._errors import GraphError, GraphSpecError
@@ -73,31 +73,34 @@ def parse_graph_dict(data: object) -> tuple[str, str, list[Node]]:
     items = data["nodes"]
     if not isinstance(items, (list, tuple)):
         raise GraphSpecError(f"{where}: 'nodes' must be a list of node mappings, got {type(items).__name__}")
+    nodes = cast("Sequence[object]", items)
     return (
         graph_id,
         description,
-        [parse_node_dict(item, f"node #{index} of {where}") for index, item in enumerate(items)],
+        [parse_node_dict(item, f"node #{index} of {where}") for index, item in enumerate(nodes)],
     )
 
 
 def parse_node_dict(data: object, where: str) -> Node:
     """Read one node's dict form; `where` names it in errors until its id is known."""
     position = where
-    if isinstance(data, Mapping) and isinstance(data.get("id"), str):
-        where = f"node {data['id']!r} ({position})"
+    node_id = _declared_id(data)
+    if isinstance(node_id, str):
+        where = f"node {node_id!r} ({position})"
     data = _check_keys(data, NODE_KEYS, REQUIRED_NODE_KEYS, where, removed=REMOVED_NODE_KEYS)
     dependencies = data.get("dependencies", ())
     if dependencies is None:
         dependencies = ()
     if not isinstance(dependencies, (list, tuple)):
         raise GraphSpecError(f"{where}: 'dependencies' must be a list of node ids, got {dependencies!r}")
+    dependencies = cast("Sequence[str]", dependencies)  # Node checks each id
     try:
         return Node(
             id=data["id"],
             operation=data["operation"],
             role=parse_enum(NodeRole, data.get("role", NodeRole.DEFAULT.value), f"{where}: 'role'"),
             dependencies=tuple(dependencies),
-            params=data.get("params"),
+            params=data.get("params"),  # pyright: ignore[reportArgumentType]  # Node turns None into {}
         )
     except GraphSpecError:
         raise
@@ -116,11 +119,17 @@ def parse_enum(enum: type[E], value: object, where: str) -> E:
     raise GraphSpecError(f"{where} is {value!r}{hint}; valid values: {', '.join(valid)}")
 
 
+def _declared_id(data: object) -> object:
+    """The node's 'id' entry, read before its keys are checked (None when `data` is no mapping)."""
+    return cast("Mapping[object, object]", data).get("id") if isinstance(data, Mapping) else None
+
+
 def _check_keys(
     data: object, keys: tuple[str, ...], required: tuple[str, ...], where: str, removed: tuple[str, ...] = ()
 ) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise GraphSpecError(f"{where} must be a mapping with keys {', '.join(keys)}; got {type(data).__name__}")
+    data = cast("Mapping[object, object]", data)
     for key in data:
         if key in removed:
             raise GraphSpecError(
@@ -134,4 +143,4 @@ def _check_keys(
     missing = [key for key in required if key not in data]
     if missing:
         raise GraphSpecError(f"{where} is missing required key(s) {', '.join(map(repr, missing))}")
-    return data
+    return cast("Mapping[str, Any]", data)  # every key is one of `keys`

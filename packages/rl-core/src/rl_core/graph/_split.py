@@ -25,6 +25,9 @@ role rather than by shape, so it also cuts a chain such as GRPO: the rollout sub
 that order. A graph with no rollout or no training part cannot be cut this way (`GraphError`).
 """
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import heapq
@@ -167,7 +170,7 @@ def _split_once(graph: TaskGraph, part: frozenset[str]) -> list[frozenset[str]] 
 
 def _components(graph: TaskGraph, part: frozenset[str]) -> list[frozenset[str]]:
     unseen = set(part)
-    components = []
+    components: list[frozenset[str]] = []
     while unseen:
         stack = [unseen.pop()]
         component = set(stack)
@@ -201,7 +204,7 @@ def _disjoint_branches(graph: TaskGraph, fork: str, part: frozenset[str]) -> lis
         if child not in part:
             continue
         merged = _downstream(graph, child, part)
-        keep = []
+        keep: list[frozenset[str]] = []
         for group in groups:
             if group.isdisjoint(merged):
                 keep.append(group)
@@ -227,7 +230,7 @@ def _order_parts(graph: TaskGraph, parts: Iterable[frozenset[str]]) -> list[froz
             waiting[target] += 1
     ready = [index for index, count in enumerate(waiting) if count == 0]
     heapq.heapify(ready)
-    ordered = []
+    ordered: list[frozenset[str]] = []
     while ready:
         index = heapq.heappop(ready)
         ordered.append(parts[index])

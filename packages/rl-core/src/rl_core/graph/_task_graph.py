@@ -1,5 +1,8 @@
 """An immutable, validated DAG of nodes: adjacency, topological order, entries, exits and sub-graphs."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import heapq
@@ -24,6 +27,12 @@ class TaskGraph:
     """
 
     __slots__ = ("_description", "_graph_id", "_nodes", "_order", "_predecessors", "_successors")
+    _description: str
+    _graph_id: str
+    _nodes: Mapping[str, Node]
+    _order: tuple[str, ...]
+    _predecessors: Mapping[str, tuple[str, ...]]
+    _successors: Mapping[str, tuple[str, ...]]
 
     def __init__(self, graph_id: str, nodes: Iterable[Node], description: str = "") -> None:
         check_identifier(graph_id, "graph id")
@@ -134,11 +143,11 @@ class TaskGraph:
 
         The result is named `graph_id` (default: this graph's id) and keeps declaration order.
         """
-        wanted = set()
+        wanted: set[str] = set()
         for node_id in node_ids:
             self._require(node_id)
             wanted.add(node_id)
-        nodes = []
+        nodes: list[Node] = []
         for node in self._nodes.values():
             if node.id in wanted:
                 kept = tuple(dep for dep in node.dependencies if dep in wanted)
@@ -180,7 +189,7 @@ class TaskGraph:
 
 
 def _check_dependencies_exist(graph_id: str, by_id: Mapping[str, Node]) -> None:
-    problems = []
+    problems: list[str] = []
     for node in by_id.values():
         for dep in node.dependencies:
             if dep not in by_id:

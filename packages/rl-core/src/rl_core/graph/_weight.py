@@ -1,6 +1,11 @@
 """A graph's weight for parameter-aware placement: the parameter counts its nodes declare."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
+
+from typing import cast
 
 from rl_core.graph._params import PARAM_COUNT_KEY
 from rl_core.graph._task_graph import TaskGraph
@@ -15,4 +20,4 @@ def estimate_weight(graph: TaskGraph) -> int:
     """
     if not isinstance(graph, TaskGraph):
         raise TypeError(f"estimate_weight takes a TaskGraph, got {type(graph).__name__}")
-    return sum(int(node.params.get(PARAM_COUNT_KEY, 0)) for node in graph.nodes.values())
+    return sum(cast(int, node.params.get(PARAM_COUNT_KEY, 0)) for node in graph.nodes.values())

@@ -1,5 +1,8 @@
 """KL in the reward: subtract `kl_coef × KL(π‖π_ref)` from every response token's score."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import math

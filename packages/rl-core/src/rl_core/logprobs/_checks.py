@@ -1,5 +1,8 @@
 """Argument checks shared by the log-prob functions: temperature, chunk size and label range."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import math

@@ -18,6 +18,8 @@ CPU, where freed large blocks go back to the OS.
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import torch
 
 Workspace = tuple[torch.Tensor, torch.Tensor]
@@ -51,6 +53,30 @@ def _scaled_log_softmax(logits: torch.Tensor, temperature: float, workspace: Wor
     else:
         scaled = first.copy_(logits).div_(temperature)
     return torch.log_softmax(scaled, dim=-1, out=second)
+
+
+@overload
+def chunk_forward(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    temperature: float,
+    workspace: Workspace,
+    *,
+    with_entropy: Literal[True],
+    scratch: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@overload
+def chunk_forward(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    temperature: float,
+    workspace: Workspace,
+    *,
+    with_entropy: bool,
+    scratch: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]: ...
 
 
 def chunk_forward(

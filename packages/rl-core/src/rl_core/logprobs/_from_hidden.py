@@ -5,10 +5,15 @@ to `(chunk_size, V)` logits, reduced to log-prob and entropy, and dropped; the b
 slice and turns its logit gradient into gradients for the hidden states, the weight and the bias.
 """
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
+from typing import Protocol, cast
+
 import torch
-from torch.autograd.function import FunctionCtx, once_differentiable
+from torch.autograd.function import once_differentiable
 
 from rl_core._errors import ShapeError
 from rl_core._validation import check_same_device, check_tensor
@@ -46,12 +51,26 @@ def _buffers(hidden: torch.Tensor, weight: torch.Tensor, chunk_size: int) -> tup
     return (first, second), None if same_dtype else hidden.new_empty(rows, weight.shape[0])
 
 
+class _Ctx(Protocol):
+    """The autograd ctx as `_ChunkedLinearLogSoftmaxStats` uses it; torch types it `FunctionCtx`, which declares
+    none of it."""
+
+    saved_tensors: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]
+    needs_input_grad: tuple[bool, ...]
+    temperature: float
+    chunk_size: int
+
+    def set_materialize_grads(self, value: bool, /) -> None: ...
+
+    def save_for_backward(self, *tensors: torch.Tensor | None) -> None: ...
+
+
 class _ChunkedLinearLogSoftmaxStats(torch.autograd.Function):
     """`(N, H)` hidden, `(V, H)` weight, `(V,)` bias or None, `(N,)` labels -> `(N,)` log-probs, `(N,)` entropy."""
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: FunctionCtx,
+        ctx: _Ctx,
         hidden: torch.Tensor,
         weight: torch.Tensor,
         bias: torch.Tensor | None,
@@ -81,7 +100,7 @@ class _ChunkedLinearLogSoftmaxStats(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(  # type: ignore[override]
-        ctx: FunctionCtx, grad_log_probs: torch.Tensor | None, grad_entropy: torch.Tensor | None
+        ctx: _Ctx, grad_log_probs: torch.Tensor | None, grad_entropy: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, None, None, None]:
         hidden, weight, bias, labels, entropy = ctx.saved_tensors
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
@@ -173,7 +192,11 @@ def log_probs_and_entropy_from_hidden(
     check_scalars(temperature, chunk_size)
     _check_hidden_arguments(hidden, weight, labels, bias)
     flat_labels = check_labels(labels, weight.shape[0], "weight's first dim")
-    log_probs, entropy = _ChunkedLinearLogSoftmaxStats.apply(
-        hidden.reshape(-1, hidden.shape[-1]), weight, bias, flat_labels, float(temperature), chunk_size
+    # torch leaves Function.apply unannotated (a stub gap); it returns what forward returns.
+    log_probs, entropy = cast(
+        "tuple[torch.Tensor, torch.Tensor]",
+        _ChunkedLinearLogSoftmaxStats.apply(  # pyright: ignore[reportUnknownMemberType]
+            hidden.reshape(-1, hidden.shape[-1]), weight, bias, flat_labels, float(temperature), chunk_size
+        ),
     )
     return log_probs.reshape(labels.shape), entropy.reshape(labels.shape)

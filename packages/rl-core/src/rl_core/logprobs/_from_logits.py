@@ -6,12 +6,15 @@ wrt the logits is `(N, V)` in the logits' dtype, as any gradient of them must be
 dims cannot be flattened as a view (e.g. ``logits[:, :-1]``) are copied once by the flattening.
 """
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
-from typing import cast
+from typing import Protocol, cast
 
 import torch
-from torch.autograd.function import FunctionCtx, once_differentiable
+from torch.autograd.function import once_differentiable
 
 from rl_core._errors import ShapeError
 from rl_core._validation import check_same_device, check_tensor
@@ -23,12 +26,26 @@ DEFAULT_CHUNK_SIZE = 1024
 V = 152k, against 4 bytes * N * V for every full-size intermediate of the naive computation."""
 
 
+class _Ctx(Protocol):
+    """The autograd ctx as `_ChunkedLogSoftmaxStats` uses it; torch types it `FunctionCtx`, which declares
+    none of it."""
+
+    saved_tensors: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+    needs_input_grad: tuple[bool, ...]
+    temperature: float
+    chunk_size: int
+
+    def set_materialize_grads(self, value: bool, /) -> None: ...
+
+    def save_for_backward(self, *tensors: torch.Tensor | None) -> None: ...
+
+
 class _ChunkedLogSoftmaxStats(torch.autograd.Function):
     """`(N, V)` logits and `(N,)` labels -> `(N,)` log p[label] and `(N,)` entropy (or None)."""
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: FunctionCtx,
+        ctx: _Ctx,
         logits: torch.Tensor,
         labels: torch.Tensor,
         temperature: float,
@@ -49,7 +66,7 @@ class _ChunkedLogSoftmaxStats(torch.autograd.Function):
                 chunk, labels[rows], temperature, workspace, with_entropy=with_entropy
             )
             log_probs[rows] = chunk_log_prob
-            if entropy is not None:
+            if entropy is not None and chunk_entropy is not None:
                 entropy[rows] = chunk_entropy
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(logits, labels, entropy)
@@ -60,7 +77,7 @@ class _ChunkedLogSoftmaxStats(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(  # type: ignore[override]
-        ctx: FunctionCtx, grad_log_probs: torch.Tensor | None, grad_entropy: torch.Tensor | None
+        ctx: _Ctx, grad_log_probs: torch.Tensor | None, grad_entropy: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, None, None, None, None]:
         logits, labels, entropy = ctx.saved_tensors
         if not ctx.needs_input_grad[0]:
@@ -115,8 +132,12 @@ def _run(
         check_tensor("labels", labels, lead)
         check_same_device(logits=logits, labels=labels)
         flat_labels = check_labels(labels, vocab_size, "logits' last dim")
-    log_probs, entropy = _ChunkedLogSoftmaxStats.apply(
-        logits.reshape(-1, vocab_size), flat_labels, float(temperature), chunk_size, with_entropy
+    # torch leaves Function.apply unannotated (a stub gap); it returns what forward returns.
+    log_probs, entropy = cast(
+        "tuple[torch.Tensor, torch.Tensor | None]",
+        _ChunkedLogSoftmaxStats.apply(  # pyright: ignore[reportUnknownMemberType]
+            logits.reshape(-1, vocab_size), flat_labels, float(temperature), chunk_size, with_entropy
+        ),
     )
     return log_probs.reshape(lead), None if entropy is None else entropy.reshape(lead)
 

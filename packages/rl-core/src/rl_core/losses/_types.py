@@ -78,13 +78,17 @@ class PolicyLossOutput(NamedTuple):
 
 
 class PolicyLoss(Protocol):
-    """A policy loss: the batch, the aggregation, then its own keyword-only parameters (all with defaults)."""
+    """A policy loss: the batch, the aggregation, then its own keyword-only parameters (all with defaults).
+
+    `*args: Any, **params: Any` is the typing spec's gradual form: any loss taking the batch first and
+    `aggregation` and `normalizer` by keyword fits.
+    """
 
     def __call__(
         self,
         inputs: PolicyLossInputs,
         /,
-        *,
+        *args: Any,
         aggregation: str = ...,
         normalizer: LossNormalizer | None = ...,
         **params: Any,

@@ -31,7 +31,7 @@ def scores_to_token_level(scores: torch.Tensor, response_mask: torch.Tensor) -> 
     check_tensor(RESPONSE_MASK, response_mask, ("B", "T"), dims=dims)
     check_same_device(scores=scores, response_mask=response_mask)
     mask = as_bool_mask(RESPONSE_MASK, response_mask)
-    empty = (~mask.any(dim=-1)).nonzero().flatten().tolist()
+    empty = [int(row) for row in (~mask.any(dim=-1)).nonzero().flatten()]
     if empty:
         listed = ", ".join(str(row) for row in empty[:_MAX_ROWS_LISTED])
         more = f" and {len(empty) - _MAX_ROWS_LISTED} more" if len(empty) > _MAX_ROWS_LISTED else ""

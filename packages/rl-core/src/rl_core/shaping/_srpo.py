@@ -1,6 +1,9 @@
 """SRPO's progress reward (Fei et al. 2025, https://arxiv.org/abs/2511.15605): failures scored by their distance
 to the successful trajectories of the same task in the batch, as siiRL's `compute_embodied_reward` does."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import math

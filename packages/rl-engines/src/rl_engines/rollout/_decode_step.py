@@ -16,9 +16,11 @@ class DecodeStep(Protocol):
 
     def select(self, index: torch.Tensor) -> None:
         """Keep only the rows at `index: (B',)`."""
+        ...
 
     def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed `tokens: (B,)` int64 at each row's next position -> next-token logits `(B, V)` float32."""
+        ...
 
 
 class ModelStep:

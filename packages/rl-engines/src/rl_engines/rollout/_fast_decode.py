@@ -14,12 +14,14 @@ batch (looking them up through the modules each step had cost a twentieth of the
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 
 from rl_engines._llama_family import (
     Layer,
+    LlamaFamilyModel,
     config_head_dim,
     linear,
     mlp_residual,
@@ -101,7 +103,7 @@ class KVState:
 class FastDecoder:
     """Prefill and decode steps of a supported model; see the module doc."""
 
-    def __init__(self, model: torch.nn.Module, eps: float, head_dim: int) -> None:
+    def __init__(self, model: LlamaFamilyModel, eps: float, head_dim: int) -> None:
         decoder = model.model
         self._eps, self._head_dim = eps, head_dim
         self._embedding, self._rotary = decoder.embed_tokens.weight, decoder.rotary_emb
@@ -116,7 +118,8 @@ class FastDecoder:
         if reason is not None:
             logger.info("decoding through transformers' forward: %s", reason)
             return None
-        return cls(model, float(model.config.rms_norm_eps), config_head_dim(model.config))
+        checked = cast(LlamaFamilyModel, model)
+        return cls(checked, float(checked.config.rms_norm_eps), config_head_dim(checked.config))
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> tuple[PrefillKV, torch.Tensor]:
         """Run left-padded prompts through the model: their keys and values, and the next-token logits `(P, V)` (in

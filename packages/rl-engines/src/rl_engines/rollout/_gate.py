@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from rl_engines.rollout._errors import (
@@ -59,7 +59,7 @@ class RequestGate:
         self.weights_loaded = True
 
     # ---- request side ------------------------------------------------------------------------------
-    def admit(self, rids: Collection[str]) -> Ticket:
+    def admit(self, rids: Iterable[str]) -> Ticket:
         """Admit a generate call for `rids`, waiting at most `admission_timeout_s` while paused or updating."""
         deadline = time.monotonic() + self.admission_timeout_s
         with self._cond:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch.multiprocessing.reductions import rebuild_cuda_tensor, rebuild_storage_filename
@@ -121,7 +121,8 @@ def _unb64(text: str | None) -> bytes | None:
 def _open_cpu(bucket: SharedTensorBucket) -> torch.Tensor:
     manager, handle = _unb64(bucket.handle["manager"]), _unb64(bucket.handle["handle"])
     # rebuild_storage_filename consumes the reference the sender added for this message (torch's protocol).
-    storage = rebuild_storage_filename(torch.UntypedStorage, manager, handle, bucket.nbytes)
+    # It returns an instance of the class it is given.
+    storage = cast(torch.UntypedStorage, rebuild_storage_filename(torch.UntypedStorage, manager, handle, bucket.nbytes))
     return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (bucket.nbytes,), (1,))
 
 

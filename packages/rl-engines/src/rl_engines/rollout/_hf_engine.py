@@ -6,11 +6,11 @@ import logging
 import os
 import threading
 from collections.abc import Collection, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from safetensors import safe_open
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from rl_engines._attention import takes_boolean_4d_mask
 from rl_engines.rollout._errors import (
@@ -46,7 +46,7 @@ _KEEP_MAPPED = 2
 """Shared buffers kept mapped between updates: the sender alternates two (see SharedMemoryTransport)."""
 
 
-def _eos_ids(model: torch.nn.Module, config: HFEngineConfig) -> frozenset[int]:
+def _eos_ids(model: PreTrainedModel, config: HFEngineConfig) -> frozenset[int]:
     if config.eos_token_ids is not None:
         return frozenset(config.eos_token_ids)
     generation = getattr(model, "generation_config", None)
@@ -76,10 +76,12 @@ class HFEngine:
         {"disk", "tensor", "distributed", "sleep", "pause", "abort", "prefix_cache", "seed", "stream", "bounded_calls"}
     )
 
-    def __init__(self, model: torch.nn.Module, config: HFEngineConfig | None = None) -> None:
+    def __init__(self, model: PreTrainedModel, config: HFEngineConfig | None = None) -> None:
         self.config = config or HFEngineConfig()
         self.device = torch.device(self.config.device)
-        self.model = model.to(device=self.device, dtype=parse_dtype(self.config.dtype)).eval().requires_grad_(False)
+        # transformers wraps PreTrainedModel.to in functools.wraps(Module.to), which the checker binds wrongly.
+        moved = model.to(device=self.device, dtype=parse_dtype(self.config.dtype))  # pyright: ignore[reportCallIssue]
+        self.model: PreTrainedModel = moved.eval().requires_grad_(False)
         self._weights = ModelWeights(self.model)
         self._gate = RequestGate(
             admission_timeout_s=self.config.admission_timeout_s,
@@ -92,7 +94,8 @@ class HFEngine:
         else:
             generator.manual_seed(self.config.seed)
         self.context_len = self.config.context_len or int(self.model.config.max_position_embeddings)
-        self.vocab_size = int(self.model.get_input_embeddings().num_embeddings)
+        # A causal LM's input embeddings are an nn.Embedding; transformers types them as any Module.
+        self.vocab_size = int(cast(torch.nn.Embedding, self.model.get_input_embeddings()).num_embeddings)
         pad = self.config.pad_token_id if self.config.pad_token_id is not None else self.model.config.pad_token_id
         self._epoch = 0
         self._setup = DecodeSetup(
@@ -223,8 +226,10 @@ class HFEngine:
     def update_weights_from_tensors(self, tensors: NamedTensors | SharedTensorBucket) -> frozenset[str]:
         """See `InferenceEngine.update_weights_from_tensors`: lists are copied; a lent CPU bucket is adopted
         (its slots become the weights, no copy); returns the lent buffers the weights still live in."""
-        shared = tensors if isinstance(tensors, SharedTensorBucket) else None
-        named = open_shared_bucket(shared) if shared is not None else list(tensors)
+        if isinstance(tensors, SharedTensorBucket):
+            shared, named = tensors, open_shared_bucket(tensors)
+        else:
+            shared, named = None, list(tensors)
         lend = shared is not None and shared.lend and shared.kind == "cpu_shm"
         if shared is not None and shared.kind == "cpu_shm" and not lend:
             # Keep the last few mappings alive: the trainer reuses its buffers, and re-mapping the same file
@@ -237,7 +242,7 @@ class HFEngine:
             raise InvalidRequestError("update_weights_from_tensors got no tensors; send at least one")
         with self._gate.exclusive(), self._mutation_lock:
             self._check_weights_awake()
-            self._weights.apply(named, owned=lend, lender=shared.buffer_id if lend else None)
+            self._weights.apply(named, owned=lend, lender=shared.buffer_id if lend and shared is not None else None)
             self._weights_changed()
             return self._weights.lent_buffers()
 

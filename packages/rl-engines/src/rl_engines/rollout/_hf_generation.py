@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, PreTrainedModel
 
 from rl_engines._kv_cache import cache_arg
 from rl_engines.rollout._decode_step import DecodeStep, FastStep, ModelStep
@@ -28,7 +28,7 @@ from rl_engines.rollout._types import FinishReason, GenerateOutput, GenerateRequ
 class DecodeSetup:
     """What the loop needs from the engine besides the requests."""
 
-    model: torch.nn.Module
+    model: PreTrainedModel
     device: torch.device
     pad_id: int
     eos_ids: frozenset[int]
@@ -47,8 +47,14 @@ class DecodeSetup:
         """The decode step of one batch whose prefill filled `cache`, with padding mask `mask: (B, W)` and last
         positions `last: (B,)`; no row fills more than `capacity` columns."""
         if self.fast_decoder is not None:
-            return FastStep(self.fast_decoder, cache, mask, last, capacity)
-        return ModelStep(self.model, cache, mask, last, self.boolean_mask)
+            if isinstance(cache, PrefillKV):
+                return FastStep(self.fast_decoder, cache, mask, last, capacity)
+        elif isinstance(cache, DynamicCache):
+            return ModelStep(self.model, cache, mask, last, self.boolean_mask)
+        raise TypeError(
+            f"a {type(cache).__name__} cache is not what this setup's prefill makes "
+            f"({'PrefillKV' if self.fast_decoder is not None else 'DynamicCache'})"
+        )
 
 
 class PrefillCache:

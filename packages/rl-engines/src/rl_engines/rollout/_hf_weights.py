@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ logger = logging.getLogger(__name__)
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
-def safetensors_files(path: str | Path) -> list[Path]:
+def safetensors_files(path: str | os.PathLike[str]) -> list[Path]:
     """The safetensors files of a checkpoint directory (from its index when present), or of one file."""
     root = Path(path)
     if root.is_file() and root.suffix == ".safetensors":
@@ -48,7 +49,7 @@ def safetensors_files(path: str | Path) -> list[Path]:
     return files
 
 
-def iter_safetensors(path: str | Path) -> Iterator[list[tuple[str, torch.Tensor]]]:
+def iter_safetensors(path: str | os.PathLike[str]) -> Iterator[list[tuple[str, torch.Tensor]]]:
     """One bucket of `(name, tensor)` per safetensors file of `path`, loaded on CPU."""
     for file in safetensors_files(path):
         yield list(load_file(str(file)).items())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -18,13 +19,19 @@ import torch.distributed as dist
 from rl_engines.rollout._errors import EngineStateError, EngineTimeoutError
 from rl_engines.rollout._weight_types import WeightGroupSpec
 
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroupNCCL
+
+# torch's stubs lag its runtime here: they omit ProcessGroupGloo._Options (the options its constructor takes),
+# Backend.broadcast, and the re-export of the stores from torch.distributed; those lines say so.
+
 logger = logging.getLogger(__name__)
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 
 
-def _gloo_options(spec: WeightGroupSpec, timeout: datetime.timedelta) -> dist.ProcessGroupGloo._Options:
-    options = dist.ProcessGroupGloo._Options()
+def _gloo_options(spec: WeightGroupSpec, timeout: datetime.timedelta) -> dist.ProcessGroupGloo._Options:  # pyright: ignore[reportAttributeAccessIssue]
+    options = dist.ProcessGroupGloo._Options()  # pyright: ignore[reportAttributeAccessIssue]
     options._timeout = timeout
     # On loopback, bind gloo to 127.0.0.1 explicitly: the default device resolves the host name, which
     # may map to an interface the other rank cannot reach in a sandbox.
@@ -35,7 +42,12 @@ def _gloo_options(spec: WeightGroupSpec, timeout: datetime.timedelta) -> dist.Pr
     return options
 
 
-def _nccl_group(store: dist.Store, rank: int, size: int, timeout: datetime.timedelta) -> dist.ProcessGroup:
+def _nccl_group(
+    store: dist.Store,  # pyright: ignore[reportPrivateImportUsage]
+    rank: int,
+    size: int,
+    timeout: datetime.timedelta,
+) -> ProcessGroupNCCL:
     if not dist.is_nccl_available():
         raise EngineStateError("backend='nccl' needs a CUDA build of torch with NCCL; use backend='gloo' on CPU")
     from torch.distributed import ProcessGroupNCCL  # CUDA builds only
@@ -60,7 +72,7 @@ class WeightGroup:
         self.rank = rank
         self._timeout = datetime.timedelta(seconds=spec.timeout_s)
         try:
-            self._store = dist.TCPStore(
+            self._store = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
                 spec.master_address,
                 spec.master_port,
                 spec.world_size,
@@ -68,7 +80,7 @@ class WeightGroup:
                 timeout=self._timeout,
                 wait_for_workers=False,
             )
-            prefixed = dist.PrefixStore(spec.group_name, self._store)
+            prefixed = dist.PrefixStore(spec.group_name, self._store)  # pyright: ignore[reportPrivateImportUsage]
             if spec.backend == "gloo":
                 self._group = dist.ProcessGroupGloo(prefixed, rank, spec.world_size, _gloo_options(spec, self._timeout))
             else:
@@ -89,7 +101,7 @@ class WeightGroup:
         options.rootRank = src
         options.timeout = self._timeout
         try:
-            self._group.broadcast([tensor], options).wait(self._timeout)
+            self._group.broadcast([tensor], options).wait(self._timeout)  # pyright: ignore[reportAttributeAccessIssue]
         except RuntimeError as error:
             raise EngineTimeoutError(
                 f"broadcast of a {tuple(tensor.shape)} {tensor.dtype} tensor on weight group "

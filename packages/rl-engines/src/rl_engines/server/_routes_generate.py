@@ -82,8 +82,8 @@ async def _stream(state: ServerState, requests: list[GenerateRequest], batch: bo
     future = state.submit_generate(state.engine.generate, requests, on_tokens=on_tokens)
     future.add_done_callback(lambda _: queue.put_nowait(("done", None)))
     first = await queue.get()
-    if first[0] == "done" and future.exception() is not None:
-        return error_response(future.exception())
+    if first[0] == "done" and (error := future.exception()) is not None:
+        return error_response(error)
     stream = _StreamState(requests, batch, state.config.incremental_stream, state.engine.weight_version())
 
     async def body() -> AsyncIterator[bytes]:

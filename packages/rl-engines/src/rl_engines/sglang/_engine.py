@@ -47,7 +47,7 @@ _PAUSE_MODE = {"abort": "abort", "keep": "in_place"}
 def import_sglang() -> Any:
     """The sglang module, or an ImportError naming the extra that provides it."""
     try:
-        import sglang
+        import sglang  # pyright: ignore[reportMissingImports]  # the optional [sglang] extra, absent from the lint venv
     except ImportError as error:
         raise ImportError("SGLangEngine needs SGLang on a CUDA machine: pip install 'rl-engines[sglang]'") from error
     return sglang
@@ -133,14 +133,18 @@ class SGLangEngine:
         """See `InferenceEngine.pause`; "wait" is not available in SGLang."""
         if mode not in _PAUSE_MODE:
             raise InvalidRequestError(f"SGLangEngine pauses with 'abort' or 'keep' (SGLang has no drain), got {mode!r}")
-        from sglang.srt.managers.io_struct import PauseGenerationReqInput
+        from sglang.srt.managers.io_struct import (  # pyright: ignore[reportMissingImports]  # optional extra
+            PauseGenerationReqInput,
+        )
 
         self._run(self._tm.pause_generation(PauseGenerationReqInput(mode=_PAUSE_MODE[mode])))
         self._paused = mode
 
     def resume(self) -> None:
         """See `InferenceEngine.resume`."""
-        from sglang.srt.managers.io_struct import ContinueGenerationReqInput
+        from sglang.srt.managers.io_struct import (  # pyright: ignore[reportMissingImports]  # optional extra
+            ContinueGenerationReqInput,
+        )
 
         self._run(self._tm.continue_generation(ContinueGenerationReqInput()))
         self._paused = None

@@ -50,7 +50,7 @@ class BroadcastTransport:
             raise SyncConfigError(f"BroadcastTransport timeout_s must be > 0, got {timeout_s!r}")
         self.master_address = master_address
         self.master_port = master_port
-        self.backend = backend
+        self.backend: GroupBackend = backend
         self.group_name = group_name
         self.timeout_s = timeout_s
         self._group: WeightGroup | None = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+from typing import Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef, shared_cache
@@ -47,11 +48,13 @@ class _SharedBuffer:
             # Same-process receivers find the mapping in torch's cache instead of mapping the file again.
             shared_cache[handle] = StorageWeakRef(storage)
             self.tensor = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (nbytes,), (1,))
-            self.handle = {"manager": b64(manager), "handle": b64(handle)}
+            self.handle: dict[str, Any] = {"manager": b64(manager), "handle": b64(handle)}
         else:
             self.handle = self._cuda_handle()
+        self.key: str = self.handle["handle"]
+        """The buffer's shared-memory handle, which names it in the busy and held sets."""
 
-    def _cuda_handle(self) -> dict:
+    def _cuda_handle(self) -> dict[str, Any]:
         storage = self.tensor.untyped_storage()
         (device, handle, size, offset, ref_handle, ref_offset, event, event_sync) = storage._share_cuda_()
         return {
@@ -95,7 +98,7 @@ class SharedMemoryTransport:
     def _free_buffer(self, device: torch.device, nbytes: int) -> _SharedBuffer:
         pool = self._pool.setdefault(device, [])
         for buffer in pool:
-            key = buffer.handle.get("handle")
+            key = buffer.key
             if buffer.nbytes >= nbytes and key not in self._busy and not self._held.get(key):
                 return buffer
         # Every buffer gets the largest bucket size seen, so any free buffer fits any later bucket.
@@ -119,7 +122,7 @@ class SharedMemoryTransport:
                 slots.append(TensorSlot(name, dtype_name(tensor.dtype), tuple(tensor.shape), offset))
                 offset = _align(offset + tensor.nbytes)
             buffer = self._free_buffer(device, max(offset, 1))
-            self._busy.add(buffer.handle.get("handle"))
+            self._busy.add(buffer.key)
             for slot, (_, tensor) in zip(slots, named, strict=True):
                 view = buffer.tensor[slot.offset : slot.offset + tensor.nbytes]
                 copy_into(view.view(tensor.dtype).view(tensor.shape), tensor)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
@@ -38,7 +38,7 @@ class TinyModelSpec:
 
     def build(self, seed: int) -> PreTrainedModel:
         """A randomly initialised model (weights drawn from `torch.manual_seed(seed)`), in eval mode."""
-        common = dict(
+        common: dict[str, Any] = dict(
             vocab_size=self.vocab_size,
             hidden_size=self.hidden_size,
             intermediate_size=self.intermediate_size,
@@ -52,12 +52,14 @@ class TinyModelSpec:
             eos_token_id=None,
             pad_token_id=None,
         )
-        config = Qwen2Config(**common) if self.arch == "qwen2" else LlamaConfig(**common)
-        model_cls = Qwen2ForCausalLM if self.arch == "qwen2" else LlamaForCausalLM
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            model = model_cls(config)
-        return model.to(parse_dtype(self.dtype)).eval().requires_grad_(False)
+            if self.arch == "qwen2":
+                model: PreTrainedModel = Qwen2ForCausalLM(Qwen2Config(**common))
+            else:
+                model = LlamaForCausalLM(LlamaConfig(**common))
+        # transformers wraps PreTrainedModel.to in functools.wraps(Module.to), which the checker binds wrongly.
+        return model.to(parse_dtype(self.dtype)).eval().requires_grad_(False)  # pyright: ignore[reportArgumentType]
 
 
 V1 = 1
@@ -122,7 +124,11 @@ def reference_greedy(model: PreTrainedModel, prompt: list[int], max_new_tokens: 
     """`model.generate` greedy output ids for one unpadded prompt, and the top-1 minus top-2 logit margin
     at each generated position (small margins are near-ties where engines may legitimately differ)."""
     ids = torch.tensor([prompt])
-    out = model.generate(ids, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=None, pad_token_id=0)
+    # generate comes from GenerationMixin, which the PreTrainedModel type lacks (and whose self-type transformers'
+    # own models do not satisfy).
+    out = model.generate(  # pyright: ignore[reportCallIssue]
+        ids, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=None, pad_token_id=0
+    )
     generated = out[0, len(prompt) :].tolist()
     logits = model(out).logits[0, len(prompt) - 1 : -1].float()
     top2 = logits.topk(2, dim=-1).values

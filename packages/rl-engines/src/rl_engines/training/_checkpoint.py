@@ -141,7 +141,8 @@ def save_checkpoint(
     staging = prepare_staging(final) if layout.rank == 0 else None
     barrier(layout)
     with _single_process_quiet():
-        dcp.save(
+        # A public API that torch does not re-export explicitly.
+        dcp.save(  # pyright: ignore[reportPrivateImportUsage]
             _app_state(network, optimizer, layout, layout.rank),
             checkpoint_id=str(staging_path(final)),
             no_dist=not layout.distributed,
@@ -229,7 +230,10 @@ def load_checkpoint(
         )
     state = _app_state(network, optimizer, layout, rng_rank)
     with _single_process_quiet():
-        dcp.load(state, checkpoint_id=str(folder), no_dist=not layout.distributed)
+        # A public API that torch does not re-export explicitly.
+        dcp.load(  # pyright: ignore[reportPrivateImportUsage]
+            state, checkpoint_id=str(folder), no_dist=not layout.distributed
+        )
     set_model_state_dict(network, state["model"])
     if optimizer is not None:
         set_optimizer_state_dict(network, optimizer, state["optimizer"])

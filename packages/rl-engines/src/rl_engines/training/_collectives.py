@@ -35,7 +35,8 @@ def _swap(mine: torch.Tensor, peer: int) -> torch.Tensor:
     theirs = torch.empty_like(mine)
     sent = dist.isend(mine, peer)
     dist.recv(theirs, peer)
-    sent.wait()
+    if sent is not None:  # None only for a rank outside the group, which sends nothing
+        sent.wait()
     return theirs
 
 

@@ -13,12 +13,13 @@ no NaN reaches the backward; its output is never read.
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Protocol, cast
 
 import torch
 
 from rl_engines._llama_family import (
     Layer,
+    LlamaFamilyModel,
     causal_pattern,
     config_head_dim,
     linear,
@@ -112,7 +113,7 @@ class _PrefixedRows:
 class FastForward:
     """Final hidden states of a supported causal LM; see the module doc."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: LlamaFamilyModel) -> None:
         self._model = model
         self._eps = float(model.config.rms_norm_eps)
         self._head_dim = config_head_dim(model.config)
@@ -122,12 +123,13 @@ class FastForward:
         """A forward for the causal LM `model`, or None (with the reason logged) when its architecture or training
         behaviour is not exactly the one computed here."""
         reason = unsupported_architecture(model)
-        if reason is None and float(getattr(model.config, "attention_dropout", 0.0) or 0.0) != 0.0:
-            reason = f"attention dropout is {model.config.attention_dropout}"
+        dropout = getattr(getattr(model, "config", None), "attention_dropout", 0.0)
+        if reason is None and float(dropout or 0.0) != 0.0:
+            reason = f"attention dropout is {dropout}"
         if reason is not None:
             logger.info("training through transformers' forward: %s", reason)
             return None
-        return cls(model)
+        return cls(cast(LlamaFamilyModel, model))
 
     def _layers(self) -> list[Layer]:
         # Read through the modules at every forward: loading, offloading or broadcasting may have replaced them.
@@ -166,10 +168,11 @@ class FastForward:
         """`(P * Wp + B * Wc, H)`: the final hidden states of the prefixes, then of the rows' continuations; the
         arguments as `rl_engines.training._shared_prefix.shared_prefix_hidden` takes them."""
         dtype = self._dtype()
-        prefix_rows = _Rows(*prefixes.input_ids.shape, _Attention(padded_pattern(prefixes.attention_mask), dtype))
+        prefix_count, prefix_width = prefixes.input_ids.shape
+        prefix_rows = _Rows(prefix_count, prefix_width, _Attention(padded_pattern(prefixes.attention_mask), dtype))
         steps, keys = continuation_ids.shape[1], attention_mask.shape[1]
         pattern = causal_pattern(steps, keys, continuation_ids.device) & attention_mask.bool()[:, None, :]
-        continuation_rows = _Rows(*continuation_ids.shape, _Attention(pattern, dtype))
+        continuation_rows = _Rows(continuation_ids.shape[0], steps, _Attention(pattern, dtype))
         spans = _PrefixedRows(prefix_rows, continuation_rows, prefixes.row_prefix)
         input_ids = torch.cat([prefixes.input_ids.reshape(-1), continuation_ids.reshape(-1)])
         positions = torch.cat([prefixes.position_ids.reshape(-1), continuation_positions.reshape(-1)])

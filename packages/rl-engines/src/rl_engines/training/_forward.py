@@ -72,6 +72,8 @@ class PolicyNetwork(torch.nn.Module):
         log_probs = entropy = values = None
         if spec.log_probs or spec.entropy:
             head = self.backbone.get_output_embeddings()
+            if head is None:
+                raise TrainConfigError("log-probs and entropy need the model's output embeddings (its LM head)")
             bias = head.bias if isinstance(head, torch.nn.Linear) else None
             token_log_probs, token_entropy = log_probs_and_entropy_from_hidden(
                 hidden, head.weight, labels, bias=bias, temperature=spec.temperature, chunk_size=chunk_size
@@ -94,6 +96,8 @@ class PolicyNetwork(torch.nn.Module):
         """The backbone's `(N, H)` final hidden states of one laid-out micro-batch (`ModelInputs`)."""
         fast, base = self.fast_forward, self.backbone.base_model
         if prefix is not None:
+            if attention_mask is None:
+                raise ValueError("a shared-prefix micro-batch needs the continuations' attention_mask")
             if fast is not None:
                 return fast.shared_prefix_hidden(prefix, input_ids, position_ids, attention_mask)
             return shared_prefix_hidden(base, prefix, input_ids, position_ids, attention_mask)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeGuard
 
 import torch
 import torch.distributed as dist
@@ -19,7 +20,7 @@ from torch.distributed.tensor import DTensor, Shard
 from rl_engines.training._fsdp import full_tensor
 
 
-def _row_sharded(tensor: torch.Tensor) -> bool:
+def _row_sharded(tensor: torch.Tensor) -> TypeGuard[DTensor]:
     """Whether `tensor` is a DTensor split on dim 0 of a 1-D mesh (the same answer on every rank)."""
     return (
         isinstance(tensor, DTensor)
@@ -73,11 +74,13 @@ def gather_full_tensors(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """
     results: dict[int, torch.Tensor] = {}
     groups: dict[tuple[int, torch.dtype], list[int]] = {}
+    sharded: dict[int, DTensor] = {}
     for index, tensor in enumerate(tensors):
         if _row_sharded(tensor):
+            sharded[index] = tensor
             groups.setdefault((id(tensor.device_mesh), tensor.dtype), []).append(index)
         else:
             results[index] = full_tensor(tensor)
     for indices in groups.values():
-        results.update(zip(indices, _gather_group([tensors[i] for i in indices]), strict=True))
+        results.update(zip(indices, _gather_group([sharded[i] for i in indices]), strict=True))
     return [results[index] for index in range(len(tensors))]

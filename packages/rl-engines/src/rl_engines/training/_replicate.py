@@ -12,6 +12,7 @@ anywhere keeps no gradient, as in one process.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import overload
 
 import torch
 import torch.distributed as dist
@@ -44,6 +45,18 @@ def _buckets(tensors: Sequence[torch.Tensor], bucket_bytes: int) -> list[list[in
         open_buckets[key] = ([*members, index], size + tensor.nbytes)
     buckets.extend(members for members, _ in open_buckets.values() if members)
     return buckets
+
+
+@overload
+def all_reduce_gradients(
+    parameters: Sequence[torch.nn.Parameter], riders: torch.Tensor, bucket_bytes: int = ...
+) -> torch.Tensor: ...
+
+
+@overload
+def all_reduce_gradients(
+    parameters: Sequence[torch.nn.Parameter], riders: None = None, bucket_bytes: int = ...
+) -> None: ...
 
 
 def all_reduce_gradients(

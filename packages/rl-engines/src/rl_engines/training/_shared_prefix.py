@@ -12,10 +12,10 @@ would keep only the window of the prefix.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, PretrainedConfig
 
 from rl_engines._kv_cache import cache_arg
 
@@ -132,7 +132,7 @@ def shared_prefix_hidden(
     attention_mask: torch.Tensor,
 ) -> torch.Tensor:
     """`(P * Wp + B * Wc, H)`: the final hidden states of the prefixes, then of the rows' continuations."""
-    cache = DynamicCache(config=base.config)
+    cache = DynamicCache(config=cast(PretrainedConfig, base.config))  # a transformers model's config
     cache_kwargs = {cache_arg(type(base)): cache}
     prefix_hidden = base(
         input_ids=prefixes.input_ids,

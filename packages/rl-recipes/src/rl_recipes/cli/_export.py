@@ -29,5 +29,7 @@ def export_checkpoint(checkpoint: Path, out: Path) -> Path:
     config = load_config(RecipeConfig, config_file)
     actor = build_actor(config, total_steps=int(state.get("total_steps", state["step"])))
     actor.load_checkpoint(checkpoint / ACTOR_DIR)
+    if config.tokenizer_path is None:
+        raise RecipeError(f"{config_file}: actor.model has no tokenizer_path or path; export needs the tokenizer")
     tokenizer = load_tokenizer(config.tokenizer_path)
     return export_model_folder(actor, tokenizer, out)

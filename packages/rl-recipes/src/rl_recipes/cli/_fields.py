@@ -31,10 +31,12 @@ def field_docs(cls: type) -> dict[str, str]:
             tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
         except (OSError, TypeError, SyntaxError):
             continue
-        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        first = tree.body[0] if tree.body else None
+        body = first.body if isinstance(first, ast.ClassDef) else []
         for node, following in itertools.pairwise(body):
-            is_doc = isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and is_doc:
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant):
                 docs[node.target.id] = " ".join(str(following.value.value).split())
     return docs
 
@@ -57,8 +59,9 @@ def _defaults(cls: type) -> list[tuple[str, object]]:
         out: list[tuple[str, object]] = []
         for field in attrs.fields(cls):
             default = field.default
+            # attrs' stubs type Factory as a function; at run time it is the class of factory defaults.
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = default.factory() if not default.takes_self else "(derived)"
+                default = default.factory() if not default.takes_self else "(derived)"  # pyright: ignore[reportOptionalMemberAccess]
             out.append((field.name, default))
         return out
     out = []

@@ -39,10 +39,17 @@ def embedded_model_config(tokenizer: PreTrainedTokenizerFast | None = None) -> L
         num_key_value_heads=NUM_KV_HEADS,
         max_position_embeddings=MAX_POSITIONS,
         tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=_token_id(tokenizer.pad_token_id, "pad_token_id"),
+        bos_token_id=_token_id(tokenizer.bos_token_id, "bos_token_id"),
+        eos_token_id=_token_id(tokenizer.eos_token_id, "eos_token_id"),
     )
+
+
+def _token_id(value: object, name: str) -> int | None:
+    """One special token's id (transformers types it as any id-or-token form)."""
+    if value is None or isinstance(value, int):
+        return value
+    raise TypeError(f"the embedded tokenizer's {name} must be one token id or None, got {value!r}")
 
 
 def build_embedded_model(seed: int, tokenizer: PreTrainedTokenizerFast | None = None) -> LlamaForCausalLM:

@@ -40,14 +40,14 @@ class RecipeResult:
 
 def prepare_warm_start(config: RecipeConfig) -> None:
     """Run the supervised warm start unless its model folder already exists (a resumed or repeated run)."""
-    target = config.warm_start_model
-    if target is None:
+    target, warm_start = config.warm_start_model, config.warm_start
+    if target is None or warm_start is None:  # one is None exactly when the other is
         return
     if target.is_dir():
         logger.info("warm start: reusing %s", target)
         return
     logger.info("warm start: supervised fine-tuning into %s", target)
-    result = sft.run(config.warm_start)
+    result = sft.run(warm_start)
     logger.info("warm start done: held-out exact match %s", result.heldout_exact_match)
 
 

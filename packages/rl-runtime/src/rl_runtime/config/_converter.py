@@ -12,7 +12,7 @@ import enum
 import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, TypeVar, Union, cast, get_args, get_origin
 
 import attrs
 import cattrs
@@ -120,7 +120,7 @@ def _structure_items(items: list[tuple[str, object, object]]) -> list[Any]:
     problems: list[ConfigProblem] = []
     for path, value, tp in items:
         try:
-            out.append(CONVERTER.structure(value, tp))
+            out.append(CONVERTER.structure(value, cast("type[Any]", tp)))  # a type form; cattrs types it type[T]
         except Exception as exc:  # a failure cattrs or a validator reports becomes a problem; a bug propagates
             found = problems_from(exc, tp)
             if not found:

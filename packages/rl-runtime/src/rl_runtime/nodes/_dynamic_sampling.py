@@ -36,7 +36,9 @@ def _num_groups(parts: list[StepData]) -> int:
 def fill_informative(res: NodeResources, first: StepData, step: int, rank: int, node: str) -> tuple[StepData, int]:
     """This rank's `prompts_per_rollout_rank` informative groups, starting from the first draw's informative
     samples `first` and drawing more prompts while short; and the number of draws."""
-    settings = res.config.algorithm.dynamic_sampling
+    settings, rollout = res.config.algorithm.dynamic_sampling, res.rollout
+    if settings is None:
+        raise StepDataError(f"node {node!r} runs dynamic sampling but algorithm.dynamic_sampling is null; set it")
     target = res.plan.prompts_per_rollout_rank
     kept = [first]
     draws = 1
@@ -47,8 +49,9 @@ def fill_informative(res: NodeResources, first: StepData, step: int, rank: int, 
                 f"after {draws} draws (algorithm.dynamic_sampling.max_draws={settings.max_draws}); raise max_draws, or "
                 "check that the reward can tell responses apart (all-correct or all-wrong groups are dropped)"
             )
-        if "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
-            res.rollout.wake_up()
+        # Without a rollout engine, draw_rollouts says so.
+        if rollout is not None and "sleep" in rollout.capabilities and rollout.status().state == "asleep":
+            rollout.wake_up()
         more = score_batch(res, draw_rollouts(res, step, rank, draw=draws), node)
         kept.append(informative_groups(more, settings.epsilon))
         draws += 1

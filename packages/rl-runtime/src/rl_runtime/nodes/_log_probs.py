@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import torch
+
 from rl_engines.training import Batch, ForwardOutput
 from rl_runtime.config import BatchConfig, KLMode, RecomputeOldLogProb, RunConfig
 from rl_runtime.metrics import timed
@@ -35,6 +37,13 @@ def skips_old_log_prob_pass(config: RunConfig) -> bool:
     )
 
 
+def forward_field(value: torch.Tensor | None, name: str) -> torch.Tensor:
+    """A `ForwardOutput` field that the forward's `ForwardSpec` asked for."""
+    if value is None:
+        raise StepDataError(f"the forward returned no {name}; its ForwardSpec must ask for it")
+    return value
+
+
 def policy_forward_metrics(output: ForwardOutput, batch: Batch) -> dict[str, float]:
     """`actor/entropy` and verl's `training/rollout_probs_diff_*` of a forward of the current policy.
 
@@ -46,11 +55,11 @@ def policy_forward_metrics(output: ForwardOutput, batch: Batch) -> dict[str, flo
     mask = batch["response_mask"].bool()
     if not mask.any():
         return {"actor/entropy": 0.0}
-    metrics = {"actor/entropy": output.entropy[mask].mean().item()}
+    metrics = {"actor/entropy": forward_field(output.entropy, "entropy")[mask].mean().item()}
     if "rollout_log_probs" in batch:
         # The rollout engine and the trainer must agree on each token's probability; a gap means stale
         # weights, a temperature mismatch or numerics worth a look (verl's training/rollout_probs_diff).
-        gap = (output.log_probs.exp() - batch["rollout_log_probs"].exp()).abs()[mask]
+        gap = (forward_field(output.log_probs, "log_probs").exp() - batch["rollout_log_probs"].exp()).abs()[mask]
         metrics[ROLLOUT_PROBS_DIFF_MEAN] = gap.mean().item()
         metrics[ROLLOUT_PROBS_DIFF_MAX] = gap.max().item()
     return metrics
@@ -69,11 +78,13 @@ def compute_old_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> St
     if skips_old_log_prob_pass(res.config):
         return with_fields(data)
     require_fields(data, _NEEDS, ctx.node.id)
+    if res.actor is None:
+        raise StepDataError(f"node {ctx.node.id!r}: this worker holds no actor; the actor runs on the training slots")
     metrics: dict[str, float] = {}
     with timed("old_log_prob", metrics):
         output = res.actor.compute_log_probs(data.batch, with_entropy=True)
         metrics.update(policy_forward_metrics(output, data.batch))
-    return with_fields(data, metrics, old_log_probs=output.log_probs)
+    return with_fields(data, metrics, old_log_probs=forward_field(output.log_probs, "log_probs"))
 
 
 @register_operation("compute_ref_log_prob")

@@ -11,7 +11,7 @@ import torch
 from rl_engines.training import Batch, StepResult
 from rl_runtime.metrics import compute_data_metrics, count_tokens, timed
 from rl_runtime.nodes._batching import mini_batch_rows, require_fields, single_input, with_fields
-from rl_runtime.nodes._log_probs import policy_forward_metrics, skips_old_log_prob_pass
+from rl_runtime.nodes._log_probs import forward_field, policy_forward_metrics, skips_old_log_prob_pass
 from rl_runtime.nodes._resources import NodeResources, resources_of
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
@@ -127,17 +127,20 @@ def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     require_fields(data, _ACTOR_NEEDS if from_update else (*_ACTOR_NEEDS, _OLD_LOG_PROBS), ctx.node.id)
     if res.config.algorithm.kl.coef > 0 and res.reference is not None and "ref_log_probs" not in data.batch:
         raise StepDataError(f"node {ctx.node.id!r}: the KL loss needs ref_log_probs; run compute_ref_log_prob first")
+    actor = res.actor
+    if actor is None:
+        raise StepDataError(f"node {ctx.node.id!r}: this worker holds no actor; the actor runs on the training slots")
     metrics: dict[str, float] = {}
     added: dict[str, torch.Tensor] = {}
     with timed("update_actor", metrics):
         minis = build_mini_batches(res, data)
         if from_update:
-            result, forward = res.actor.update_on_policy(minis[0])  # on-policy: a single mini-batch
+            result, forward = actor.update_on_policy(minis[0])  # on-policy: a single mini-batch
             results = [result]
-            added[_OLD_LOG_PROBS] = forward.log_probs
+            added[_OLD_LOG_PROBS] = forward_field(forward.log_probs, "log_probs")
             metrics.update(policy_forward_metrics(forward, data.batch))
         else:
-            results = res.actor.update(minis)
+            results = actor.update(minis)
     metrics.update(update_metrics(results, "actor", "pg_loss"))
     with timed("update_weights", metrics):
         metrics.update(sync_rollout_weights(res, res.policy_version + 1))

@@ -13,6 +13,7 @@ from types import TracebackType
 
 import attrs
 import ray
+import ray.exceptions
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 

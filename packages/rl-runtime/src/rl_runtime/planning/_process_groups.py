@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import cast
 
 import torch
 import torch.distributed as dist
@@ -82,8 +83,8 @@ class ProcessGroupManager:
         groups: dict[tuple[int, ...], dist.ProcessGroup] = {}
         for ranks in dict.fromkeys(group.ranks for group in placement.role_groups):
             created = dist.new_group(list(ranks), timeout=timeout, backend=backend)
-            if rank in ranks:
-                groups[ranks] = created
+            if rank in ranks:  # a member gets the group itself (others a placeholder)
+                groups[ranks] = cast(dist.ProcessGroup, created)
         own = self._worker.subgraph.subgraph_id
         self._ranks = {group.role: group.ranks for group in placement.role_groups if group.subgraph_id == own}
         self._groups = {role: groups[ranks] for role, ranks in self._ranks.items()}

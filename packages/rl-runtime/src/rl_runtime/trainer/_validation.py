@@ -12,6 +12,7 @@ from rl_coordinator.loading import RowSource
 from rl_engines.rollout import SamplingParams
 from rl_runtime.evaluation import PASS_SCORE, SUM_KEYS, evaluate_prompts, reduce_validation
 from rl_runtime.nodes import NodeResources, encode_rows, response_budget, sample_seed, sample_uid
+from rl_runtime.workers import StepDataError
 
 __all__ = ["PASS_SCORE", "evaluate_shard", "reduce_validation"]
 
@@ -28,8 +29,11 @@ def evaluate_shard(res: NodeResources, source: RowSource, rank: int, world_size:
     items = encode_rows(
         res.task, source.rows(indices), [source.where(i) for i in indices], config.data.max_prompt_length
     )
-    if "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
-        res.rollout.wake_up()
+    rollout = res.rollout
+    if rollout is None:
+        raise StepDataError("validation samples on the rollout slots; this worker holds no rollout engine")
+    if "sleep" in rollout.capabilities and rollout.status().state == "asleep":
+        rollout.wake_up()
     sampling = SamplingParams(
         max_new_tokens=response_budget(config),
         temperature=config.rollout.val_temperature,
@@ -37,7 +41,7 @@ def evaluate_shard(res: NodeResources, source: RowSource, rank: int, world_size:
         top_k=config.rollout.top_k,
     )
     evaluation = evaluate_prompts(
-        res.rollout,
+        rollout,
         res.task,
         items,
         samples_per_prompt=config.rollout.val_samples_per_prompt,

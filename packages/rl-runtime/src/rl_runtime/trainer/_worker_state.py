@@ -37,7 +37,7 @@ from rl_runtime.trainer._engines import (
     rollout_dtype,
     uses_reference,
 )
-from rl_runtime.trainer._errors import CheckpointStateError
+from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
 from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
@@ -115,6 +115,8 @@ class RunResourcesFactory:
         trains = engines.actor or engines.critic or engines.reference
         group = None
         if trains and dp.size > 1:
+            if self.exchange is None:
+                raise TrainerError(f"{dp.size} data-parallel training ranks need an exchange to meet through; got None")
             backend = "nccl" if device_name(config) == "cuda" else "gloo"
             init_distributed(dp.rank, dp.size, self.exchange, ProcessGroupConfig(backend=backend))
             group = dist.group.WORLD

@@ -87,7 +87,8 @@ def _no_resources(assignment: WorkerAssignment) -> Mapping[str, Any]:
     return {}
 
 
-@ray.remote(concurrency_groups={HEALTH_GROUP: 1})
+# ray.remote's typed overloads omit concurrency_groups (and so lose ActorClass.options).
+@ray.remote(concurrency_groups={HEALTH_GROUP: 1})  # pyright: ignore[reportCallIssue]
 class DAGWorker:
     """Runs one WorkerAssignment's graph every step; only metrics leave it.
 
@@ -201,7 +202,7 @@ def start_workers(
         if slots is not None:
             rank_options["scheduling_strategy"] = slots.strategy_for(assignment.rank)
         workers.append(
-            DAGWorker.options(**rank_options).remote(
+            DAGWorker.options(**rank_options).remote(  # pyright: ignore[reportAttributeAccessIssue]  # see @ray.remote
                 assignment,
                 routes,
                 resources_factory,
