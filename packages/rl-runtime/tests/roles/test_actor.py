@@ -7,8 +7,8 @@ import torch
 
 from rl_core.kl import kl_loss
 from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, ppo
-from rl_engines.training import BatchError, ForwardSpec, FSDPEngine, ScheduleConfig, TrainConfigError
-from rl_runtime.roles import ActorConfig, ActorRole
+from rl_engines.training import ForwardSpec, FSDPEngine, ScheduleConfig
+from rl_runtime.roles import ActorConfig, ActorRole, RoleConfigError, RoleError
 
 from ._helpers import engine_config, fake_outputs, mini_batches, ppo_loss_fn, rollout_batch
 
@@ -59,7 +59,7 @@ def test_actor_loss_adds_kl_and_subtracts_entropy() -> None:
 def test_actor_kl_needs_reference_log_probs() -> None:
     actor = ActorRole(FSDPEngine.from_config(engine_config()), ActorConfig(kl_coef=0.1))
     batch = rollout_batch(2, seed=0)
-    with pytest.raises(BatchError, match=r"KL loss \(kl_coef > 0\) needs batch keys \['ref_log_probs'\]"):
+    with pytest.raises(RoleError, match=r"KL loss \(kl_coef > 0\) needs batch keys \['ref_log_probs'\]"):
         actor.loss(fake_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
 
 
@@ -126,9 +126,7 @@ def test_update_needs_old_log_probs_in_every_mini_batch() -> None:
     engine = FSDPEngine.from_config(engine_config())
     minis = mini_batches((1, 2))
     del minis[1]["old_log_probs"]
-    with pytest.raises(
-        BatchError, match=r"mini-batch 1 of the actor's update has no 'old_log_probs'.*update_on_policy"
-    ):
+    with pytest.raises(RoleError, match=r"mini-batch 1 of the actor's update has no 'old_log_probs'.*update_on_policy"):
         ActorRole(engine, ActorConfig()).update(minis)
     assert engine.global_step == 0  # refused before any step
 
@@ -136,10 +134,10 @@ def test_update_needs_old_log_probs_in_every_mini_batch() -> None:
 def test_update_on_policy_refusals() -> None:
     engine = FSDPEngine.from_config(engine_config())
     [mini] = mini_batches((1,))
-    with pytest.raises(BatchError, match=r"has 'old_log_probs', which it would not use; call update"):
+    with pytest.raises(RoleError, match=r"has 'old_log_probs', which it would not use; call update"):
         ActorRole(engine, ActorConfig()).update_on_policy(mini)
     del mini["old_log_probs"]
-    with pytest.raises(TrainConfigError, match=r"one optimizer step, but ActorConfig\.ppo_epochs=2"):
+    with pytest.raises(RoleConfigError, match=r"one optimizer step, but ActorConfig\.ppo_epochs=2"):
         ActorRole(engine, ActorConfig(ppo_epochs=2)).update_on_policy(mini)
     assert engine.global_step == 0
 
@@ -156,7 +154,7 @@ def test_update_on_policy_refusals() -> None:
     ],
 )
 def test_actor_config_rejections(kwargs: dict, message: str) -> None:
-    with pytest.raises(TrainConfigError, match=message):
+    with pytest.raises(RoleConfigError, match=message):
         ActorConfig(**kwargs)
 
 
@@ -170,5 +168,5 @@ def test_actor_config_keeps_its_own_read_only_parameters() -> None:
 
 
 def test_actor_needs_a_trainable_engine() -> None:
-    with pytest.raises(TrainConfigError, match="actor needs a trainable engine"):
+    with pytest.raises(RoleConfigError, match="actor needs a trainable engine"):
         ActorRole(FSDPEngine.from_config(engine_config(optimizer=None)), ActorConfig())

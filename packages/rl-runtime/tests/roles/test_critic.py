@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rl_core.losses import LossNormalizer, clipped_value_loss
-from rl_engines.training import BatchError, FSDPEngine, TrainConfigError
-from rl_runtime.roles import CriticConfig, CriticRole
+from rl_engines.training import FSDPEngine
+from rl_runtime.roles import CriticConfig, CriticRole, RoleConfigError, RoleError
 
 from ._helpers import critic_engine, engine_config, fake_outputs, mini_batches, rollout_batch
 
@@ -53,14 +53,14 @@ def test_critic_update_needs_no_old_log_probs() -> None:
 
 
 def test_critic_needs_a_value_head() -> None:
-    with pytest.raises(TrainConfigError, match=r"set ModelConfig\.value_head=True"):
+    with pytest.raises(RoleConfigError, match=r"set ModelConfig\.value_head=True"):
         CriticRole(FSDPEngine.from_config(engine_config()), CriticConfig())
 
 
 def test_critic_needs_values_and_returns_in_the_batch() -> None:
     critic = CriticRole(critic_engine(), CriticConfig())
     batch = rollout_batch(2, seed=0)
-    with pytest.raises(BatchError, match=r"critic needs batch keys \['values', 'returns'\]"):
+    with pytest.raises(RoleError, match=r"critic needs batch keys \['values', 'returns'\]"):
         critic.loss(fake_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
 
 
@@ -73,5 +73,5 @@ def test_critic_needs_values_and_returns_in_the_batch() -> None:
     ],
 )
 def test_critic_config_rejections(kwargs: dict, message: str) -> None:
-    with pytest.raises(TrainConfigError, match=message):
+    with pytest.raises(RoleConfigError, match=message):
         CriticConfig(**kwargs)

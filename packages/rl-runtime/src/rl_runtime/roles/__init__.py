@@ -9,6 +9,7 @@ only: checkpoints, weight export and the step count go through the role's method
 
 from rl_runtime.roles._actor import ActorConfig, ActorRole
 from rl_runtime.roles._critic import DEFAULT_VALUE_CLIP_RANGE, CriticConfig, CriticRole
+from rl_runtime.roles._errors import RoleConfigError, RoleError
 from rl_runtime.roles._reference import ReferenceConfig, ReferenceRole
 
 __all__ = [
@@ -19,4 +20,6 @@ __all__ = [
     "CriticRole",
     "ReferenceConfig",
     "ReferenceRole",
+    "RoleConfigError",
+    "RoleError",
 ]

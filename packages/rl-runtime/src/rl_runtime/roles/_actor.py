@@ -13,16 +13,7 @@ import torch
 
 from rl_core.kl import get_kl_estimator, kl_loss
 from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_aggregation, get_policy_loss
-from rl_engines.training import (
-    Batch,
-    BatchError,
-    ForwardOutput,
-    ForwardSpec,
-    LossOutput,
-    StepResult,
-    TrainConfigError,
-    TrainEngine,
-)
+from rl_engines.training import Batch, ForwardOutput, ForwardSpec, LossOutput, StepResult, TrainEngine
 from rl_runtime.roles._common import (
     EngineRole,
     check_epochs_and_coefs,
@@ -31,6 +22,7 @@ from rl_runtime.roles._common import (
     require_keys,
     run_update,
 )
+from rl_runtime.roles._errors import RoleConfigError, RoleError
 
 _ROW_KEY = "_update_on_policy_row"
 """`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
@@ -75,7 +67,7 @@ class ActorRole(EngineRole):
 
     def __init__(self, engine: TrainEngine, config: ActorConfig) -> None:
         if not engine.trainable:
-            raise TrainConfigError("the actor needs a trainable engine; set TrainEngineConfig.optimizer")
+            raise RoleConfigError("the actor needs a trainable engine; set TrainEngineConfig.optimizer")
         super().__init__(engine)
         self.config = config
         self._policy_loss = get_policy_loss(config.policy_loss)
@@ -138,7 +130,7 @@ class ActorRole(EngineRole):
         """
         for index, mini in enumerate(mini_batches):
             if "old_log_probs" not in mini:
-                raise BatchError(
+                raise RoleError(
                     f"mini-batch {index} of the actor's update has no 'old_log_probs'; compute them with "
                     "compute_log_probs before the update, or, for one on-policy mini-batch, call update_on_policy"
                 )
@@ -157,12 +149,12 @@ class ActorRole(EngineRole):
             `compute_log_probs(..., with_entropy=True)` returns before the step; values None).
         """
         if self.config.ppo_epochs != 1:
-            raise TrainConfigError(
+            raise RoleConfigError(
                 f"update_on_policy makes one optimizer step, but ActorConfig.ppo_epochs={self.config.ppo_epochs}; "
                 "compute old_log_probs with compute_log_probs and call update"
             )
         if "old_log_probs" in batch:
-            raise BatchError(
+            raise RoleError(
                 "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
                 "against them, or leave them out"
             )

@@ -9,31 +9,32 @@ from pathlib import Path
 import torch
 
 from rl_core import RLCoreError
-from rl_engines.training import Batch, BatchError, ForwardSpec, LossFn, StepResult, TrainConfigError, TrainEngine
+from rl_engines.training import Batch, ForwardSpec, LossFn, StepResult, TrainEngine
+from rl_runtime.roles._errors import RoleConfigError, RoleError
 
 
 def check_name(owner: str, name: str, lookup: Callable[[str], object]) -> None:
-    """Raise TrainConfigError naming `owner` when `lookup(name)` does not find a registered entry."""
+    """Raise RoleConfigError naming `owner` when `lookup(name)` does not find a registered entry."""
     try:
         lookup(name)
     except (RLCoreError, KeyError) as error:
-        raise TrainConfigError(f"{owner}: {error}") from None
+        raise RoleConfigError(f"{owner}: {error}") from None
 
 
 def check_epochs_and_coefs(owner: str, ppo_epochs: int, **coefs: float) -> None:
-    """Raise TrainConfigError unless `ppo_epochs` is an int >= 1 and every coefficient a finite number >= 0."""
+    """Raise RoleConfigError unless `ppo_epochs` is an int >= 1 and every coefficient a finite number >= 0."""
     if isinstance(ppo_epochs, bool) or not isinstance(ppo_epochs, int) or ppo_epochs < 1:
-        raise TrainConfigError(f"{owner}.ppo_epochs must be an int >= 1, got {ppo_epochs!r}")
+        raise RoleConfigError(f"{owner}.ppo_epochs must be an int >= 1, got {ppo_epochs!r}")
     for name, value in coefs.items():
         if not (math.isfinite(value) and value >= 0):
-            raise TrainConfigError(f"{owner}.{name} must be a finite number >= 0, got {value}")
+            raise RoleConfigError(f"{owner}.{name} must be a finite number >= 0, got {value}")
 
 
 def require_keys(batch: Batch, keys: Sequence[str], role: str) -> None:
-    """Raise BatchError naming the keys of `keys` that `batch` lacks and the `role` that needs them."""
+    """Raise RoleError naming the keys of `keys` that `batch` lacks and the `role` that needs them."""
     missing = [key for key in keys if key not in batch]
     if missing:
-        raise BatchError(f"the {role} needs batch keys {missing}; found {sorted(batch)}")
+        raise RoleError(f"the {role} needs batch keys {missing}; found {sorted(batch)}")
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
