@@ -15,7 +15,7 @@ def test_public_api_is_pinned() -> None:
             "PAD_ID", "RUN_RESOURCES_KEY", "NodeResources", "PromptItem", "ResponseSample", "ScoreResult", "Task",
             "TaskFactory", "build_rollout_batch", "compute_advantage", "compute_old_log_prob", "compute_ref_log_prob",
             "compute_reward", "compute_value", "concat_samples", "draw_rollouts", "dynamic_sampling", "encode_rows",
-            "first_groups", "generate", "informative_groups", "is_on_policy", "mini_batch_rows",
+            "first_groups", "generate", "informative_groups", "is_on_policy",
             "REBALANCE_OPERATION", "pad_samples", "rank_seqlen_metrics", "rebalance", "resources_of", "trim_padding",
             "with_rebalance",
             "response_budget", "sample_prompts", "sample_seed", "sample_uid", "score_batch", "select_samples",

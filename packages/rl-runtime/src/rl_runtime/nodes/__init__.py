@@ -18,7 +18,7 @@ Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. E
 """
 
 from rl_runtime.nodes._advantage import compute_advantage
-from rl_runtime.nodes._batching import mini_batch_rows, single_input, with_fields
+from rl_runtime.nodes._batching import single_input, with_fields
 from rl_runtime.nodes._dynamic_sampling import dynamic_sampling, first_groups, informative_groups
 from rl_runtime.nodes._generate import draw_rollouts, encode_rows, generate, response_budget, sample_prompts
 from rl_runtime.nodes._log_probs import compute_old_log_prob, compute_ref_log_prob, compute_value, is_on_policy
@@ -61,7 +61,6 @@ __all__ = [
     "generate",
     "informative_groups",
     "is_on_policy",
-    "mini_batch_rows",
     "pad_samples",
     "rank_seqlen_metrics",
     "rebalance",

@@ -1,4 +1,4 @@
-"""The `train_actor` and `train_critic` operations: mini-batch updates, then the actor's weights go to the rollout;
+"""The `train_actor` and `train_critic` operations: the role's update, then the actor's weights go to the rollout;
 and `receive_weights`, which takes them in on the rollout slots of a split placement."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from rl_engines.training import Batch, StepResult
+from rl_engines.training import StepResult
 from rl_runtime.metrics import compute_data_metrics, count_tokens, timed
-from rl_runtime.nodes._batching import mini_batch_rows, require_fields, single_input, with_fields
+from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._log_probs import policy_forward_metrics, skips_old_log_prob_pass
 from rl_runtime.nodes._resources import NodeResources, resources_of
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
@@ -27,15 +27,6 @@ RECEIVE_WEIGHTS_OPERATION = "receive_weights"
 CHECKSUM_METRIC_HEX_DIGITS = 13
 """A weights checksum (SHA-256 hex) enters the metrics as the integer of its first 13 hex digits: 52 bits, which a
 float64 holds exactly, so two sides' values compare equal exactly when those digits agree."""
-
-
-def build_mini_batches(res: NodeResources, data: StepData) -> list[Batch]:
-    """The step's mini-batches on this rank (one optimizer step each); the engine plans their micro-batches and
-    loss normaliser itself."""
-    return [
-        {name: tensor[rows[0] : rows[-1] + 1] for name, tensor in data.batch.items()}
-        for rows in mini_batch_rows(data.num_samples, res.config.batch.mini_batches_per_step)
-    ]
 
 
 def update_metrics(results: Sequence[StepResult], prefix: str, loss_name: str) -> dict[str, float]:
@@ -130,14 +121,13 @@ def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     metrics: dict[str, float] = {}
     added: dict[str, torch.Tensor] = {}
     with timed("update_actor", metrics):
-        minis = build_mini_batches(res, data)
         if from_update:
-            result, forward = res.actor.update_on_policy(minis[0])  # on-policy: a single mini-batch
+            result, forward = res.actor.update_on_policy(data.batch)  # on-policy: a single mini-batch
             results = [result]
             added[_OLD_LOG_PROBS] = forward.log_probs
             metrics.update(policy_forward_metrics(forward, data.batch))
         else:
-            results = res.actor.update(minis)
+            results = res.actor.update(data.batch, res.config.batch.mini_batches_per_step)
     metrics.update(update_metrics(results, "actor", "pg_loss"))
     with timed("update_weights", metrics):
         metrics.update(sync_rollout_weights(res, res.policy_version + 1))
@@ -163,6 +153,6 @@ def train_critic(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
     require_fields(data, _CRITIC_NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("update_critic", metrics):
-        results = res.critic.update(build_mini_batches(res, data))
+        results = res.critic.update(data.batch, res.config.batch.mini_batches_per_step)
     metrics.update(update_metrics(results, "critic", "vf_loss"))
     return with_fields(data, metrics)

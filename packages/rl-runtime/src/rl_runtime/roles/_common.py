@@ -1,4 +1,5 @@
-"""What the roles share: config checks, batch-key checks, a masked mean for metrics, and the update loop."""
+"""What the roles share: config checks, batch-key checks, a masked mean for metrics, the mini-batch split and the
+update loop."""
 
 from __future__ import annotations
 
@@ -43,11 +44,32 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, values, 0.0).sum().detach() / mask.sum().clamp(min=1)
 
 
+def mini_batch_rows(num_samples: int, num_mini_batches: int) -> list[list[int]]:
+    """Contiguous row ranges of `num_mini_batches` equal mini-batches of a rank's `num_samples` samples."""
+    if num_samples % num_mini_batches:
+        raise RoleError(
+            f"{num_samples} samples on this rank do not split into batch.mini_batches_per_step={num_mini_batches} "
+            "equal mini-batches; the batch plan should have refused this, so a node changed the sample count"
+        )
+    size = num_samples // num_mini_batches
+    return [list(range(start, start + size)) for start in range(0, num_samples, size)]
+
+
+def split_mini_batches(batch: Batch, num_mini_batches: int) -> list[Batch]:
+    """`batch` (every tensor `(B, ...)`) as `num_mini_batches` equal contiguous mini-batches, in row order (views)."""
+    num_samples = next((tensor.shape[0] for tensor in batch.values()), 0)
+    return [
+        {name: tensor[rows[0] : rows[-1] + 1] for name, tensor in batch.items()}
+        for rows in mini_batch_rows(num_samples, num_mini_batches)
+    ]
+
+
 def run_update(
-    engine: TrainEngine, mini_batches: Sequence[Batch], epochs: int, loss: LossFn, spec: ForwardSpec
+    engine: TrainEngine, batch: Batch, num_mini_batches: int, epochs: int, loss: LossFn, spec: ForwardSpec
 ) -> list[StepResult]:
-    """`epochs` passes over the mini-batches, one optimizer step each (the engine plans its micro-batches and
-    normaliser), then one schedule step."""
+    """`epochs` passes over the `num_mini_batches` mini-batches of `batch`, one optimizer step each (the engine
+    plans its micro-batches and normaliser), then one schedule step."""
+    mini_batches = split_mini_batches(batch, num_mini_batches)
     results = [engine.train_step(mini, loss, spec) for _ in range(epochs) for mini in mini_batches]
     engine.step_lr_scheduler()
     return results

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -88,6 +87,7 @@ class CriticRole(EngineRole):
             loss, {"critic/vf_clipfrac": clipfrac, "critic/vpred_mean": masked_mean(outputs.values, mask)}
         )
 
-    def update(self, mini_batches: Sequence[Batch]) -> list[StepResult]:
-        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step."""
-        return run_update(self._engine, mini_batches, self.config.ppo_epochs, self.loss, self._SPEC)
+    def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
+        """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
+        optimizer step each), then one schedule step."""
+        return run_update(self._engine, batch, num_mini_batches, self.config.ppo_epochs, self.loss, self._SPEC)
