@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from rl_core.graph import get_pipeline
 from rl_engines.rollout import GenerateOutput
@@ -25,6 +26,7 @@ from rl_runtime.nodes import (
     first_groups,
     informative_groups,
     is_on_policy,
+    with_fields,
 )
 from rl_runtime.planning import DataParallelInfo
 from rl_runtime.workers import NodeContext, StepData, StepDataError
@@ -97,6 +99,15 @@ def test_advantage_without_scores_names_the_missing_field(tmp_path: Path) -> Non
     ctx = _context(_config(tmp_path), "compute_advantage")
     with pytest.raises(StepDataError, match="token_level_scores"):
         compute_advantage(ctx, {"rollout": _rollouts([1], [0])})
+
+
+def test_in_reward_kl_without_a_controller_names_the_fix(tmp_path: Path) -> None:
+    config = _config(tmp_path, kl={"mode": "in_reward", "coef": 0.01})
+    scored = compute_reward(_context(config, "compute_reward"), {"r": _rollouts([1, 3], [0, 0])})
+    logps = torch.zeros_like(scored.batch["token_level_scores"])
+    scored = with_fields(scored, ref_log_probs=logps, old_log_probs=logps)
+    with pytest.raises(StepDataError, match=r"needs a KL controller.*NodeResources\.kl_controller is None"):
+        compute_advantage(_context(config, "compute_advantage"), {"reward": scored})
 
 
 def test_an_operation_with_two_upstream_batches_is_refused(tmp_path: Path) -> None:

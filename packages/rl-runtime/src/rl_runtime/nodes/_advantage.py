@@ -38,18 +38,25 @@ def compute_advantage(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepD
                     "computes them later; use kl.mode=as_loss, or a pipeline with reference_log_prob before "
                     "calculate_advantages"
                 )
+            controller = res.kl_controller
+            if controller is None:
+                raise StepDataError(
+                    f"algorithm.kl.mode=in_reward needs a KL controller, but node {ctx.node.id!r} runs on a worker "
+                    "whose NodeResources.kl_controller is None; build the workers with rl_runtime.trainer's "
+                    "resources factory, or give NodeResources a rl_core.kl controller"
+                )
             current = batch.get("old_log_probs", batch["rollout_log_probs"])
             penalty = apply_kl_penalty(
                 rewards,
                 current,
                 batch["ref_log_probs"],
                 batch["response_mask"],
-                kl_coef=res.kl_controller.value,
+                kl_coef=controller.value,
                 estimator=algorithm.kl.estimator,
             )
             rewards = penalty.token_level_rewards
             metrics.update(penalty.metrics)
-            res.kl_controller.update(penalty.metrics[REWARD_KL_METRIC], n_steps=int(rewards.shape[0]))
+            controller.update(penalty.metrics[REWARD_KL_METRIC], n_steps=int(rewards.shape[0]))
         estimator = get_advantage_estimator(algorithm.adv_estimator)
         advantage_inputs = AdvantageInputs(
             token_level_rewards=rewards,

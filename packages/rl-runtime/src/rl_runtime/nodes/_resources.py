@@ -9,6 +9,7 @@ import attrs
 import torch.distributed as dist
 
 from rl_coordinator.loading import ShardedLoader
+from rl_core.kl import KLController
 from rl_engines.rollout import InferenceEngine
 from rl_engines.sync import Bucket, SyncReport
 from rl_runtime.config import BatchPlan, RunConfig
@@ -69,8 +70,9 @@ class NodeResources:
     critic: CriticRole | None = None
     group: dist.ProcessGroup | None = None
     """The data-parallel group of the training roles; None when the worker runs alone."""
-    kl_controller: Any = None
-    """The in-reward KL controller (rl_core.kl Fixed/AdaptiveKLController), or None."""
+    kl_controller: KLController | None = None
+    """The in-reward KL coefficient (`rl_core.kl.FixedKLController` or `AdaptiveKLController`); None unless
+    `algorithm.kl.mode=in_reward`."""
     policy_version: int = 0
     weight_receiver: WeightSubscriber | None = None
     """Split placement, rollout slots: where the actor's updates arrive."""

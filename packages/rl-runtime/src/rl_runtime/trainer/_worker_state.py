@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from rl_coordinator.loading import RowSource, ShardedLoader
 from rl_core.graph import NodeRole
-from rl_core.kl import AdaptiveKLController, FixedKLController
+from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import RUN_RESOURCES_KEY, NodeResources, TaskFactory, sync_rollout_weights
@@ -50,7 +50,7 @@ CRITIC_DIR = "critic"
 _RANK_STATE = "rank_{rank}.pt"
 
 
-def _kl_controller(config: RunConfig) -> Any:
+def _kl_controller(config: RunConfig) -> KLController | None:
     kl = config.algorithm.kl
     if kl.mode is not KLMode.IN_REWARD:
         return None
