@@ -14,7 +14,6 @@ from rl_core.graph import get_pipeline
 from rl_engines.rollout import GenerateOutput
 from rl_runtime.config import RunConfig, config_from_dict
 from rl_runtime.nodes import (
-    RUN_RESOURCES_KEY,
     NodeResources,
     PromptItem,
     ResponseSample,
@@ -58,10 +57,10 @@ def _config(tmp_path: Path, batch: dict[str, int] | None = None, **algorithm: An
     )
 
 
-def _context(config: RunConfig, operation: str) -> NodeContext:
+def _context(config: RunConfig, operation: str) -> NodeContext[NodeResources]:
     node = next(n for n in get_pipeline("grpo").nodes.values() if n.operation == operation)
     resources = NodeResources(config, None, LengthTask(), None, None, None, None)  # engines unused by these ops
-    return NodeContext(node, 0, DataParallelInfo(0, 1), 0, {RUN_RESOURCES_KEY: resources})
+    return NodeContext(node, 0, DataParallelInfo(0, 1), 0, resources)
 
 
 def _rollouts(lengths: list[int], groups: list[int]) -> StepData:

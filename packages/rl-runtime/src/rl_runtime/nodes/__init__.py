@@ -12,8 +12,9 @@
     rebalance              equal token sums per data-parallel rank (verl `balance_batch`), through the coordinator;
                            `with_rebalance` adds it after the advantages (config `batch.balance_across_ranks`)
 
-Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. Each reads the worker's
-`NodeResources` (engines, task, data shard, run config) from `ctx.resources["run"]`; the task
+Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. Each takes a
+`NodeContext[NodeResources]` and reads the worker's engines, task, data shard and run config as `ctx.resources`
+(`NodeResources.extras` holds what a user's own operations need besides); the task
 (`Task`: prompt encoding and scoring) is the recipe's seam.
 """
 
@@ -30,7 +31,7 @@ from rl_runtime.nodes._rebalance import (
     trim_padding,
     with_rebalance,
 )
-from rl_runtime.nodes._resources import RUN_RESOURCES_KEY, NodeResources, resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._reward import compute_reward, score_batch, sequence_scores, task_scores
 from rl_runtime.nodes._rollout_batch import PAD_ID, build_rollout_batch, concat_samples, select_samples
 from rl_runtime.nodes._seeds import sample_seed, sample_uid
@@ -40,7 +41,6 @@ from rl_runtime.nodes._train import sync_rollout_weights, train_actor, train_cri
 __all__ = [
     "PAD_ID",
     "REBALANCE_OPERATION",
-    "RUN_RESOURCES_KEY",
     "NodeResources",
     "PromptItem",
     "ResponseSample",
@@ -64,7 +64,6 @@ __all__ = [
     "pad_samples",
     "rank_seqlen_metrics",
     "rebalance",
-    "resources_of",
     "response_budget",
     "sample_prompts",
     "sample_seed",

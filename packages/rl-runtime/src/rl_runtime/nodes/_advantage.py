@@ -9,21 +9,21 @@ from rl_core.kl import REWARD_KL_METRIC, apply_kl_penalty
 from rl_runtime.config import KLMode
 from rl_runtime.metrics import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
-from rl_runtime.nodes._resources import resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
 _NEEDS = ("token_level_scores", "response_mask", "group_id")
 
 
 @register_operation("compute_advantage")
-def compute_advantage(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Adds `token_level_rewards`, `advantages` and `returns` `(B, T)` with the configured estimator.
 
     Group estimators (grpo, rloo) see only this rank's samples; the rollout keeps each prompt's group on one
     rank, so their advantages equal the global ones. Batch-whitened estimators (reinforce_plus_plus) whiten
     over this rank's samples.
     """
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     require_fields(data, _NEEDS, ctx.node.id)
     algorithm = res.config.algorithm

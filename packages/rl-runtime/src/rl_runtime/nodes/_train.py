@@ -12,7 +12,7 @@ from rl_engines.training import StepResult
 from rl_runtime.metrics import compute_data_metrics, count_tokens, timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._log_probs import policy_forward_metrics, skips_old_log_prob_pass
-from rl_runtime.nodes._resources import NodeResources, resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
 SYNC_BUCKET_BYTES = 256 * 1024 * 1024
@@ -97,22 +97,22 @@ def receive_rollout_weights(res: NodeResources, version: int) -> dict[str, float
 
 
 @register_operation(RECEIVE_WEIGHTS_OPERATION)
-def receive_weights(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def receive_weights(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Split placement: the rollout slot waits for this step's actor update and loads it, so the next step samples
     from the updated policy (the inputs only order it after the rollout's other nodes). The worker reports the
     wait and the load as the node's `timing_s/<node id>`."""
-    res = resources_of(ctx)
+    res = ctx.resources
     return StepData(metrics=receive_rollout_weights(res, res.policy_version + 1))
 
 
 @register_operation(TRAIN_ACTOR_OPERATION)
-def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def train_actor(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """PPO-style actor update over mini-batches and epochs, then the weight sync to the rollout engine.
 
     On an on-policy step without `old_log_probs` (`skips_old_log_prob_pass`) the update takes them from its own
     training forward, adds them to the batch and reports `compute_old_log_prob`'s metrics from that forward.
     """
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     from_update = _OLD_LOG_PROBS not in data.batch and skips_old_log_prob_pass(res.config)
     require_fields(data, _ACTOR_NEEDS if from_update else (*_ACTOR_NEEDS, _OLD_LOG_PROBS), ctx.node.id)
@@ -144,9 +144,9 @@ def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
 
 
 @register_operation("train_critic")
-def train_critic(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def train_critic(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Clipped value-loss updates of the critic over mini-batches and epochs."""
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     if res.critic is None:
         raise StepDataError(f"node {ctx.node.id!r} trains a critic but the run has none; add a critic section")
