@@ -109,6 +109,14 @@ def test_in_reward_kl_without_a_controller_names_the_fix(tmp_path: Path) -> None
         compute_advantage(_context(config, "compute_advantage"), {"reward": scored})
 
 
+def test_old_log_probs_on_a_worker_without_the_actor_name_the_node(tmp_path: Path) -> None:
+    config = _config(tmp_path, recompute_old_log_prob="always")
+    with pytest.raises(
+        StepDataError, match=r"node 'actor_old_log_prob' needs the actor, which this worker does not hold"
+    ):
+        compute_old_log_prob(_context(config, "compute_old_log_prob"), {"r": _rollouts([1, 3], [0, 0])})
+
+
 def test_an_operation_with_two_upstream_batches_is_refused(tmp_path: Path) -> None:
     ctx = _context(_config(tmp_path), "compute_reward")
     with pytest.raises(StepDataError, match="exactly one upstream node"):

@@ -69,9 +69,10 @@ def compute_old_log_prob(ctx: NodeContext[NodeResources], inputs: Mapping[str, S
     if skips_old_log_prob_pass(res.config):
         return with_fields(data)
     require_fields(data, _NEEDS, ctx.node.id)
+    actor = res.require_actor(ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("old_log_prob", metrics):
-        output = res.actor.compute_log_probs(data.batch, with_entropy=True)
+        output = actor.compute_log_probs(data.batch, with_entropy=True)
         metrics.update(policy_forward_metrics(output, data.batch))
     return with_fields(data, metrics, old_log_probs=output.log_probs)
 

@@ -15,6 +15,7 @@ from rl_engines.sync import Bucket, SyncReport
 from rl_runtime.config import BatchPlan, RunConfig
 from rl_runtime.nodes._task import Task
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
+from rl_runtime.workers import StepDataError
 
 
 class WeightPublisher(Protocol):
@@ -77,6 +78,15 @@ class NodeResources:
     """What a user's own operations need besides (a reward model, a tool server, ...), by name: built in the worker
     by the trainer's `extras_factory` (`RunResourcesFactory.extras`); an operation reads
     `ctx.resources.extras["name"]` and checks its type. Empty by default; the built-in operations never read it."""
+
+    def require_actor(self, node_id: str) -> ActorRole:
+        """The actor role; a StepDataError naming `node_id` when this worker holds none."""
+        if self.actor is None:
+            raise StepDataError(
+                f"node {node_id!r} needs the actor, which this worker does not hold; under split placement the actor "
+                "runs on the training slots: give the node the actor's role in the pipeline"
+            )
+        return self.actor
 
     @property
     def distributed(self) -> bool:

@@ -118,16 +118,17 @@ def train_actor(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData])
     require_fields(data, _ACTOR_NEEDS if from_update else (*_ACTOR_NEEDS, _OLD_LOG_PROBS), ctx.node.id)
     if res.config.algorithm.kl.coef > 0 and res.reference is not None and "ref_log_probs" not in data.batch:
         raise StepDataError(f"node {ctx.node.id!r}: the KL loss needs ref_log_probs; run compute_ref_log_prob first")
+    actor = res.require_actor(ctx.node.id)
     metrics: dict[str, float] = {}
     added: dict[str, torch.Tensor] = {}
     with timed("update_actor", metrics):
         if from_update:
-            result, forward = res.actor.update_on_policy(data.batch)  # on-policy: a single mini-batch
+            result, forward = actor.update_on_policy(data.batch)  # on-policy: a single mini-batch
             results = [result]
             added[_OLD_LOG_PROBS] = forward.log_probs
             metrics.update(policy_forward_metrics(forward, data.batch))
         else:
-            results = res.actor.update(data.batch, res.config.batch.mini_batches_per_step)
+            results = actor.update(data.batch, res.config.batch.mini_batches_per_step)
     metrics.update(update_metrics(results, "actor", "pg_loss"))
     with timed("update_weights", metrics):
         metrics.update(sync_rollout_weights(res, res.policy_version + 1))
