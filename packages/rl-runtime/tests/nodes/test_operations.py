@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from rl_core.graph import get_pipeline
 from rl_engines.rollout import GenerateOutput
 from rl_runtime.config import RunConfig, config_from_dict
 from rl_runtime.nodes import (
-    RUN_RESOURCES_KEY,
     NodeResources,
     PromptItem,
     ResponseSample,
@@ -25,6 +25,7 @@ from rl_runtime.nodes import (
     first_groups,
     informative_groups,
     is_on_policy,
+    with_fields,
 )
 from rl_runtime.planning import DataParallelInfo
 from rl_runtime.workers import NodeContext, StepData, StepDataError
@@ -56,10 +57,10 @@ def _config(tmp_path: Path, batch: dict[str, int] | None = None, **algorithm: An
     )
 
 
-def _context(config: RunConfig, operation: str) -> NodeContext:
+def _context(config: RunConfig, operation: str) -> NodeContext[NodeResources]:
     node = next(n for n in get_pipeline("grpo").nodes.values() if n.operation == operation)
     resources = NodeResources(config, None, LengthTask(), None, None, None, None)  # engines unused by these ops
-    return NodeContext(node, 0, DataParallelInfo(0, 1), 0, {RUN_RESOURCES_KEY: resources})
+    return NodeContext(node, 0, DataParallelInfo(0, 1), 0, resources)
 
 
 def _rollouts(lengths: list[int], groups: list[int]) -> StepData:
@@ -97,6 +98,23 @@ def test_advantage_without_scores_names_the_missing_field(tmp_path: Path) -> Non
     ctx = _context(_config(tmp_path), "compute_advantage")
     with pytest.raises(StepDataError, match="token_level_scores"):
         compute_advantage(ctx, {"rollout": _rollouts([1], [0])})
+
+
+def test_in_reward_kl_without_a_controller_names_the_fix(tmp_path: Path) -> None:
+    config = _config(tmp_path, kl={"mode": "in_reward", "coef": 0.01})
+    scored = compute_reward(_context(config, "compute_reward"), {"r": _rollouts([1, 3], [0, 0])})
+    logps = torch.zeros_like(scored.batch["token_level_scores"])
+    scored = with_fields(scored, ref_log_probs=logps, old_log_probs=logps)
+    with pytest.raises(StepDataError, match=r"needs a KL controller.*NodeResources\.kl_controller is None"):
+        compute_advantage(_context(config, "compute_advantage"), {"reward": scored})
+
+
+def test_old_log_probs_on_a_worker_without_the_actor_name_the_node(tmp_path: Path) -> None:
+    config = _config(tmp_path, recompute_old_log_prob="always")
+    with pytest.raises(
+        StepDataError, match=r"node 'actor_old_log_prob' needs the actor, which this worker does not hold"
+    ):
+        compute_old_log_prob(_context(config, "compute_old_log_prob"), {"r": _rollouts([1, 3], [0, 0])})
 
 
 def test_an_operation_with_two_upstream_batches_is_refused(tmp_path: Path) -> None:

@@ -259,7 +259,7 @@ def test_groups_of_different_sizes_stop_the_step_with_the_coordinators_reason(co
 
 def _context(size: int, coordinator: Any = None, **params: object) -> NodeContext:
     node = Node("rebalance", REBALANCE_OPERATION, dependencies=("rollout",), params=params)
-    return NodeContext(node, 0, DataParallelInfo(0, size), 0, {}, coordinator)
+    return NodeContext(node, 0, DataParallelInfo(0, size), 0, None, coordinator)
 
 
 def test_one_rank_passes_the_batch_through_with_its_metrics() -> None:

@@ -16,7 +16,6 @@ from rl_coordinator.loading import ShardedLoader
 from rl_core.graph import get_pipeline
 from rl_runtime.config import BatchPlan, RunConfig, config_from_dict
 from rl_runtime.nodes import (
-    RUN_RESOURCES_KEY,
     NodeResources,
     PromptItem,
     ResponseSample,
@@ -112,9 +111,9 @@ def _weights(resources: NodeResources) -> dict[str, torch.Tensor]:
     return {name: tensor.clone() for bucket in resources.actor.export_weights(2**30) for name, tensor in bucket}
 
 
-def _context(resources: NodeResources, operation: str) -> NodeContext:
+def _context(resources: NodeResources, operation: str) -> NodeContext[NodeResources]:
     node = next(n for n in get_pipeline("grpo").nodes.values() if n.operation == operation)
-    return NodeContext(node, 0, DataParallelInfo(0, 1), 0, {RUN_RESOURCES_KEY: resources})
+    return NodeContext(node, 0, DataParallelInfo(0, 1), 0, resources)
 
 
 def _until_old_log_prob(resources: NodeResources) -> StepData:

@@ -105,6 +105,11 @@ def mini_batches(seeds: tuple[int, ...]) -> list[dict[str, torch.Tensor]]:
     return minis
 
 
+def concat(batches: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """One step's batch holding `batches` one after another (what a role splits back into them)."""
+    return {name: torch.cat([batch[name] for batch in batches]) for name in batches[0]}
+
+
 def fake_outputs(batch: dict, seed: int) -> ForwardOutput:
     gen = torch.Generator().manual_seed(seed)
     shape = batch["input_ids"].shape

@@ -7,10 +7,10 @@ import torch
 
 from rl_core.kl import kl_loss
 from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, ppo
-from rl_engines.training import BatchError, ForwardSpec, FSDPEngine, ScheduleConfig, TrainConfigError
-from rl_runtime.roles import ActorConfig, ActorRole
+from rl_engines.training import ForwardSpec, FSDPEngine, ScheduleConfig
+from rl_runtime.roles import ActorConfig, ActorRole, RoleConfigError, RoleError
 
-from ._helpers import engine_config, fake_outputs, mini_batches, ppo_loss_fn, rollout_batch
+from ._helpers import concat, engine_config, fake_outputs, mini_batches, ppo_loss_fn, rollout_batch
 
 
 def test_actor_update_runs_epochs_over_mini_batches_then_one_schedule_step() -> None:
@@ -20,7 +20,7 @@ def test_actor_update_runs_epochs_over_mini_batches_then_one_schedule_step() -> 
     role_engine.step_lr_scheduler(), manual.step_lr_scheduler()  # leave the zero-rate first warm-up step
     actor = ActorRole.from_config(ActorConfig(ppo_epochs=2), role_engine)
     minis = mini_batches((1, 2))
-    results = actor.update(minis)
+    results = actor.update(concat(minis), num_mini_batches=2)
     for _ in range(2):
         for mini in minis:
             manual.train_step(mini, ppo_loss_fn, ForwardSpec())
@@ -59,7 +59,7 @@ def test_actor_loss_adds_kl_and_subtracts_entropy() -> None:
 def test_actor_kl_needs_reference_log_probs() -> None:
     actor = ActorRole(FSDPEngine.from_config(engine_config()), ActorConfig(kl_coef=0.1))
     batch = rollout_batch(2, seed=0)
-    with pytest.raises(BatchError, match=r"KL loss \(kl_coef > 0\) needs batch keys \['ref_log_probs'\]"):
+    with pytest.raises(RoleError, match=r"KL loss \(kl_coef > 0\) needs batch keys \['ref_log_probs'\]"):
         actor.loss(fake_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
 
 
@@ -94,7 +94,7 @@ def test_on_policy_update_equals_the_update_from_recomputed_old_log_probs(config
     for name, grad in expected_grads.items():
         torch.testing.assert_close(lean_grads[name], grad, atol=1e-6, rtol=1e-5, msg=name)
 
-    [full_result] = full_actor.update([old])
+    [full_result] = full_actor.update(old)
     lean_result, forward = lean_actor.update_on_policy(batch)
     assert lean_result.loss == pytest.approx(full_result.loss, abs=1e-6)
     assert lean_result.grad_norm == pytest.approx(full_result.grad_norm, rel=1e-5)
@@ -122,24 +122,24 @@ def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
     assert "_update_on_policy_row" not in batch  # the caller's batch is left as it was
 
 
-def test_update_needs_old_log_probs_in_every_mini_batch() -> None:
+def test_update_needs_old_log_probs_and_equal_mini_batches() -> None:
     engine = FSDPEngine.from_config(engine_config())
-    minis = mini_batches((1, 2))
-    del minis[1]["old_log_probs"]
-    with pytest.raises(
-        BatchError, match=r"mini-batch 1 of the actor's update has no 'old_log_probs'.*update_on_policy"
-    ):
-        ActorRole(engine, ActorConfig()).update(minis)
+    batch = concat(mini_batches((1, 2)))
+    with pytest.raises(RoleError, match=r"8 samples on this rank do not split into batch\.mini_batches_per_step=3"):
+        ActorRole(engine, ActorConfig()).update(batch, num_mini_batches=3)
+    del batch["old_log_probs"]
+    with pytest.raises(RoleError, match=r"batch of the actor's update has no 'old_log_probs'.*update_on_policy"):
+        ActorRole(engine, ActorConfig()).update(batch, num_mini_batches=2)
     assert engine.global_step == 0  # refused before any step
 
 
 def test_update_on_policy_refusals() -> None:
     engine = FSDPEngine.from_config(engine_config())
     [mini] = mini_batches((1,))
-    with pytest.raises(BatchError, match=r"has 'old_log_probs', which it would not use; call update"):
+    with pytest.raises(RoleError, match=r"has 'old_log_probs', which it would not use; call update"):
         ActorRole(engine, ActorConfig()).update_on_policy(mini)
     del mini["old_log_probs"]
-    with pytest.raises(TrainConfigError, match=r"one optimizer step, but ActorConfig\.ppo_epochs=2"):
+    with pytest.raises(RoleConfigError, match=r"one optimizer step, but ActorConfig\.ppo_epochs=2"):
         ActorRole(engine, ActorConfig(ppo_epochs=2)).update_on_policy(mini)
     assert engine.global_step == 0
 
@@ -156,7 +156,7 @@ def test_update_on_policy_refusals() -> None:
     ],
 )
 def test_actor_config_rejections(kwargs: dict, message: str) -> None:
-    with pytest.raises(TrainConfigError, match=message):
+    with pytest.raises(RoleConfigError, match=message):
         ActorConfig(**kwargs)
 
 
@@ -170,5 +170,5 @@ def test_actor_config_keeps_its_own_read_only_parameters() -> None:
 
 
 def test_actor_needs_a_trainable_engine() -> None:
-    with pytest.raises(TrainConfigError, match="actor needs a trainable engine"):
+    with pytest.raises(RoleConfigError, match="actor needs a trainable engine"):
         ActorRole(FSDPEngine.from_config(engine_config(optimizer=None)), ActorConfig())

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from rl_core.losses import LossNormalizer, clipped_value_loss
-from rl_engines.training import BatchError, FSDPEngine, TrainConfigError
-from rl_runtime.roles import CriticConfig, CriticRole
+from rl_engines.training import FSDPEngine
+from rl_runtime.roles import CriticConfig, CriticRole, RoleConfigError, RoleError
 
-from ._helpers import critic_engine, engine_config, fake_outputs, mini_batches, rollout_batch
+from ._helpers import concat, critic_engine, engine_config, fake_outputs, mini_batches, rollout_batch
 
 
 def test_critic_loss_is_the_clipped_value_loss() -> None:
@@ -29,15 +29,14 @@ def test_critic_loss_is_the_clipped_value_loss() -> None:
 
 def test_critic_updates_move_values_towards_the_returns() -> None:
     critic = CriticRole(critic_engine(), CriticConfig(clip_range=float("inf"), ppo_epochs=8))
-    minis = mini_batches((3,))
-    batch = minis[0]
+    [batch] = mini_batches((3,))
     mask = batch["response_mask"].bool()
 
     def error() -> float:
         return float((critic.compute_values(batch) - batch["returns"])[mask].square().mean())
 
     before = error()
-    results = critic.update(minis)
+    results = critic.update(batch)
     assert len(results) == 8 and not any(r.skipped for r in results)
     assert results[-1].loss < results[0].loss
     assert error() < before
@@ -49,18 +48,18 @@ def test_critic_update_needs_no_old_log_probs() -> None:
     minis = mini_batches((4, 5))
     for mini in minis:
         del mini["old_log_probs"]
-    assert len(critic.update(minis)) == 2
+    assert len(critic.update(concat(minis), num_mini_batches=2)) == 2
 
 
 def test_critic_needs_a_value_head() -> None:
-    with pytest.raises(TrainConfigError, match=r"set ModelConfig\.value_head=True"):
+    with pytest.raises(RoleConfigError, match=r"set ModelConfig\.value_head=True"):
         CriticRole(FSDPEngine.from_config(engine_config()), CriticConfig())
 
 
 def test_critic_needs_values_and_returns_in_the_batch() -> None:
     critic = CriticRole(critic_engine(), CriticConfig())
     batch = rollout_batch(2, seed=0)
-    with pytest.raises(BatchError, match=r"critic needs batch keys \['values', 'returns'\]"):
+    with pytest.raises(RoleError, match=r"critic needs batch keys \['values', 'returns'\]"):
         critic.loss(fake_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
 
 
@@ -73,5 +72,5 @@ def test_critic_needs_values_and_returns_in_the_batch() -> None:
     ],
 )
 def test_critic_config_rejections(kwargs: dict, message: str) -> None:
-    with pytest.raises(TrainConfigError, match=message):
+    with pytest.raises(RoleConfigError, match=message):
         CriticConfig(**kwargs)

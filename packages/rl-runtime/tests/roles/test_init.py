@@ -9,7 +9,7 @@ def test_public_api_is_pinned() -> None:
     assert sorted(roles.__all__) == sorted(
         [
             "DEFAULT_VALUE_CLIP_RANGE", "ActorConfig", "ActorRole", "CriticConfig", "CriticRole", "ReferenceConfig",
-            "ReferenceRole",
+            "ReferenceRole", "RoleConfigError", "RoleError",
         ]
     )  # fmt: skip
     assert all(hasattr(roles, name) for name in roles.__all__)

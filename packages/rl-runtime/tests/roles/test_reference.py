@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rl_engines.training import ForwardSpec, FSDPEngine, TrainConfigError
-from rl_runtime.roles import ReferenceConfig, ReferenceRole
+from rl_runtime.roles import ReferenceConfig, ReferenceRole, RoleConfigError
 
 from ._helpers import engine_config, rollout_batch
 
@@ -28,7 +28,7 @@ def test_reference_log_probs_equal_the_initial_policy(offload: bool) -> None:
 
 
 def test_reference_must_be_frozen() -> None:
-    with pytest.raises(TrainConfigError, match="reference model must be frozen"):
+    with pytest.raises(RoleConfigError, match="reference model must be frozen"):
         ReferenceRole(FSDPEngine.from_config(engine_config()), ReferenceConfig())
-    with pytest.raises(TrainConfigError, match=r"ReferenceConfig\.temperature must be a finite number > 0"):
+    with pytest.raises(RoleConfigError, match=r"ReferenceConfig\.temperature must be a finite number > 0"):
         ReferenceConfig(temperature=-1.0)

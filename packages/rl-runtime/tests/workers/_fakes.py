@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Mapping
 
+import attrs
 import ray.cloudpickle
 import torch
 
@@ -93,9 +94,16 @@ def fake_not_step_data(ctx: NodeContext, inputs: Mapping[str, StepData]) -> Step
     return {"values": torch.zeros(2)}  # type: ignore[return-value]
 
 
+@attrs.frozen
+class FakeResources:
+    """A test double of a worker's typed resources (what operations see as `ctx.resources`)."""
+
+    scale: float
+
+
 @register_operation("fake_read_resource")
-def fake_read_resource(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
-    return StepData(metrics={"fake/resource": float(ctx.resources["scale"]), "fake/rank": float(ctx.rank)})
+def fake_read_resource(ctx: NodeContext[FakeResources], inputs: Mapping[str, StepData]) -> StepData:
+    return StepData(metrics={"fake/resource": float(ctx.resources.scale), "fake/rank": float(ctx.rank)})
 
 
 def node(node_id: str, operation: str, deps: tuple[str, ...] = (), **params: object) -> Node:

@@ -14,12 +14,12 @@ from rl_runtime.workers import (
     plan_routes,
 )
 
-from ._fakes import chain_graph, fake_uids, merge_graph, node
+from ._fakes import FakeResources, chain_graph, fake_uids, merge_graph, node
 
 
-def _executor(graph: TaskGraph, resources: dict | None = None) -> GraphExecutor:
+def _executor(graph: TaskGraph, resources: object = None) -> GraphExecutor:
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=1, colocate=True)).schedule(graph)
-    return GraphExecutor(placement.worker(0), plan_routes(placement, 0), resources or {})
+    return GraphExecutor(placement.worker(0), plan_routes(placement, 0), resources)
 
 
 def test_chain_runs_in_order_and_keeps_uids_and_values() -> None:
@@ -43,7 +43,7 @@ def test_async_operation_and_resources() -> None:
             node("resource", "fake_read_resource"),
         ],
     )
-    executor = _executor(graph, {"scale": 3})
+    executor = _executor(graph, FakeResources(scale=3))
     metrics = executor.run_step(0)
     executor.close()
     assert metrics["fake/async_seen"] == 5.0 and metrics["fake/resource"] == 3.0 and metrics["fake/rank"] == 0.0
@@ -76,4 +76,4 @@ def test_unknown_operation_fails_when_built() -> None:
 def test_coordinator_edges_need_a_client() -> None:
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=2)).schedule(merge_graph(2, 2))
     with pytest.raises(RoutingError, match=r"worker rank 0 has coordinator edges but no coordinator client"):
-        GraphExecutor(placement.worker(0), plan_routes(placement, 0, 2), {})
+        GraphExecutor(placement.worker(0), plan_routes(placement, 0, 2), None)

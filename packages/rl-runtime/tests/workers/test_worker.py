@@ -23,6 +23,7 @@ from rl_runtime.workers import (
     StepTimeoutError,
     UnknownOperationError,
     WorkerLostError,
+    WorkerResources,
     WorkerStartError,
     run_steps,
     start_workers,
@@ -62,7 +63,8 @@ def _workers(graph: TaskGraph, slots: int, coordinator: Any = None, **kwargs: An
 def test_same_layout_stays_local_and_coordinator_is_untouched(coordinator: Any) -> None:
     client = CoordinatorClient(coordinator)
     before = client.metrics()
-    with _workers(chain_graph(SAMPLES, WIDTH), 2, coordinator, resources_factory=lambda a: {"rank": a.rank}) as workers:
+    factory = lambda a: WorkerResources({"rank": a.rank})  # noqa: E731
+    with _workers(chain_graph(SAMPLES, WIDTH), 2, coordinator, resources_factory=factory) as workers:
         results = run_steps(workers, 2, TIMEOUT_S)
     assert client.metrics()[METRIC_PUT_SAMPLES] == before[METRIC_PUT_SAMPLES]
     for result in results:
@@ -136,11 +138,11 @@ STUCK_S = 600.0
 
 
 def test_a_rank_failing_to_build_is_reported_while_another_still_waits(ray_runtime: None) -> None:
-    def rank_1_fails_while_rank_0_waits(assignment: Any) -> dict[str, Any]:  # nested: Ray ships it by value
+    def rank_1_fails_while_rank_0_waits(assignment: Any) -> WorkerResources[None]:  # nested: Ray ships it by value
         if assignment.rank == 1:
             raise RuntimeError("rank 1 could not load its model")
         time.sleep(STUCK_S)
-        return {}
+        return WorkerResources(None)
 
     graph = TaskGraph("g", [node("gen", "fake_generate", num_samples=1, width=1)])
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=2)).schedule(graph)
@@ -153,10 +155,10 @@ def test_a_rank_failing_to_build_is_reported_while_another_still_waits(ray_runti
 
 
 def test_a_rank_that_never_finishes_building_is_named_at_the_ready_timeout(ray_runtime: None) -> None:
-    def rank_1_never_finishes(assignment: Any) -> dict[str, Any]:
+    def rank_1_never_finishes(assignment: Any) -> WorkerResources[None]:
         if assignment.rank == 1:
             time.sleep(STUCK_S)
-        return {}
+        return WorkerResources(None)
 
     graph = TaskGraph("g", [node("gen", "fake_generate", num_samples=1, width=1)])
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=2)).schedule(graph)

@@ -12,13 +12,14 @@
     rebalance              equal token sums per data-parallel rank (verl `balance_batch`), through the coordinator;
                            `with_rebalance` adds it after the advantages (config `batch.balance_across_ranks`)
 
-Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. Each reads the worker's
-`NodeResources` (engines, task, data shard, run config) from `ctx.resources["run"]`; the task
+Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. Each takes a
+`NodeContext[NodeResources]` and reads the worker's engines, task, data shard and run config as `ctx.resources`
+(`NodeResources.extras` holds what a user's own operations need besides); the task
 (`Task`: prompt encoding and scoring) is the recipe's seam.
 """
 
 from rl_runtime.nodes._advantage import compute_advantage
-from rl_runtime.nodes._batching import mini_batch_rows, single_input, with_fields
+from rl_runtime.nodes._batching import single_input, with_fields
 from rl_runtime.nodes._dynamic_sampling import dynamic_sampling, first_groups, informative_groups
 from rl_runtime.nodes._generate import draw_rollouts, encode_rows, generate, response_budget, sample_prompts
 from rl_runtime.nodes._log_probs import compute_old_log_prob, compute_ref_log_prob, compute_value, is_on_policy
@@ -30,7 +31,7 @@ from rl_runtime.nodes._rebalance import (
     trim_padding,
     with_rebalance,
 )
-from rl_runtime.nodes._resources import RUN_RESOURCES_KEY, NodeResources, resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._reward import compute_reward, score_batch, sequence_scores, task_scores
 from rl_runtime.nodes._rollout_batch import PAD_ID, build_rollout_batch, concat_samples, select_samples
 from rl_runtime.nodes._seeds import sample_seed, sample_uid
@@ -40,7 +41,6 @@ from rl_runtime.nodes._train import sync_rollout_weights, train_actor, train_cri
 __all__ = [
     "PAD_ID",
     "REBALANCE_OPERATION",
-    "RUN_RESOURCES_KEY",
     "NodeResources",
     "PromptItem",
     "ResponseSample",
@@ -61,11 +61,9 @@ __all__ = [
     "generate",
     "informative_groups",
     "is_on_policy",
-    "mini_batch_rows",
     "pad_samples",
     "rank_seqlen_metrics",
     "rebalance",
-    "resources_of",
     "response_budget",
     "sample_prompts",
     "sample_seed",

@@ -9,21 +9,21 @@ from rl_core.kl import REWARD_KL_METRIC, apply_kl_penalty
 from rl_runtime.config import KLMode
 from rl_runtime.metrics import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
-from rl_runtime.nodes._resources import resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
 _NEEDS = ("token_level_scores", "response_mask", "group_id")
 
 
 @register_operation("compute_advantage")
-def compute_advantage(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Adds `token_level_rewards`, `advantages` and `returns` `(B, T)` with the configured estimator.
 
     Group estimators (grpo, rloo) see only this rank's samples; the rollout keeps each prompt's group on one
     rank, so their advantages equal the global ones. Batch-whitened estimators (reinforce_plus_plus) whiten
     over this rank's samples.
     """
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     require_fields(data, _NEEDS, ctx.node.id)
     algorithm = res.config.algorithm
@@ -38,18 +38,25 @@ def compute_advantage(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepD
                     "computes them later; use kl.mode=as_loss, or a pipeline with reference_log_prob before "
                     "calculate_advantages"
                 )
+            controller = res.kl_controller
+            if controller is None:
+                raise StepDataError(
+                    f"algorithm.kl.mode=in_reward needs a KL controller, but node {ctx.node.id!r} runs on a worker "
+                    "whose NodeResources.kl_controller is None; build the workers with rl_runtime.trainer's "
+                    "resources factory, or give NodeResources a rl_core.kl controller"
+                )
             current = batch.get("old_log_probs", batch["rollout_log_probs"])
             penalty = apply_kl_penalty(
                 rewards,
                 current,
                 batch["ref_log_probs"],
                 batch["response_mask"],
-                kl_coef=res.kl_controller.value,
+                kl_coef=controller.value,
                 estimator=algorithm.kl.estimator,
             )
             rewards = penalty.token_level_rewards
             metrics.update(penalty.metrics)
-            res.kl_controller.update(penalty.metrics[REWARD_KL_METRIC], n_steps=int(rewards.shape[0]))
+            controller.update(penalty.metrics[REWARD_KL_METRIC], n_steps=int(rewards.shape[0]))
         estimator = get_advantage_estimator(algorithm.adv_estimator)
         advantage_inputs = AdvantageInputs(
             token_level_rewards=rewards,

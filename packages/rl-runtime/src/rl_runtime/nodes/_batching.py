@@ -1,7 +1,7 @@
-"""Shared plumbing of the node operations: the one upstream batch, adding fields, mini-batches.
+"""Shared plumbing of the node operations: the one upstream batch, required fields, adding fields.
 
-Micro-batches are the engine's business: a role hands its engine whole mini-batches, and the engine plans the
-micro-batches under its own token budget.
+Mini-batches are the role's business (it splits the step's batch for its PPO epochs) and micro-batches the
+engine's (it plans them under its own token budget).
 """
 
 from __future__ import annotations
@@ -35,14 +35,3 @@ def require_fields(data: StepData, names: tuple[str, ...], node: str) -> None:
 def with_fields(data: StepData, metrics: Mapping[str, float] | None = None, **tensors: torch.Tensor) -> StepData:
     """`data` with `tensors` added (or replaced) and `metrics` as the node's metrics."""
     return StepData({**data.batch, **tensors}, data.extras, metrics or {})
-
-
-def mini_batch_rows(num_samples: int, num_mini_batches: int) -> list[list[int]]:
-    """Contiguous row ranges of `num_mini_batches` equal mini-batches of a rank's `num_samples` samples."""
-    if num_samples % num_mini_batches:
-        raise StepDataError(
-            f"{num_samples} samples on this rank do not split into batch.mini_batches_per_step={num_mini_batches} "
-            "equal mini-batches; the batch plan should have refused this, so a node changed the sample count"
-        )
-    size = num_samples // num_mini_batches
-    return [list(range(start, start + size)) for start in range(0, num_samples, size)]

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from rl_core.shaping import dynamic_sampling_mask
 from rl_runtime.nodes._batching import require_fields, single_input
 from rl_runtime.nodes._generate import draw_rollouts, put_rollout_to_sleep
-from rl_runtime.nodes._resources import NodeResources, resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._reward import score_batch
 from rl_runtime.nodes._rollout_batch import concat_samples, select_samples
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
@@ -60,9 +60,9 @@ def fill_informative(res: NodeResources, first: StepData, step: int, rank: int, 
 
 
 @register_operation("dynamic_sampling")
-def dynamic_sampling(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def dynamic_sampling(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Keeps exactly this rank's share of prompt groups, all with varying rewards (needs dynamic_sampling config)."""
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     require_fields(data, _NEEDS, ctx.node.id)
     if res.config.algorithm.dynamic_sampling is None:

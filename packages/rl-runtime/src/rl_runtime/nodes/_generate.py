@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from rl_engines.rollout import GenerateRequest, InferenceEngine, SamplingParams
 from rl_runtime.config import RunConfig
 from rl_runtime.metrics import timed
-from rl_runtime.nodes._resources import NodeResources, resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._rollout_batch import build_rollout_batch
 from rl_runtime.nodes._seeds import sample_seed, sample_uid
 from rl_runtime.nodes._task import PromptItem, Task
@@ -109,12 +109,12 @@ def put_rollout_to_sleep(res: NodeResources) -> None:
 
 
 @register_operation("generate")
-def generate(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def generate(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """This rank's share of the step's prompts, each sampled `batch.samples_per_prompt` times.
 
     Reports `rollout/policy_version`: the weight version the samples came from (the number of actor updates the
     rollout engine has received; on-policy, equal to the steps done)."""
-    res = resources_of(ctx)
+    res = ctx.resources
     metrics: dict[str, float] = {"rollout/policy_version": float(res.policy_version)}
     with timed("gen", metrics):
         data = draw_rollouts(res, ctx.step, ctx.dp.rank, draw=0)

@@ -10,7 +10,7 @@ from rl_engines.training import Batch, ForwardOutput
 from rl_runtime.config import BatchConfig, KLMode, RecomputeOldLogProb, RunConfig
 from rl_runtime.metrics import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
-from rl_runtime.nodes._resources import resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
 _NEEDS = ("input_ids", "attention_mask", "response_mask")
@@ -66,31 +66,30 @@ def policy_forward_metrics(output: ForwardOutput, batch: Batch) -> dict[str, flo
 
 
 @register_operation("compute_old_log_prob")
-def compute_old_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def compute_old_log_prob(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Adds `old_log_probs` `(B, T)`: the current policy's log-probs of the responses (and its entropy metric).
 
     When `skips_old_log_prob_pass` (an on-policy step under `algorithm.recompute_old_log_prob=auto`) the batch
     passes on unchanged: its single update starts from the weights that sampled, so `train_actor` takes the
     detached log-probs of its own training forward as the old ones, and the same metrics from that forward.
     """
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     if skips_old_log_prob_pass(res.config):
         return with_fields(data)
     require_fields(data, _NEEDS, ctx.node.id)
-    if res.actor is None:
-        raise StepDataError(f"node {ctx.node.id!r}: this worker holds no actor; the actor runs on the training slots")
+    actor = res.require_actor(ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("old_log_prob", metrics):
-        output = res.actor.compute_log_probs(data.batch, with_entropy=True)
+        output = actor.compute_log_probs(data.batch, with_entropy=True)
         metrics.update(policy_forward_metrics(output, data.batch))
     return with_fields(data, metrics, old_log_probs=forward_field(output.log_probs, "log_probs"))
 
 
 @register_operation("compute_ref_log_prob")
-def compute_ref_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def compute_ref_log_prob(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Adds `ref_log_probs` `(B, T)` under the frozen reference policy; passes the batch on when the run has no KL."""
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     if res.reference is None:
         return with_fields(data)
@@ -102,9 +101,9 @@ def compute_ref_log_prob(ctx: NodeContext, inputs: Mapping[str, StepData]) -> St
 
 
 @register_operation("compute_value")
-def compute_value(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def compute_value(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Adds the critic's `values` `(B, T)`."""
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     if res.critic is None:
         raise StepDataError(f"node {ctx.node.id!r} computes values but the run has no critic; add a critic section")

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 import torch.distributed as dist
 
 from rl_coordinator.loading import ShardedLoader
+from rl_core.kl import KLController
 from rl_engines.rollout import InferenceEngine
 from rl_engines.sync import Bucket, SyncReport
 from rl_runtime.config import BatchPlan, RunConfig
 from rl_runtime.nodes._task import Task
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
-from rl_runtime.workers import NodeContext, StepDataError
-
-RUN_RESOURCES_KEY = "run"
-"""The key of the NodeResources in a worker's resources mapping."""
+from rl_runtime.workers import StepDataError
 
 
 class WeightPublisher(Protocol):
@@ -47,7 +45,8 @@ class WeightSubscriber(Protocol):
 
 @attrs.define
 class NodeResources:
-    """One worker's engines and settings; built once per worker by the trainer's resources factory.
+    """One worker's engines and settings; built once per worker by the trainer's resources factory. Every built-in
+    operation takes a `NodeContext[NodeResources]` and reads it as `ctx.resources`.
 
     Colocated, every worker holds every engine. Under split placement a worker holds only what its sub-graph's
     nodes use: the rollout slots the rollout engine, the prompt loader and a `weight_receiver`; the training slots
@@ -69,25 +68,27 @@ class NodeResources:
     critic: CriticRole | None = None
     group: dist.ProcessGroup | None = None
     """The data-parallel group of the training roles; None when the worker runs alone."""
-    kl_controller: Any = None
-    """The in-reward KL controller (rl_core.kl Fixed/AdaptiveKLController), or None."""
+    kl_controller: KLController | None = None
+    """The in-reward KL coefficient (`rl_core.kl.FixedKLController` or `AdaptiveKLController`); None unless
+    `algorithm.kl.mode=in_reward`."""
     policy_version: int = 0
     weight_receiver: WeightSubscriber | None = None
     """Split placement, rollout slots: where the actor's updates arrive."""
+    extras: Mapping[str, object] = attrs.field(factory=dict)
+    """What a user's own operations need besides (a reward model, a tool server, ...), by name: built in the worker
+    by the trainer's `extras_factory` (`RunResourcesFactory.extras`); an operation reads
+    `ctx.resources.extras["name"]` and checks its type. Empty by default; the built-in operations never read it."""
+
+    def require_actor(self, node_id: str) -> ActorRole:
+        """The actor role; a StepDataError naming `node_id` when this worker holds none."""
+        if self.actor is None:
+            raise StepDataError(
+                f"node {node_id!r} needs the actor, which this worker does not hold; under split placement the actor "
+                "runs on the training slots: give the node the actor's role in the pipeline"
+            )
+        return self.actor
 
     @property
     def distributed(self) -> bool:
         """Whether the training roles span several processes (collectives needed)."""
         return self.group is not None and dist.get_world_size(self.group) > 1
-
-
-def resources_of(ctx: NodeContext) -> NodeResources:
-    """The NodeResources of the worker running `ctx`; a clear error when the worker was built without them."""
-    resources: Mapping[str, Any] = ctx.resources
-    found = resources.get(RUN_RESOURCES_KEY)
-    if not isinstance(found, NodeResources):
-        raise StepDataError(
-            f"operation {ctx.node.operation!r} of node {ctx.node.id!r} needs NodeResources under "
-            f"resources[{RUN_RESOURCES_KEY!r}]; build the workers with rl_runtime.trainer's resources factory"
-        )
-    return found

@@ -9,7 +9,7 @@ import torch
 from rl_core.shaping import overlong_penalty, scores_to_token_level
 from rl_runtime.metrics import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
-from rl_runtime.nodes._resources import NodeResources, resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._rollout_batch import FINISH_REASON_KEY
 from rl_runtime.nodes._task import ResponseSample, Task
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
@@ -62,6 +62,6 @@ def score_batch(res: NodeResources, data: StepData, node: str) -> StepData:
 
 
 @register_operation("compute_reward")
-def compute_reward(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def compute_reward(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Adds `token_level_scores` `(B, T)`: each response's score on its last response token."""
-    return score_batch(resources_of(ctx), single_input(ctx, inputs), ctx.node.id)
+    return score_batch(ctx.resources, single_input(ctx, inputs), ctx.node.id)

@@ -1,4 +1,4 @@
-"""The `train_actor` and `train_critic` operations: mini-batch updates, then the actor's weights go to the rollout;
+"""The `train_actor` and `train_critic` operations: the role's update, then the actor's weights go to the rollout;
 and `receive_weights`, which takes them in on the rollout slots of a split placement."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from rl_engines.training import Batch, StepResult
+from rl_engines.training import StepResult
 from rl_runtime.metrics import compute_data_metrics, count_tokens, timed
-from rl_runtime.nodes._batching import mini_batch_rows, require_fields, single_input, with_fields
+from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._log_probs import forward_field, policy_forward_metrics, skips_old_log_prob_pass
-from rl_runtime.nodes._resources import NodeResources, resources_of
+from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
 SYNC_BUCKET_BYTES = 256 * 1024 * 1024
@@ -27,15 +27,6 @@ RECEIVE_WEIGHTS_OPERATION = "receive_weights"
 CHECKSUM_METRIC_HEX_DIGITS = 13
 """A weights checksum (SHA-256 hex) enters the metrics as the integer of its first 13 hex digits: 52 bits, which a
 float64 holds exactly, so two sides' values compare equal exactly when those digits agree."""
-
-
-def build_mini_batches(res: NodeResources, data: StepData) -> list[Batch]:
-    """The step's mini-batches on this rank (one optimizer step each); the engine plans their micro-batches and
-    loss normaliser itself."""
-    return [
-        {name: tensor[rows[0] : rows[-1] + 1] for name, tensor in data.batch.items()}
-        for rows in mini_batch_rows(data.num_samples, res.config.batch.mini_batches_per_step)
-    ]
 
 
 def update_metrics(results: Sequence[StepResult], prefix: str, loss_name: str) -> dict[str, float]:
@@ -106,41 +97,38 @@ def receive_rollout_weights(res: NodeResources, version: int) -> dict[str, float
 
 
 @register_operation(RECEIVE_WEIGHTS_OPERATION)
-def receive_weights(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def receive_weights(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Split placement: the rollout slot waits for this step's actor update and loads it, so the next step samples
     from the updated policy (the inputs only order it after the rollout's other nodes). The worker reports the
     wait and the load as the node's `timing_s/<node id>`."""
-    res = resources_of(ctx)
+    res = ctx.resources
     return StepData(metrics=receive_rollout_weights(res, res.policy_version + 1))
 
 
 @register_operation(TRAIN_ACTOR_OPERATION)
-def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def train_actor(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """PPO-style actor update over mini-batches and epochs, then the weight sync to the rollout engine.
 
     On an on-policy step without `old_log_probs` (`skips_old_log_prob_pass`) the update takes them from its own
     training forward, adds them to the batch and reports `compute_old_log_prob`'s metrics from that forward.
     """
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     from_update = _OLD_LOG_PROBS not in data.batch and skips_old_log_prob_pass(res.config)
     require_fields(data, _ACTOR_NEEDS if from_update else (*_ACTOR_NEEDS, _OLD_LOG_PROBS), ctx.node.id)
     if res.config.algorithm.kl.coef > 0 and res.reference is not None and "ref_log_probs" not in data.batch:
         raise StepDataError(f"node {ctx.node.id!r}: the KL loss needs ref_log_probs; run compute_ref_log_prob first")
-    actor = res.actor
-    if actor is None:
-        raise StepDataError(f"node {ctx.node.id!r}: this worker holds no actor; the actor runs on the training slots")
+    actor = res.require_actor(ctx.node.id)
     metrics: dict[str, float] = {}
     added: dict[str, torch.Tensor] = {}
     with timed("update_actor", metrics):
-        minis = build_mini_batches(res, data)
         if from_update:
-            result, forward = actor.update_on_policy(minis[0])  # on-policy: a single mini-batch
+            result, forward = actor.update_on_policy(data.batch)  # on-policy: a single mini-batch
             results = [result]
             added[_OLD_LOG_PROBS] = forward_field(forward.log_probs, "log_probs")
             metrics.update(policy_forward_metrics(forward, data.batch))
         else:
-            results = actor.update(minis)
+            results = actor.update(data.batch, res.config.batch.mini_batches_per_step)
     metrics.update(update_metrics(results, "actor", "pg_loss"))
     with timed("update_weights", metrics):
         metrics.update(sync_rollout_weights(res, res.policy_version + 1))
@@ -157,15 +145,15 @@ def train_actor(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
 
 
 @register_operation("train_critic")
-def train_critic(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+def train_critic(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """Clipped value-loss updates of the critic over mini-batches and epochs."""
-    res = resources_of(ctx)
+    res = ctx.resources
     data = single_input(ctx, inputs)
     if res.critic is None:
         raise StepDataError(f"node {ctx.node.id!r} trains a critic but the run has none; add a critic section")
     require_fields(data, _CRITIC_NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("update_critic", metrics):
-        results = res.critic.update(build_mini_batches(res, data))
+        results = res.critic.update(data.batch, res.config.batch.mini_batches_per_step)
     metrics.update(update_metrics(results, "critic", "vf_loss"))
     return with_fields(data, metrics)

@@ -3,12 +3,14 @@
 A role holds its engine (private); it is not a kind of engine. The same `FSDPEngine` class serves all three,
 built with a value head (critic) or without an optimizer (reference). The engine computes (it plans its own
 micro-batches and loss normaliser); the role decides what to compute: the policy loss, KL and entropy terms,
-the clipped value loss, PPO epochs over the mini-batches the caller splits. Node operations talk to roles
-only: checkpoints, weight export and the step count go through the role's methods.
+the clipped value loss, PPO epochs over the equal mini-batches a role splits the step's batch into. Node
+operations talk to roles only: the update, checkpoints, weight export and the step count go through the role's
+methods.
 """
 
 from rl_runtime.roles._actor import ActorConfig, ActorRole
 from rl_runtime.roles._critic import DEFAULT_VALUE_CLIP_RANGE, CriticConfig, CriticRole
+from rl_runtime.roles._errors import RoleConfigError, RoleError
 from rl_runtime.roles._reference import ReferenceConfig, ReferenceRole
 
 __all__ = [
@@ -19,4 +21,6 @@ __all__ = [
     "CriticRole",
     "ReferenceConfig",
     "ReferenceRole",
+    "RoleConfigError",
+    "RoleError",
 ]

@@ -3,7 +3,7 @@ engine, its old log-probs, and its PPO-style updates."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -13,16 +13,7 @@ import torch
 
 from rl_core.kl import get_kl_estimator, kl_loss
 from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_aggregation, get_policy_loss
-from rl_engines.training import (
-    Batch,
-    BatchError,
-    ForwardOutput,
-    ForwardSpec,
-    LossOutput,
-    StepResult,
-    TrainConfigError,
-    TrainEngine,
-)
+from rl_engines.training import Batch, ForwardOutput, ForwardSpec, LossOutput, StepResult, TrainEngine
 from rl_runtime.roles._common import (
     EngineRole,
     check_epochs_and_coefs,
@@ -31,6 +22,7 @@ from rl_runtime.roles._common import (
     require_keys,
     run_update,
 )
+from rl_runtime.roles._errors import RoleConfigError, RoleError
 
 _ROW_KEY = "_update_on_policy_row"
 """`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
@@ -70,12 +62,12 @@ class ActorConfig:
 
 
 class ActorRole(EngineRole):
-    """The policy: old log-probs before an update, then PPO-style updates over mini-batches; its weights go to the
-    rollout engine (`export_weights`) and to Hugging Face folders (`export_hf`)."""
+    """The policy: old log-probs before an update, then PPO-style updates over the mini-batches it splits the step's
+    batch into; its weights go to the rollout engine (`export_weights`) and to Hugging Face folders (`export_hf`)."""
 
     def __init__(self, engine: TrainEngine, config: ActorConfig) -> None:
         if not engine.trainable:
-            raise TrainConfigError("the actor needs a trainable engine; set TrainEngineConfig.optimizer")
+            raise RoleConfigError("the actor needs a trainable engine; set TrainEngineConfig.optimizer")
         super().__init__(engine)
         self.config = config
         self._policy_loss = get_policy_loss(config.policy_loss)
@@ -130,19 +122,19 @@ class ActorRole(EngineRole):
             metrics["actor/entropy"] = masked_mean(outputs.entropy, mask)
         return LossOutput(loss, metrics)
 
-    def update(self, mini_batches: Sequence[Batch]) -> list[StepResult]:
-        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step.
+    def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
+        """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
+        optimizer step each), then one schedule step.
 
-        Every mini-batch carries `old_log_probs` `(B, T)` (`compute_log_probs` before the first update); an
-        on-policy step may leave them to `update_on_policy` instead.
+        The batch carries `old_log_probs` `(B, T)` (`compute_log_probs` before the first update); an on-policy step
+        may leave them to `update_on_policy` instead.
         """
-        for index, mini in enumerate(mini_batches):
-            if "old_log_probs" not in mini:
-                raise BatchError(
-                    f"mini-batch {index} of the actor's update has no 'old_log_probs'; compute them with "
-                    "compute_log_probs before the update, or, for one on-policy mini-batch, call update_on_policy"
-                )
-        return run_update(self._engine, mini_batches, self.config.ppo_epochs, self.loss, self._train_spec)
+        if "old_log_probs" not in batch:
+            raise RoleError(
+                "the batch of the actor's update has no 'old_log_probs'; compute them with compute_log_probs before "
+                "the update, or, for one on-policy mini-batch, call update_on_policy"
+            )
+        return run_update(self._engine, batch, num_mini_batches, self.config.ppo_epochs, self.loss, self._train_spec)
 
     def update_on_policy(self, batch: Batch) -> tuple[StepResult, ForwardOutput]:
         """The step's one optimizer step (one mini-batch, one epoch), with the old log-probs taken from its own
@@ -157,12 +149,12 @@ class ActorRole(EngineRole):
             `compute_log_probs(..., with_entropy=True)` returns before the step; values None).
         """
         if self.config.ppo_epochs != 1:
-            raise TrainConfigError(
+            raise RoleConfigError(
                 f"update_on_policy makes one optimizer step, but ActorConfig.ppo_epochs={self.config.ppo_epochs}; "
                 "compute old_log_probs with compute_log_probs and call update"
             )
         if "old_log_probs" in batch:
-            raise BatchError(
+            raise RoleError(
                 "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
                 "against them, or leave them out"
             )

@@ -1,4 +1,5 @@
-"""What the roles share: config checks, batch-key checks, a masked mean for metrics, and the update loop."""
+"""What the roles share: config checks, batch-key checks, a masked mean for metrics, the mini-batch split and the
+update loop."""
 
 from __future__ import annotations
 
@@ -9,31 +10,32 @@ from pathlib import Path
 import torch
 
 from rl_core import RLCoreError
-from rl_engines.training import Batch, BatchError, ForwardSpec, LossFn, StepResult, TrainConfigError, TrainEngine
+from rl_engines.training import Batch, ForwardSpec, LossFn, StepResult, TrainEngine
+from rl_runtime.roles._errors import RoleConfigError, RoleError
 
 
 def check_name(owner: str, name: str, lookup: Callable[[str], object]) -> None:
-    """Raise TrainConfigError naming `owner` when `lookup(name)` does not find a registered entry."""
+    """Raise RoleConfigError naming `owner` when `lookup(name)` does not find a registered entry."""
     try:
         lookup(name)
     except (RLCoreError, KeyError) as error:
-        raise TrainConfigError(f"{owner}: {error}") from None
+        raise RoleConfigError(f"{owner}: {error}") from None
 
 
 def check_epochs_and_coefs(owner: str, ppo_epochs: int, **coefs: float) -> None:
-    """Raise TrainConfigError unless `ppo_epochs` is an int >= 1 and every coefficient a finite number >= 0."""
+    """Raise RoleConfigError unless `ppo_epochs` is an int >= 1 and every coefficient a finite number >= 0."""
     if isinstance(ppo_epochs, bool) or not isinstance(ppo_epochs, int) or ppo_epochs < 1:
-        raise TrainConfigError(f"{owner}.ppo_epochs must be an int >= 1, got {ppo_epochs!r}")
+        raise RoleConfigError(f"{owner}.ppo_epochs must be an int >= 1, got {ppo_epochs!r}")
     for name, value in coefs.items():
         if not (math.isfinite(value) and value >= 0):
-            raise TrainConfigError(f"{owner}.{name} must be a finite number >= 0, got {value}")
+            raise RoleConfigError(f"{owner}.{name} must be a finite number >= 0, got {value}")
 
 
 def require_keys(batch: Batch, keys: Sequence[str], role: str) -> None:
-    """Raise BatchError naming the keys of `keys` that `batch` lacks and the `role` that needs them."""
+    """Raise RoleError naming the keys of `keys` that `batch` lacks and the `role` that needs them."""
     missing = [key for key in keys if key not in batch]
     if missing:
-        raise BatchError(f"the {role} needs batch keys {missing}; found {sorted(batch)}")
+        raise RoleError(f"the {role} needs batch keys {missing}; found {sorted(batch)}")
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -42,11 +44,32 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, values, 0.0).sum().detach() / mask.sum().clamp(min=1)
 
 
+def mini_batch_rows(num_samples: int, num_mini_batches: int) -> list[list[int]]:
+    """Contiguous row ranges of `num_mini_batches` equal mini-batches of a rank's `num_samples` samples."""
+    if num_samples % num_mini_batches:
+        raise RoleError(
+            f"{num_samples} samples on this rank do not split into batch.mini_batches_per_step={num_mini_batches} "
+            "equal mini-batches; the batch plan should have refused this, so a node changed the sample count"
+        )
+    size = num_samples // num_mini_batches
+    return [list(range(start, start + size)) for start in range(0, num_samples, size)]
+
+
+def split_mini_batches(batch: Batch, num_mini_batches: int) -> list[Batch]:
+    """`batch` (every tensor `(B, ...)`) as `num_mini_batches` equal contiguous mini-batches, in row order (views)."""
+    num_samples = next((tensor.shape[0] for tensor in batch.values()), 0)
+    return [
+        {name: tensor[rows[0] : rows[-1] + 1] for name, tensor in batch.items()}
+        for rows in mini_batch_rows(num_samples, num_mini_batches)
+    ]
+
+
 def run_update(
-    engine: TrainEngine, mini_batches: Sequence[Batch], epochs: int, loss: LossFn, spec: ForwardSpec
+    engine: TrainEngine, batch: Batch, num_mini_batches: int, epochs: int, loss: LossFn, spec: ForwardSpec
 ) -> list[StepResult]:
-    """`epochs` passes over the mini-batches, one optimizer step each (the engine plans its micro-batches and
-    normaliser), then one schedule step."""
+    """`epochs` passes over the `num_mini_batches` mini-batches of `batch`, one optimizer step each (the engine
+    plans its micro-batches and normaliser), then one schedule step."""
+    mini_batches = split_mini_batches(batch, num_mini_batches)
     results = [engine.train_step(mini, loss, spec) for _ in range(epochs) for mini in mini_batches]
     engine.step_lr_scheduler()
     return results

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from rl_core.losses import LossNormalizer, clipped_value_loss, get_aggregation
-from rl_engines.training import Batch, ForwardOutput, ForwardSpec, LossOutput, StepResult, TrainConfigError, TrainEngine
+from rl_engines.training import Batch, ForwardOutput, ForwardSpec, LossOutput, StepResult, TrainEngine
 from rl_runtime.roles._common import (
     EngineRole,
     check_epochs_and_coefs,
@@ -17,6 +16,7 @@ from rl_runtime.roles._common import (
     require_keys,
     run_update,
 )
+from rl_runtime.roles._errors import RoleConfigError
 
 DEFAULT_VALUE_CLIP_RANGE = 0.5
 """verl's `critic.cliprange_value`."""
@@ -38,7 +38,7 @@ class CriticConfig:
 
     def __post_init__(self) -> None:
         if not self.clip_range > 0:
-            raise TrainConfigError(
+            raise RoleConfigError(
                 f"CriticConfig.clip_range must be > 0 (inf turns clipping off), got {self.clip_range}"
             )
         check_name("CriticConfig.aggregation", self.aggregation, get_aggregation)
@@ -52,7 +52,7 @@ class CriticRole(EngineRole):
 
     def __init__(self, engine: TrainEngine, config: CriticConfig) -> None:
         if not engine.trainable or not engine.has_value_head:
-            raise TrainConfigError(
+            raise RoleConfigError(
                 "the critic needs a trainable engine with a value head: set ModelConfig.value_head=True and "
                 "TrainEngineConfig.optimizer"
             )
@@ -87,6 +87,7 @@ class CriticRole(EngineRole):
             loss, {"critic/vf_clipfrac": clipfrac, "critic/vpred_mean": masked_mean(outputs.values, mask)}
         )
 
-    def update(self, mini_batches: Sequence[Batch]) -> list[StepResult]:
-        """`ppo_epochs` passes over the mini-batches (one optimizer step each), then one schedule step."""
-        return run_update(self._engine, mini_batches, self.config.ppo_epochs, self.loss, self._SPEC)
+    def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
+        """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
+        optimizer step each), then one schedule step."""
+        return run_update(self._engine, batch, num_mini_batches, self.config.ppo_epochs, self.loss, self._SPEC)

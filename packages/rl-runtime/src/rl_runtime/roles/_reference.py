@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rl_engines.training import Batch, ForwardSpec, TrainConfigError, TrainEngine
+from rl_engines.training import Batch, ForwardSpec, TrainEngine
+from rl_runtime.roles._errors import RoleConfigError
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class ReferenceConfig:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.temperature) and self.temperature > 0):
-            raise TrainConfigError(f"ReferenceConfig.temperature must be a finite number > 0, got {self.temperature}")
+            raise RoleConfigError(f"ReferenceConfig.temperature must be a finite number > 0, got {self.temperature}")
 
 
 class ReferenceRole:
@@ -32,7 +33,7 @@ class ReferenceRole:
 
     def __init__(self, engine: TrainEngine, config: ReferenceConfig) -> None:
         if engine.trainable:
-            raise TrainConfigError(
+            raise RoleConfigError(
                 "the reference model must be frozen: build its engine with TrainEngineConfig.optimizer=None"
             )
         self._engine = engine

@@ -18,6 +18,7 @@ from rl_runtime.trainer._data import open_files, steps_per_epoch
 from rl_runtime.trainer._errors import TrainerError
 from rl_runtime.trainer._session import TrainingSession
 from rl_runtime.trainer._split import plan_placement, rollout_subgraph, train_subgraph
+from rl_runtime.trainer._worker_state import ExtrasFactory
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +56,19 @@ class Trainer:
     (`placement.colocate=false`): the rollout part of the pipeline runs on some slots and the training part on the
     others (`split_pipeline`, `plan_placement`); samples cross through the DataCoordinator and each actor update's
     weights go to the rollout slots before the next step samples.
+
+    `extras_factory`, called in each worker with its `WorkerAssignment`, builds what operations of your own read
+    as `ctx.resources.extras` (a reward model, a tool server); None leaves it empty.
     """
 
-    def __init__(self, config: RunConfig, task_factory: TaskFactory) -> None:
+    def __init__(
+        self, config: RunConfig, task_factory: TaskFactory, *, extras_factory: ExtrasFactory | None = None
+    ) -> None:
         if config.rollout.temperature == 0:
             raise TrainerError("rollout.temperature=0 samples greedily, which RL training cannot learn from; use > 0")
         self.config = config
         self.task_factory = task_factory
+        self.extras_factory = extras_factory
         self.slots = config.placement.slots
         self.graph = with_rebalance(load_pipeline(config.pipeline), config.batch.balance_across_ranks)
         self.placement = plan_placement(config, self.graph)

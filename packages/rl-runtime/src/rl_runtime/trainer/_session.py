@@ -89,6 +89,7 @@ class TrainingSession:
             ActorRendezvous.start() if train_dp > 1 else None,
             split=split,
             weight_exchange=ActorRendezvous.start() if split else None,
+            extras=self.trainer.extras_factory,
         )
         options = {"num_cpus": 1, "num_gpus": 1 if use_gpu else 0}
         rebalances = any(n.operation == REBALANCE_OPERATION for n in self.trainer.graph.nodes.values())

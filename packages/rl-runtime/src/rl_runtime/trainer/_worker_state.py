@@ -6,9 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 import torch
@@ -16,10 +15,10 @@ import torch.distributed as dist
 
 from rl_coordinator.loading import RowSource, ShardedLoader
 from rl_core.graph import NodeRole
-from rl_core.kl import AdaptiveKLController, FixedKLController
+from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
-from rl_runtime.nodes import RUN_RESOURCES_KEY, NodeResources, TaskFactory, sync_rollout_weights
+from rl_runtime.nodes import NodeResources, TaskFactory, sync_rollout_weights
 from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber
 from rl_runtime.nodes._train import receive_rollout_weights
 from rl_runtime.planning import Exchange, ProcessGroupConfig, WorkerAssignment, init_distributed
@@ -41,7 +40,7 @@ from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
 from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
-from rl_runtime.workers import HOOKS_KEY
+from rl_runtime.workers import WorkerResources
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +49,17 @@ CRITIC_DIR = "critic"
 _RANK_STATE = "rank_{rank}.pt"
 
 
-def _kl_controller(config: RunConfig) -> Any:
+def _kl_controller(config: RunConfig) -> KLController | None:
     kl = config.algorithm.kl
     if kl.mode is not KLMode.IN_REWARD:
         return None
     if kl.target is None:
         return FixedKLController(kl.coef)
     return AdaptiveKLController(kl.coef, kl.target, kl.horizon)
+
+
+ExtrasFactory = Callable[[WorkerAssignment], Mapping[str, object]]
+"""Builds, inside a worker process and from its place, what that worker's `NodeResources.extras` holds."""
 
 
 @attrs.frozen
@@ -86,7 +89,7 @@ class SlotEngines:
 
 @attrs.frozen
 class RunResourcesFactory:
-    """Builds a worker's NodeResources and hooks from the run config (pickled to every worker).
+    """Builds a worker's NodeResources and hooks (a `WorkerResources`) from the run config (pickled to every worker).
 
     Colocated, every worker builds every engine and the training roles shard over all of them. Under split
     placement (`split`), a worker builds only the engines of its sub-graph (`SlotEngines`): the training slots form
@@ -104,8 +107,10 @@ class RunResourcesFactory:
     split: bool = False
     weight_exchange: Exchange | None = None
     """Split placement: where the sending training slot publishes the weight group's address."""
+    extras: ExtrasFactory | None = None
+    """Builds `NodeResources.extras` in the worker (what a user's own operations need); None leaves it empty."""
 
-    def __call__(self, assignment: WorkerAssignment) -> Mapping[str, Any]:
+    def __call__(self, assignment: WorkerAssignment) -> WorkerResources[NodeResources]:
         config, dp = self.config, assignment.dp
         torch.manual_seed(config.trainer.seed)
         if self.split:
@@ -145,13 +150,14 @@ class RunResourcesFactory:
             group=group,
             kl_controller=_kl_controller(config),
             weight_receiver=receiver,
+            extras={} if self.extras is None else dict(self.extras(assignment)),
         )
         publish_weights(resources, version=0)
         val_source = None
         if engines.rollout and config.data.val_files:
             val_source = open_files(config.data.val_files, "data.val_files")
         hooks = RunHooks(resources, assignment.rank, dp.rank, dp.size, val_source)
-        return {RUN_RESOURCES_KEY: resources, HOOKS_KEY: hooks}
+        return WorkerResources(resources, hooks)
 
     def _rollout_side(
         self, engines: SlotEngines, actor: ActorRole | None, dp_rank: int

@@ -5,8 +5,8 @@
         return StepData({"uid": ..., "input_ids": ...}, metrics={"gen/num_samples": 4.0})
 
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=2)).schedule(graph)
-    workers = start_workers(placement, resources_factory=make_engines, coordinator=start_coordinator(),
-                            edge_batch_sizes=8)
+    workers = start_workers(placement, resources_factory=lambda a: WorkerResources(make_engines(a)),
+                            coordinator=start_coordinator(), edge_batch_sizes=8)
     for result in run_steps(workers, steps=2, timeout_s=600):
         print(result.metrics)
 
@@ -35,20 +35,13 @@ from rl_runtime.workers._operations import (
     bind_operations,
     register_operation,
 )
+from rl_runtime.workers._resources import ResourcesFactory, WorkerHooks, WorkerResources
 from rl_runtime.workers._routing import EdgeRoute, WorkerRoutes, edge_key, plan_routes
 from rl_runtime.workers._step_data import Sample, SampleBatch, StepData, stack_samples
 from rl_runtime.workers._transport import get_edge, put_edge, sample_infos
-from rl_runtime.workers._worker import (
-    HOOKS_KEY,
-    WORKER_NICENESS,
-    DAGWorker,
-    ResourcesFactory,
-    WorkerHooks,
-    start_workers,
-)
+from rl_runtime.workers._worker import WORKER_NICENESS, DAGWorker, start_workers
 
 __all__ = [
-    "HOOKS_KEY",
     "NODE_OPERATIONS",
     "NODE_TIMING_PREFIX",
     "PING_TIMEOUT_S",
@@ -72,6 +65,7 @@ __all__ = [
     "WorkerError",
     "WorkerHooks",
     "WorkerLostError",
+    "WorkerResources",
     "WorkerRoutes",
     "WorkerStartError",
     "bind_operations",

@@ -27,6 +27,8 @@ NODE_TIMING_PREFIX = "timing_s/"
 class GraphExecutor:
     """Runs the task graph of one WorkerAssignment, step by step, in the calling process.
 
+    `resources` is what every operation sees as `ctx.resources` (a WorkerResources' `nodes`).
+
     Operations are bound when it is built (UnknownOperationError names the node and the operation). Batches
     on local edges stay in a LocalEdgeStore; coordinator edges need `client` (a CoordinatorClient). A node
     that raises becomes a NodeExecutionError and the step's local batches are dropped. A metric two nodes
@@ -37,7 +39,7 @@ class GraphExecutor:
         self,
         assignment: WorkerAssignment,
         routes: WorkerRoutes,
-        resources: Mapping[str, Any],
+        resources: object,
         client: Any = None,
         operations: Mapping[str, NodeOperation] | None = None,
     ) -> None:

@@ -1,19 +1,20 @@
 """The node-operation registry and what an operation sees: `fn(ctx, inputs) -> StepData`, sync or async.
 
     @register_operation("compute_reward")
-    def compute_reward(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
-        reward_fn = ctx.resources["reward_fn"]
+    def compute_reward(ctx: NodeContext[MyResources], inputs: Mapping[str, StepData]) -> StepData:
+        reward_fn = ctx.resources.reward_fn
         ...
 
 `inputs` maps each upstream node id to its output; an entry node gets an empty mapping. Engines, reward
-functions and the like come in through `ctx.resources`, composed by whoever builds the worker, so an operation
-never asks which role it plays.
+functions and the like come in through `ctx.resources`, the typed object the worker's resources factory built
+(`WorkerResources.nodes`; the built-in operations read `rl_runtime.nodes.NodeResources`), so an operation never
+asks which role it plays.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Generic
 
 import attrs
 
@@ -21,12 +22,16 @@ from rl_core import nearest_name, registrar
 from rl_core.graph import Node, TaskGraph
 from rl_runtime.planning import DataParallelInfo
 from rl_runtime.workers._errors import UnknownOperationError
+from rl_runtime.workers._resources import ResourcesT
 from rl_runtime.workers._step_data import StepData
 
 
 @attrs.frozen
-class NodeContext:
-    """What an operation knows of where it runs: its node, this worker's place, the step and its resources."""
+class NodeContext(Generic[ResourcesT]):
+    """What an operation knows of where it runs: its node, this worker's place, the step and its resources.
+
+    Parameterised by the type of its resources: the built-in operations take a `NodeContext[NodeResources]`.
+    """
 
     node: Node
     """The graph node being run (id, role, params)."""
@@ -36,13 +41,13 @@ class NodeContext:
     """This worker's data-parallel rank and size for the node's role."""
     step: int
     """The training step being run."""
-    resources: Mapping[str, Any]
-    """Engines, reward functions, loaders: whatever the worker's resources factory built, by name."""
+    resources: ResourcesT
+    """Engines, reward functions, loaders: what the worker's resources factory built (`WorkerResources.nodes`)."""
     coordinator: Any = None
     """The CoordinatorClient of the run, or None when the run has none."""
 
 
-NodeOperation = Callable[[NodeContext, Mapping[str, StepData]], "StepData | Awaitable[StepData]"]
+NodeOperation = Callable[[NodeContext[Any], Mapping[str, StepData]], "StepData | Awaitable[StepData]"]
 
 NODE_OPERATIONS: dict[str, NodeOperation] = {}
 """Operation name (as graph nodes name it) -> the function that runs it."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import ray
 
@@ -16,12 +16,10 @@ from rl_runtime.workers._errors import WorkerError, WorkerStartError
 from rl_runtime.workers._executor import GraphExecutor
 from rl_runtime.workers._host_memory import retain_freed_host_memory
 from rl_runtime.workers._operations import NodeOperation, bind_operations
+from rl_runtime.workers._resources import ResourcesFactory, WorkerHooks, WorkerResources, unpack_resources
 from rl_runtime.workers._routing import WorkerRoutes, plan_routes
 
 logger = logging.getLogger(__name__)
-
-ResourcesFactory = Callable[[WorkerAssignment], Mapping[str, Any]]
-"""Builds a worker's resources (engines, reward functions, loaders) inside the worker process, from its place."""
 
 HEALTH_GROUP = "health"
 """A concurrency group of its own, so `ping` answers while `run_step` is busy."""
@@ -55,36 +53,8 @@ def raise_priority(niceness: int = WORKER_NICENESS) -> int:
     return os.getpriority(os.PRIO_PROCESS, 0)
 
 
-HOOKS_KEY = "hooks"
-"""The key of a worker's `WorkerHooks` in its resources mapping (optional; needed for checkpoints and evaluation)."""
-
-
-@runtime_checkable
-class WorkerHooks(Protocol):
-    """What a worker does between steps with the resources it built: checkpoints, evaluation, clean-up.
-
-    Every method is called on every worker at once (they may be collectives).
-    """
-
-    def save_checkpoint(self, path: str) -> None:
-        """Write this worker's part of a checkpoint under folder `path`."""
-        ...
-
-    def load_checkpoint(self, path: str) -> None:
-        """Restore this worker's part of the checkpoint in folder `path`."""
-        ...
-
-    def evaluate(self, step: int) -> dict[str, float]:
-        """This worker's share of a validation pass after `step` steps, as metrics the driver reduces."""
-        ...
-
-    def close(self) -> None:
-        """Release engines and process groups."""
-        ...
-
-
-def _no_resources(assignment: WorkerAssignment) -> Mapping[str, Any]:
-    return {}
+def _no_resources(assignment: WorkerAssignment) -> WorkerResources[None]:
+    return WorkerResources(None)
 
 
 # ray.remote's typed overloads omit concurrency_groups (and so lose ActorClass.options).
@@ -95,7 +65,8 @@ class DAGWorker:
     Args:
         assignment: this worker's place (rank, sub-graph, data-parallel info).
         routes: its edges, from `plan_routes`.
-        resources_factory: called once here, in the worker process, with `assignment`.
+        resources_factory: called once here, in the worker process, with `assignment`; its WorkerResources'
+            `nodes` is every operation's `ctx.resources`, its `hooks` serve checkpoints, evaluation and `close`.
         coordinator: the DataCoordinator actor handle, or None when the worker has no coordinator edge.
         operations: operation name -> function; None binds from this process's NODE_OPERATIONS.
         coordinator_timeout_s: how long a consumer waits for its share of a coordinator edge.
@@ -115,9 +86,9 @@ class DAGWorker:
         self.niceness = raise_priority()
         self.retains_host_memory = retain_host_memory and retain_freed_host_memory()
         client = None if coordinator is None else CoordinatorClient(coordinator, timeout_s=coordinator_timeout_s)
-        resources = (resources_factory or _no_resources)(assignment)
-        self._executor = GraphExecutor(assignment, routes, resources, client, operations)
-        self._hooks = resources.get(HOOKS_KEY)
+        resources = unpack_resources((resources_factory or _no_resources)(assignment), assignment.rank)
+        self._executor = GraphExecutor(assignment, routes, resources.nodes, client, operations)
+        self._hooks = resources.hooks
         self.rank = assignment.rank
 
     def ready(self) -> int:
@@ -155,10 +126,10 @@ class DAGWorker:
             self._hooks.close()
 
     def _require_hooks(self, action: str) -> WorkerHooks:
-        if not isinstance(self._hooks, WorkerHooks):
+        if self._hooks is None:
             raise WorkerError(
-                f"worker rank {self.rank} cannot {action}: its resources have no WorkerHooks under "
-                f"resources[{HOOKS_KEY!r}]; build the workers with a resources factory that provides them"
+                f"worker rank {self.rank} cannot {action}: its WorkerResources.hooks is None; build the workers with "
+                "a resources factory that provides WorkerHooks"
             )
         return self._hooks
 
