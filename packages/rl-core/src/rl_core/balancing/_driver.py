@@ -1,8 +1,12 @@
 """What every partitioning method shares: argument checks, keeping groups together, the method registry."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from typing import cast
 
 import torch
 
@@ -24,7 +28,11 @@ def _group_members(group_ids: Sequence[Hashable] | torch.Tensor, n: int) -> list
     """Item indices of each group, groups in order of first appearance."""
     if isinstance(group_ids, torch.Tensor) and group_ids.dim() != 1:
         raise BalancingError(f"group_ids must be a 1-D tensor (n,), got shape {tuple(group_ids.shape)}")
-    ids = group_ids.tolist() if isinstance(group_ids, torch.Tensor) else group_ids
+    ids: Sequence[Hashable] = (
+        cast("list[Hashable]", group_ids.tolist())  # pyright: ignore[reportUnknownMemberType]  # torch: bare `list`
+        if isinstance(group_ids, torch.Tensor)
+        else group_ids
+    )
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
         raise BalancingError(f"group_ids must be a sequence or a 1-D tensor, got {type(group_ids).__name__}")
     if len(ids) != n:

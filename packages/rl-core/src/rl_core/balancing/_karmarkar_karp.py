@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import heapq
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Generator, Hashable, Sequence
 from contextlib import contextmanager
 from operator import add, itemgetter
 
@@ -21,6 +21,8 @@ from rl_core.balancing._refine import refine_by_swaps
 # operation on whole tuples (map, slicing, sorted, itemgetter) rather than a Python loop over the sets.
 
 State = tuple[tuple[Number, ...], tuple[int, ...], tuple[int, ...]]
+_Entry = tuple[Number, Number, int, State]
+"""A heap entry: (-spread, -largest sum, creation counter, state)."""
 
 
 def _merge(a: State, b: State, k: int, link_from: list[int], link_to: list[int]) -> State:
@@ -47,7 +49,7 @@ def _merge(a: State, b: State, k: int, link_from: list[int], link_to: list[int])
     return pick(sums), pick(heads), pick(tails)
 
 
-def _initial_states(w: Sequence[Number], k: int, equal_size: bool) -> list[tuple]:
+def _initial_states(w: Sequence[Number], k: int, equal_size: bool) -> list[_Entry]:
     """Heap entries (-spread, -largest sum, counter, state) of the starting states."""
     n = len(w)
     order = sorted(range(n), key=w.__getitem__, reverse=True)
@@ -56,7 +58,7 @@ def _initial_states(w: Sequence[Number], k: int, equal_size: bool) -> list[tuple
         # the sets' item counts equal.
         sorted_w = tuple(map(w.__getitem__, order))
         order_t = tuple(order)
-        entries = []
+        entries: list[_Entry] = []
         for start in range(0, n, k):
             sums, items = sorted_w[start : start + k], order_t[start : start + k]
             entries.append((sums[-1] - sums[0], -sums[0], start, (sums, items, items)))
@@ -66,7 +68,7 @@ def _initial_states(w: Sequence[Number], k: int, equal_size: bool) -> list[tuple
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def _gc_paused() -> Generator[None, None, None]:
     """Pause the cyclic garbage collector, restoring its state after.
 
     Differencing allocates O(n) short-lived tuples that can form no cycle; each burst of allocations triggers

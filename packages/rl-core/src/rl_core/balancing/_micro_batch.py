@@ -1,5 +1,8 @@
 """Token-budget micro-batching: a rank's samples in micro-batches under `max_tokens`, equal counts across ranks."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import logging

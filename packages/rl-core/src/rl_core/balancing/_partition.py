@@ -1,5 +1,8 @@
 """The result of a partition and the argument checks every balancing function shares."""
 
+# isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import math
@@ -51,7 +54,7 @@ def as_number_list(values: Sequence[Number] | torch.Tensor, name: str) -> list[N
             raise BalancingError(f"{name} must be a 1-D tensor (n,), got shape {tuple(values.shape)}")
         if values.dtype == torch.bool or values.is_complex():
             raise BalancingError(f"{name} must hold real numbers, got dtype {values.dtype}")
-        return values.tolist()
+        return cast("list[Number]", values.tolist())  # pyright: ignore[reportUnknownMemberType]  # torch: bare `list`
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         kind = type(values).__name__
         raise BalancingError(f"{name} must be a sequence of numbers or a 1-D tensor, got {kind}")

@@ -7,11 +7,13 @@ from collections.abc import Hashable, Sequence
 import torch
 
 from rl_core import lookup
-from rl_core.balancing import _greedy, _karmarkar_karp  # noqa: F401  (they fill PARTITION_METHODS)
 from rl_core.balancing._driver import PARTITION_METHODS, run_partition
 from rl_core.balancing._errors import BalancingError
 from rl_core.balancing._partition import Number, Partition, check_positive_int, check_token_counts
 from rl_core.balancing._workload import WorkloadFn, compute_workloads
+
+# PARTITION_METHODS is filled by _greedy and _karmarkar_karp, which the package's __init__ imports: importing
+# this module runs that __init__ first.
 
 
 def partition(

@@ -29,6 +29,8 @@ from rl_engines.sync._transport import Bucket, SyncContext, WeightTransport
 logger = logging.getLogger(__name__)
 
 _PAUSE_MODES = ("abort", "wait", "keep")
+_NO_VERSION = -1
+"""The context version of `close`: no weights are sent then (policy versions are ints >= 0)."""
 DEFAULT_SYNC_TIMEOUT_S = 600.0
 """Bound on every single engine call of a sync (a pause drain, one bucket, a checksum)."""
 
@@ -198,7 +200,7 @@ class WeightSync:
 
     def close(self) -> None:
         """Release the transport's resources and worker threads."""
-        self.transport.close(self._context("close"))
+        self.transport.close(self._context(_NO_VERSION))
         self._caller.close()
 
 

@@ -62,7 +62,7 @@ class StepLoop:
         self.make_params = make_params
         self.lock = threading.RLock()
         """Held for every engine step and every weight or cache operation."""
-        self._mailbox: dict[str, list[tuple[list[int], list[float], str | None, str]]] = {}
+        self._mailbox: dict[str, list[tuple[list[int], list[float], str | None, int]]] = {}
         self._ids = itertools.count()
 
     def _step(self) -> None:

@@ -61,7 +61,7 @@ def _defaults(cls: type) -> list[tuple[str, object]]:
             default = field.default
             # attrs' stubs type Factory as a function; at run time it is the class of factory defaults.
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = default.factory() if not default.takes_self else "(derived)"  # pyright: ignore[reportOptionalMemberAccess]
+                default = default.factory() if not default.takes_self else "(derived)"
             out.append((field.name, default))
         return out
     out = []

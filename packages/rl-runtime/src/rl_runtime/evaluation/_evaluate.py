@@ -67,7 +67,7 @@ class Evaluation:
         """The additive totals (`SUM_KEYS`) that `reduce_validation` turns into validation metrics.
 
         Scores are summed as float32, the dtype of a step's scores, so validation and training agree."""
-        sums = dict.fromkeys(SUM_KEYS, 0.0)
+        sums: dict[str, float] = dict.fromkeys(SUM_KEYS, 0.0)
         if not self.scores:
             return sums
         scores = torch.tensor(self.scores, dtype=torch.float32)

@@ -22,7 +22,7 @@ class WeightPublisher(Protocol):
     """Where the actor's weights go after an update: `rl_engines.sync.WeightSync` into this worker's own rollout
     engine (colocated), or a sender to the rollout slots (split placement)."""
 
-    def sync(self, buckets: Iterable[Bucket], version: str) -> SyncReport:
+    def sync(self, buckets: Iterable[Bucket], version: int) -> SyncReport:
         """Deliver the exported `buckets` as weight `version`; what was moved."""
         ...
 

@@ -18,6 +18,7 @@ from rl_runtime.roles._common import (
     EngineRole,
     check_epochs_and_coefs,
     check_name,
+    forward_output,
     masked_mean,
     require_keys,
     run_update,
@@ -92,10 +93,11 @@ class ActorRole(EngineRole):
         config = self.config
         require_keys(micro_batch, ("advantages", "response_mask"), "actor")
         mask = micro_batch["response_mask"]
+        log_probs = forward_output(outputs.log_probs, "log_probs", "actor")
         old_log_probs = micro_batch.get("old_log_probs")
         inputs = PolicyLossInputs(
-            outputs.log_probs,
-            outputs.log_probs.detach() if old_log_probs is None else old_log_probs,
+            log_probs,
+            log_probs.detach() if old_log_probs is None else old_log_probs,
             micro_batch["advantages"],
             mask,
             rollout_log_probs=micro_batch.get("rollout_log_probs"),
@@ -108,7 +110,7 @@ class ActorRole(EngineRole):
             require_keys(micro_batch, ("ref_log_probs",), "actor's KL loss (kl_coef > 0)")
             ref = micro_batch["ref_log_probs"]
             kl = kl_loss(
-                outputs.log_probs,
+                log_probs,
                 ref,
                 mask,
                 estimator=config.kl_estimator,
@@ -116,10 +118,11 @@ class ActorRole(EngineRole):
                 normalizer=normalizer,
             )
             loss = loss + config.kl_coef * kl
-            metrics["actor/kl_loss"] = masked_mean(get_kl_estimator(config.kl_estimator)(outputs.log_probs, ref), mask)
+            metrics["actor/kl_loss"] = masked_mean(get_kl_estimator(config.kl_estimator)(log_probs, ref), mask)
         if config.entropy_coef > 0:
-            loss = loss - config.entropy_coef * aggregate_loss(outputs.entropy, mask, config.aggregation, normalizer)
-            metrics["actor/entropy"] = masked_mean(outputs.entropy, mask)
+            entropy = forward_output(outputs.entropy, "entropy", "actor's entropy bonus (entropy_coef > 0)")
+            loss = loss - config.entropy_coef * aggregate_loss(entropy, mask, config.aggregation, normalizer)
+            metrics["actor/entropy"] = masked_mean(entropy, mask)
         return LossOutput(loss, metrics)
 
     def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
@@ -165,8 +168,8 @@ class ActorRole(EngineRole):
 
         def recording_loss(outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
             rows = micro_batch[_ROW_KEY].to(device)
-            log_probs[rows] = outputs.log_probs.detach().to(device)
-            entropy[rows] = outputs.entropy.detach().to(device)
+            log_probs[rows] = forward_output(outputs.log_probs, "log_probs", "actor").detach().to(device)
+            entropy[rows] = forward_output(outputs.entropy, "entropy", "actor").detach().to(device)
             return self.loss(outputs, micro_batch, normalizer)
 
         # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.

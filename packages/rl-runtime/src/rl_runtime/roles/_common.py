@@ -38,6 +38,13 @@ def require_keys(batch: Batch, keys: Sequence[str], role: str) -> None:
         raise RoleError(f"the {role} needs batch keys {missing}; found {sorted(batch)}")
 
 
+def forward_output(value: torch.Tensor | None, name: str, role: str) -> torch.Tensor:
+    """A `ForwardOutput` field `(B, T)` that the `role`'s `ForwardSpec` asked for; RoleError when it is None."""
+    if value is None:
+        raise RoleError(f"the {role} needs the forward's {name}, which it returned as None; ask for it in ForwardSpec")
+    return value
+
+
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The detached 0-dim mean of `values` `(B, T)` where `mask` `(B, T)` is set (0 without any)."""
     mask = mask.bool()

@@ -12,6 +12,7 @@ from rl_runtime.roles._common import (
     EngineRole,
     check_epochs_and_coefs,
     check_name,
+    forward_output,
     masked_mean,
     require_keys,
     run_update,
@@ -74,8 +75,9 @@ class CriticRole(EngineRole):
         """`rl_core.losses.clipped_value_loss` of the predictions against `returns`, around the batch's `values`."""
         require_keys(micro_batch, ("values", "returns", "response_mask"), "critic")
         mask = micro_batch["response_mask"]
+        values = forward_output(outputs.values, "values", "critic")
         loss, clipfrac = clipped_value_loss(
-            outputs.values,
+            values,
             micro_batch["values"],
             micro_batch["returns"],
             mask,
@@ -83,9 +85,7 @@ class CriticRole(EngineRole):
             aggregation=self.config.aggregation,
             normalizer=normalizer,
         )
-        return LossOutput(
-            loss, {"critic/vf_clipfrac": clipfrac, "critic/vpred_mean": masked_mean(outputs.values, mask)}
-        )
+        return LossOutput(loss, {"critic/vf_clipfrac": clipfrac, "critic/vpred_mean": masked_mean(values, mask)})
 
     def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
         """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
