@@ -121,7 +121,7 @@ def _write_rows(shape: Shape, data_dir: Path) -> None:
     assert shape.answer is not None
     for name, rows in zip((TRAIN_FILE, HELDOUT_FILE), splits, strict=True):
         lines = []
-        for row in rows:
+        for row in rows:  # the question reads back as format_row wrote it: "What is 23 + 18?"
             a, op, b = row["question"].removeprefix("What is ").removesuffix("?").split()
             lines.append(json.dumps({"question": row["question"], "answer": shape.answer((int(a), op, int(b)))}))
         (data_dir / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")

@@ -13,7 +13,8 @@ Phases (nested phases are reported separately and subtracted from their parent's
   select_rows        copying a micro-batch's rows out of the batch
   forward            `forward_micro_batch` (layout + the network's forward, log-probs and entropy)
   loss               the actor's loss function on the forward's outputs (with recording the log-probs)
-  backward           `backward_micro_batches` less its forward, loss and select_rows: `loss.backward()`
+  backward           `backward_micro_batches` less its forward, loss and select_rows: `loss.backward()` (and
+                     the on-policy update's copy of the forward's log-probs and entropy into the batch)
   grad_all_reduce    `all_reduce_gradients` (the replicas' gradient sum, waiting for the slower rank included)
   grad_norm_clip     the global gradient norm and clipping
   optimizer          `apply_gradients` less the norm: AdamW's step and zero_grad
