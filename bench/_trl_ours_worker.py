@@ -36,6 +36,7 @@ def recipe_overrides(args: argparse.Namespace) -> list[str]:
         f"data.seed={args.seed}",
         f"batch.prompts_per_step={args.prompts}",
         f"batch.samples_per_prompt={args.samples}",
+        f"data.max_response_length={args.max_new_tokens}",
         f"rollout.max_new_tokens={args.max_new_tokens}",
         "rollout.temperature=1.0",
         "algorithm.kl.mode=none",
@@ -79,6 +80,17 @@ def window_report(seconds: float, steps: list[dict[str, float]], step_seconds: l
     }
 
 
+def phases_runtime_env(folder: Path) -> dict[str, Any]:
+    """Ray's runtime_env that times update_actor's phases in every worker (`_update_actor_phases`)."""
+    from _update_actor_phases import CPROFILE_ENV, DIR_ENV
+
+    folder.mkdir(parents=True, exist_ok=True)
+    bench = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(p for p in (bench, os.environ.get("PYTHONPATH", "")) if p)
+    env = {DIR_ENV: str(folder.resolve()), CPROFILE_ENV: os.environ.get(CPROFILE_ENV, "0"), "PYTHONPATH": path}
+    return {"env_vars": env, "worker_process_setup_hook": "_update_actor_phases.install"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True, help="HF model folder with its tokenizer")
@@ -91,6 +103,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, required=True)
     parser.add_argument("--max-steps", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--phases-dir", type=Path, default=None, help="time update_actor's phases into this folder")
     args = parser.parse_args()
     protocol = claim_stdout()
 
@@ -106,7 +119,12 @@ def main() -> None:
     # A Ray instance of this process's own (what the session starts when none is running), so that the workers
     # of each slot setting never join another process's cluster.
     os.environ.setdefault("RAY_worker_niceness", "0")  # as the Trainer does when it starts Ray itself
-    ray.init(address="local", num_cpus=max(args.slots, os.cpu_count() or 1), include_dashboard=False)
+    ray.init(
+        address="local",
+        num_cpus=max(args.slots, os.cpu_count() or 1),
+        include_dashboard=False,
+        runtime_env=None if args.phases_dir is None else phases_runtime_env(args.phases_dir),
+    )
     try:
         with Trainer(config, MathTaskFactory(config.task, str(config.tokenizer_path))).session() as run:
             send(protocol, {"ready": {"slots": args.slots, "ray": ray.__version__}})

@@ -80,13 +80,13 @@ def ensure_trl_venv(venv: Path, trl_spec: str) -> Path:
     return venv_python(venv)
 
 
-def _cli() -> str:
+def cli_command() -> list[str]:
     """The `rl-recipes` command of the running environment."""
     beside = Path(sys.executable).parent / "rl-recipes"
     found = str(beside) if beside.is_file() else shutil.which("rl-recipes")
     if found is None:
         raise SystemExit("no `rl-recipes` command in this environment; install packages/rl-recipes first")
-    return found
+    return [found]
 
 
 def ensure_sft(sft_dir: Path) -> Path:
@@ -98,7 +98,7 @@ def ensure_sft(sft_dir: Path) -> Path:
         return model
     logger.info("SFT model: running `rl-recipes sft output_dir=%s` (about a minute on 2 free cores)", sft_dir)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    subprocess.run([_cli(), "sft", f"output_dir={sft_dir}"], check=True, env=env)
+    subprocess.run([*cli_command(), "sft", f"output_dir={sft_dir}"], check=True, env=env)
     return model
 
 

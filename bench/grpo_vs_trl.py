@@ -30,7 +30,12 @@ run's back-to-back steps see. A window's samples/s is the completions generated 
 tokens/s the completion tokens generated (through the eos token, on both sides; counted by TRL's reward function,
 and from our step metrics); the figures are medians over the windows.
 
-Last line: RESULT grpo_vs_trl samples_per_s=<ours, first --slots> ratio=<ours / fastest trl> goal=2.0 met|missed
+`--shape NAME` picks the model and response length (`_trl_shapes`): `default` (the embedded default above, unchanged)
+or a shape of another model family, size and answer format, warm-started by `rl-recipes sft` on its own rows;
+`--shape all` runs every shape in turn (each with its own workers) and reports each.
+
+Last line: RESULT grpo_vs_trl samples_per_s=<ours, first --slots> ratio=<ours / fastest trl> goal=2.0 met|missed,
+for the shape with the lowest ratio when several run (its name in `shape=`).
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from _trl_protocol import WorkerProcess
-from _trl_setup import TRAIN_FILE, ensure_sft, ensure_trl_venv, write_prompt_rows
+from _trl_setup import TRAIN_FILE, ensure_trl_venv, write_prompt_rows
+from _trl_shapes import ALL_SHAPES, DEFAULT_SHAPE, SHAPES, Shape, ensure_shape_sft, shape_names
 
 GOAL_RATIO = 2.0
 BENCH = Path(__file__).resolve().parent
@@ -72,7 +78,17 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--windows", type=int, default=5, help="measured windows per side (after one warm-up)")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
     parser.add_argument("--samples", type=int, default=8, help="completions per prompt")
-    parser.add_argument("--max-new-tokens", type=int, default=24, help="completion length (the embedded default's)")
+    parser.add_argument(
+        "--shape",
+        choices=[*SHAPES, ALL_SHAPES],
+        default=DEFAULT_SHAPE,
+        help="model and response length: "
+        + "; ".join(f"{name}: {shape.description}" for name, shape in SHAPES.items())
+        + f"; {ALL_SHAPES}: each in turn",
+    )
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None, help="completion length (default: the shape's; 24 for default)"
+    )
     parser.add_argument("--lr", type=float, default=STATIONARY_LR, help="learning rate (both sides)")
     parser.add_argument("--slots", type=int, nargs="+", default=[2, 1], help="our placement.slots settings to run")
     parser.add_argument(
@@ -91,6 +107,13 @@ def _parse() -> argparse.Namespace:
         "(placement.retain_host_memory); each with every --trl-threads setting",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--phases-dir",
+        type=Path,
+        default=None,
+        help="time our update_actor's phases into DIR/<shape>/ours-<slots>slot (`_update_actor_phases`; "
+        "UPDATE_ACTOR_CPROFILE=1 adds cProfile): a profiling run, not a measurement",
+    )
     parser.add_argument("--trl-version", default="1.16.*")
     parser.add_argument("--venv", type=Path, default=BENCH / ".venvs" / "trl", help="TRL's venv (made if missing)")
     parser.add_argument(
@@ -102,11 +125,11 @@ def _parse() -> argparse.Namespace:
     return args
 
 
-def _shared(args: argparse.Namespace) -> list[str]:
+def _shared(args: argparse.Namespace, shape: Shape) -> list[str]:
     return [
         f"--prompts={args.prompts}",
         f"--samples={args.samples}",
-        f"--max-new-tokens={args.max_new_tokens}",
+        f"--max-new-tokens={args.max_new_tokens or shape.max_new_tokens}",
         f"--lr={args.lr}",
         f"--max-steps={(args.windows + 1) * args.steps}",
         f"--seed={args.seed}",
@@ -122,8 +145,10 @@ def _trl_name(threads: int, malloc: str) -> str:
     return name if malloc == MALLOC_DEFAULT else f"{name}-{malloc}"
 
 
-def _start_workers(args: argparse.Namespace, trl_python: Path, model: Path, train_file: Path) -> dict[str, Any]:
-    prompts_file = args.work_dir / PROMPTS_FILE
+def _start_workers(
+    args: argparse.Namespace, shape: Shape, trl_python: Path, model: Path, train_file: Path, run_dir: Path
+) -> dict[str, Any]:
+    prompts_file = run_dir / PROMPTS_FILE
     rows = write_prompt_rows(model, train_file, prompts_file)
     print(f"prompts: {rows} training rows from {train_file}")
     workers = {}
@@ -131,7 +156,7 @@ def _start_workers(args: argparse.Namespace, trl_python: Path, model: Path, trai
         name = _trl_name(threads, malloc)
         command = [str(trl_python), str(BENCH / "_trl_worker.py"), f"--model={model}", f"--prompts-file={prompts_file}"]
         command += [f"--threads={threads}", *(["--retain-host-memory"] if malloc == MALLOC_RETAIN else [])]
-        workers[name] = WorkerProcess(name, [*command, *_shared(args)], args.work_dir / f"{name}.log")
+        workers[name] = WorkerProcess(name, [*command, *_shared(args, shape)], run_dir / f"{name}.log")
     for slots in args.slots:
         name = f"ours-{slots}slot"
         command = [
@@ -139,10 +164,12 @@ def _start_workers(args: argparse.Namespace, trl_python: Path, model: Path, trai
             str(BENCH / "_trl_ours_worker.py"),
             f"--model={model}",
             f"--train-file={train_file}",
-            f"--output-dir={args.work_dir / name}",
+            f"--output-dir={run_dir / name}",
             f"--slots={slots}",
         ]
-        workers[name] = WorkerProcess(name, [*command, *_shared(args)], args.work_dir / f"{name}.log")
+        if args.phases_dir is not None:
+            command.append(f"--phases-dir={args.phases_dir.resolve() / shape.name / name}")
+        workers[name] = WorkerProcess(name, [*command, *_shared(args, shape)], run_dir / f"{name}.log")
     return workers
 
 
@@ -178,15 +205,14 @@ def _print_side(name: str, ready: dict[str, Any], reports: list[dict[str, Any]],
     return summary
 
 
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    args = _parse()
-    args.work_dir = args.work_dir.resolve()
-    args.work_dir.mkdir(parents=True, exist_ok=True)
-    trl_python = ensure_trl_venv(args.venv.resolve(), args.trl_version)
-    model = ensure_sft(args.work_dir / "sft")
+def _measure(args: argparse.Namespace, shape: Shape, trl_python: Path) -> tuple[float, float]:
+    """Run `shape`'s sides in alternating windows and print their figures; returns (ours samples/s, ratio)."""
+    model = ensure_shape_sft(shape, args.work_dir, args.seed)
     train_file = model.parent / "data" / TRAIN_FILE
-    workers = _start_workers(args, trl_python, model, train_file)
+    run_dir = args.work_dir if shape.name == DEFAULT_SHAPE else args.work_dir / shape.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    print(f"\n=== shape {shape.name}: {shape.description}")
+    workers = _start_workers(args, shape, trl_python, model, train_file, run_dir)
     try:
         ready = {name: worker.ready(STARTUP_TIMEOUT_S) for name, worker in workers.items()}
         for name, worker in workers.items():
@@ -203,8 +229,9 @@ def main() -> None:
             worker.close()
     expected = args.prompts * args.samples
     print(
-        f"\n{args.prompts} prompts x {args.samples} completions per step, <= {args.max_new_tokens} new tokens, "
-        f"lr {args.lr}, fp32 CPU; {args.windows} windows of {args.steps} steps each, alternating; medians"
+        f"\nshape {shape.name}: {args.prompts} prompts x {args.samples} completions per step, "
+        f"<= {args.max_new_tokens or shape.max_new_tokens} new tokens, lr {args.lr}, fp32 CPU; "
+        f"{args.windows} windows of {args.steps} steps each, alternating; medians"
     )
     summaries = {name: _print_side(name, ready[name], reports[name], expected) for name in workers}
     trl_names = [_trl_name(threads, malloc) for threads, malloc in _trl_settings(args)]
@@ -219,9 +246,29 @@ def main() -> None:
                 )
     primary = summaries[f"ours-{args.slots[0]}slot"]["samples_per_s"]
     ratio = primary / summaries[baseline]["samples_per_s"]
+    print(
+        f"shape {shape.name}: ratio {ratio:.3f} against the fastest TRL setting ({baseline}), ours at "
+        f"placement.slots={args.slots[0]}"
+    )
+    return primary, ratio
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = _parse()
+    args.work_dir = args.work_dir.resolve()
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    trl_python = ensure_trl_venv(args.venv.resolve(), args.trl_version)
+    results = {name: _measure(args, SHAPES[name], trl_python) for name in shape_names(args.shape)}
+    if len(results) > 1:
+        print("\nper shape (ours samples/s, ratio against the fastest TRL setting):")
+        for name, (samples, ratio) in results.items():
+            print(f"  {name:<14} {samples:8.1f}  {ratio:.3f}  {'met' if ratio >= GOAL_RATIO else 'missed'}")
+    worst = min(results, key=lambda name: results[name][1])
+    primary, ratio = results[worst]
     verdict = "met" if ratio >= GOAL_RATIO else "missed"
-    print(f"ratio against the fastest TRL setting ({baseline}), ours at placement.slots={args.slots[0]}")
-    print(f"RESULT grpo_vs_trl samples_per_s={primary:.1f} ratio={ratio:.3f} goal={GOAL_RATIO} {verdict}")
+    shape = f" shape={worst}" if len(results) > 1 else ""
+    print(f"RESULT grpo_vs_trl samples_per_s={primary:.1f} ratio={ratio:.3f} goal={GOAL_RATIO}{shape} {verdict}")
 
 
 if __name__ == "__main__":
