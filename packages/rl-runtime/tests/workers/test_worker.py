@@ -38,10 +38,14 @@ COORDINATOR_TIMEOUT_S = 30.0
 
 
 @pytest.fixture(scope="module")
-def coordinator(ray_runtime: None) -> Any:
+def coordinator(ray_runtime: None) -> Iterator[Any]:
+    import ray
+
     from rl_coordinator.coordinator import start_coordinator
 
-    return start_coordinator()
+    handle = start_coordinator()
+    yield handle
+    ray.kill(handle)  # the module leaves the shared Ray runtime as it found it
 
 
 @contextmanager
