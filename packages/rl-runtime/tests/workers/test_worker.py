@@ -153,7 +153,8 @@ def test_a_rank_failing_to_build_is_reported_while_another_still_waits(ray_runti
         WorkerStartError, match=r"(?s)worker rank 1 failed to start: .*RuntimeError: rank 1 could not load its model"
     ):
         start_workers(placement, resources_factory=rank_1_fails_while_rank_0_waits, ready_timeout_s=STUCK_S)
-    assert time.monotonic() - start < TIMEOUT_S
+    # Reported while rank 0 still sleeps (it sleeps STUCK_S after its process started), however slow the start.
+    assert time.monotonic() - start < STUCK_S
 
 
 READY_TIMEOUT_S = 2.0
