@@ -35,6 +35,9 @@ WIDTH = 65_536  # 4 samples x 64 Ki float32 = 1 MiB of values per producer rank 
 DRIVER_BYTES_BOUND = 4_096  # metric dicts of two ranks; one batch is 1 MiB
 TIMEOUT_S = 60.0
 COORDINATOR_TIMEOUT_S = 30.0
+READY_BOUND_S = 600.0
+"""How long starting the workers may take: a bound for a failing run only. Ray starts them at niceness 15, and
+with both cores busy at normal priority starting two took over 120 s here."""
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,11 @@ def _workers(graph: TaskGraph, slots: int, coordinator: Any = None, **kwargs: An
 
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=slots)).schedule(graph)
     workers = start_workers(
-        placement, coordinator=coordinator, coordinator_timeout_s=COORDINATOR_TIMEOUT_S, ready_timeout_s=120, **kwargs
+        placement,
+        coordinator=coordinator,
+        coordinator_timeout_s=COORDINATOR_TIMEOUT_S,
+        ready_timeout_s=READY_BOUND_S,
+        **kwargs,
     )
     try:
         yield workers
