@@ -9,6 +9,10 @@ import pytest
 from rl_engines.rollout import HFEngine, HFEngineConfig
 from rl_engines.testing import ConformanceModels
 
+WAIT_S = 30.0
+"""The fixture engine's admission and drain bounds: waits that end when another call finishes, so only a failing
+run reaches them (5 s was a margin a loaded machine could eat); tests of the timeouts build their own engine."""
+
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> ConformanceModels:
@@ -21,8 +25,8 @@ def engine(models: ConformanceModels) -> Iterator[HFEngine]:
         model_path=str(models.v1_dir),
         initial_version=1,
         prefill_cache_size=2,
-        admission_timeout_s=5.0,
-        drain_timeout_s=5.0,
+        admission_timeout_s=WAIT_S,
+        drain_timeout_s=WAIT_S,
         seed=0,
     )
     engine = HFEngine.from_config(config)

@@ -17,9 +17,11 @@ from rl_engines.rollout import (
 )
 
 SHORT = 0.2
+HOLD_S = 60.0  # how long the exclusive holder waits for leave(); set as soon as the test has looked
+EVENT_S = 30.0  # a bound on a wait that should end now (a thread, an admission); only a failing run waits it out
 
 
-def _gate(timeout: float = 2.0) -> RequestGate:
+def _gate(timeout: float = EVENT_S) -> RequestGate:
     return RequestGate(admission_timeout_s=timeout, drain_timeout_s=timeout, initial_version=1)
 
 
@@ -44,7 +46,7 @@ def test_admission_waits_for_resume() -> None:
     time.sleep(SHORT)
     assert thread.is_alive()
     gate.resume()
-    thread.join(2)
+    thread.join(EVENT_S)
     assert result["value"].rids == {"a"}
 
 
@@ -79,25 +81,25 @@ def test_pause_keep_parks_until_resume_and_abort_mode_aborts() -> None:
     ticket = gate.admit(["a"])
     parked, result = _in_thread(lambda: [gate.checkpoint(ticket) for _ in range(3)])
     time.sleep(SHORT)  # the loop has spun through checkpoints freely
-    parked.join(2)
+    parked.join(EVENT_S)
     assert result["value"] == [frozenset()] * 3
     pauser, _ = _in_thread(gate.pause, "keep")
     time.sleep(SHORT)
     assert pauser.is_alive()  # waits for the running ticket to reach a checkpoint
     loop, loop_result = _in_thread(gate.checkpoint, ticket)
-    pauser.join(2)
+    pauser.join(EVENT_S)
     assert not pauser.is_alive() and loop.is_alive() and gate.status().state == "paused"
     gate.resume()
-    loop.join(2)
+    loop.join(EVENT_S)
     assert loop_result["value"] == frozenset()
     keep, _ = _in_thread(gate.pause, "keep")  # parks again...
     loop, loop_result = _in_thread(gate.checkpoint, ticket)
-    keep.join(2)
+    keep.join(EVENT_S)
     abort, _ = _in_thread(gate.pause, "abort")  # ...and an abort pause ends the parked ticket
-    loop.join(2)
+    loop.join(EVENT_S)
     assert loop_result["value"] is None
     gate.release(ticket)
-    abort.join(2)
+    abort.join(EVENT_S)
     assert not abort.is_alive()
 
 
@@ -123,16 +125,16 @@ def test_exclusive_drains_blocks_admission_and_times_out() -> None:
     def hold() -> None:
         with gate.exclusive():
             entered.set()
-            leave.wait(2)
+            leave.wait(HOLD_S)
 
     holder = threading.Thread(target=hold)
     holder.start()
     assert not entered.wait(SHORT)  # waits for the in-flight ticket
     gate.release(ticket)
-    assert entered.wait(2)
+    assert entered.wait(EVENT_S)
     waiter, result = _in_thread(gate.admit, ["c"])
     time.sleep(SHORT)
     assert waiter.is_alive() and gate.status().in_flight == 0
     leave.set()
-    waiter.join(2)
+    waiter.join(EVENT_S)
     assert result["value"].rids == {"c"}

@@ -122,7 +122,10 @@ def test_engine_calls_run_on_workers_unless_inline() -> None:
 def test_an_inline_call_past_its_bound_is_reported_when_it_returns() -> None:
     engine = RecordingEngine(hang_s=0.3)
     sync = WeightSync([engine], ReferenceTransport(), WeightSyncConfig(timeout_s=0.2, inline_calls=True))
-    with pytest.raises(SyncTimeoutError, match=r"update_weights_from_tensors on engine 0 returned after 0.3 s, past"):
+    with pytest.raises(
+        SyncTimeoutError,
+        match=r"update_weights_from_tensors on engine 0 returned after \d+\.\d s, past its 0.2 s bound",
+    ):
         sync.sync(_buckets(), 1)
     assert engine.calls[-1] == "resume"
 

@@ -27,6 +27,16 @@ def test_train_help_lists_config_fields_with_defaults_and_docs(capsys: pytest.Ca
     assert "critic.model.path = null" in out and "algorithm.value_clip = 0.5" in out
     assert "task.reward = 'gsm8k_exact_match'" in out
     assert "warm_start:" in out
+    assert "e.g. actor.optimizer.lr=1e-6" in out
+
+
+def test_sft_help_gives_an_override_of_its_own_flat_config(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sft", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "e.g. lr=1e-3" in out and "actor." not in out
+    assert "lr = 0.003" in out
 
 
 def test_a_bad_override_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str]) -> None:

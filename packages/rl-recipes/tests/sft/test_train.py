@@ -147,29 +147,32 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _run_two_ranks(tmp_path: Path, batch_size: int) -> list[tuple[int, str, Any, Any]]:
+def _run_two_ranks(runs: list[tuple[Path, int]]) -> list[list[tuple[int, str, Any, Any]]]:
+    """Two spawned ranks of one gloo group run `run_sft` once per (folder, batch size) of `runs`, in order (one
+    pair of processes for all: each spawn re-imports torch and transformers); each run's outcomes, by rank."""
     context = mp.get_context("spawn")
     queue = context.Queue()
     port = _free_port()
-    processes = [
-        context.Process(target=rank_main, args=(rank, 2, port, str(tmp_path), batch_size, queue, TINY))
-        for rank in range(2)
-    ]
+    plan = [(str(folder), batch_size) for folder, batch_size in runs]
+    processes = [context.Process(target=rank_main, args=(rank, 2, port, plan, queue, TINY)) for rank in range(2)]
     for process in processes:
         process.start()
-    outcomes = sorted(queue.get(timeout=300) for _ in processes)
+    outcomes = sorted(queue.get(timeout=300) for _ in range(len(processes) * len(runs)))
     for process in processes:
         process.join(timeout=60)
-    return outcomes
+    by_run: list[list[tuple[int, str, Any, Any]]] = [[] for _ in runs]
+    for rank, index, status, value, accuracy in outcomes:
+        by_run[index].append((rank, status, value, accuracy))
+    return by_run
 
 
 @pytest.mark.slow
 def test_two_ranks_train_the_same_model_and_reject_an_uneven_batch(tmp_path: Path) -> None:
-    (_, status0, losses0, accuracy0), (_, status1, losses1, accuracy1) = _run_two_ranks(tmp_path / "a", 4)
+    trained, outcomes = _run_two_ranks([(tmp_path / "a", 4), (tmp_path / "b", 3)])
+    (_, status0, losses0, accuracy0), (_, status1, losses1, accuracy1) = trained
     assert (status0, status1) == ("ok", "ok")
     assert losses0 == losses1 and accuracy0 == accuracy1  # the global loss and rank 0's evaluation, on every rank
     assert len(losses0) == 3 and 0.0 <= accuracy0 <= 1.0
     assert len((tmp_path / "a" / "data" / "heldout.jsonl").read_text().splitlines()) == DEFAULT_HELDOUT_SIZE
-    outcomes = _run_two_ranks(tmp_path / "b", 3)
     assert [status for _, status, _, _ in outcomes] == ["error", "error"]
     assert "SFTConfig.batch_size=3 does not divide over 2 ranks; use a multiple of 2" in outcomes[0][2]

@@ -46,6 +46,9 @@ ADVANTAGE_OFFSET = 0.5
 """Sample u's advantages are u + 0.5 on its response tokens: computed before balancing, they must travel with it."""
 TIMEOUT_S = 60.0
 COORDINATOR_TIMEOUT_S = 30.0
+READY_BOUND_S = 600.0
+"""How long starting the workers may take: a bound for a failing run only. Ray starts them at niceness 15, and
+with both cores busy at normal priority starting two took over 120 s here."""
 SEQLEN_NAMES = ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")
 
 # Step 0: two long samples on rank 0, two short on rank 1. Of the three ways to pair them up, only
@@ -162,7 +165,7 @@ def _workers(graph: TaskGraph, coordinator: Any) -> Iterator[list[Any]]:
 
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=2)).schedule(graph)
     workers = start_workers(
-        placement, coordinator=coordinator, coordinator_timeout_s=COORDINATOR_TIMEOUT_S, ready_timeout_s=120
+        placement, coordinator=coordinator, coordinator_timeout_s=COORDINATOR_TIMEOUT_S, ready_timeout_s=READY_BOUND_S
     )
     try:
         yield workers

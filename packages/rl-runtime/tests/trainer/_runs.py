@@ -41,8 +41,11 @@ def actor_weights(checkpoint: Path, scratch: Path) -> dict[str, torch.Tensor]:
     }
 
 
-def run_and_kill_after(folder: Path, step: int, placement: Mapping[str, Any] | None = None) -> None:
-    """Start a 4-step run in its own process group and SIGKILL it once checkpoint `step` is committed."""
+def run_and_kill_after(
+    folder: Path, step: int, placement: Mapping[str, Any] | None = None, trainer: Mapping[str, Any] | None = None
+) -> None:
+    """Start a 4-step run in its own process group and SIGKILL it once checkpoint `step` is committed; `trainer`
+    adds to the config's trainer section."""
     script = textwrap.dedent(
         f"""
         import sys
@@ -51,7 +54,8 @@ def run_and_kill_after(folder: Path, step: int, placement: Mapping[str, Any] | N
         from pathlib import Path
         from rl_runtime.trainer import Trainer
         placement = {dict(placement or {})!r}
-        config = tiny_config(Path({str(folder)!r}), placement=placement, total_steps=4, checkpoint_every=1)
+        trainer = {{"total_steps": 4, "checkpoint_every": 1, **{dict(trainer or {})!r}}}
+        config = tiny_config(Path({str(folder)!r}), placement=placement, **trainer)
         Trainer(config, TokenTask).fit()
         """
     )

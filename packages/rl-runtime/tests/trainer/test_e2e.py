@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rl_runtime.metrics import read_metrics_jsonl
-from rl_runtime.trainer import DRIVER_BYTES_METRIC, Trainer, checkpoint_root, complete_checkpoints
+from rl_runtime.trainer import DRIVER_BYTES_METRIC, Trainer, TrainResult, checkpoint_root, complete_checkpoints
 
 from ._runs import actor_weights, deterministic, run_and_kill_after
 from ._task import TokenTask, tiny_config
@@ -66,12 +66,21 @@ def test_ddp_replicas_train_as_fsdp_shards_do(tmp_path: Path, ray_runtime: None)
         torch.testing.assert_close(weights[name], tensor, atol=DDP_TOLERANCE, rtol=DDP_TOLERANCE, msg=name)
 
 
-def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: Path, ray_runtime: None) -> None:
-    straight = Trainer(tiny_config(tmp_path / "straight", total_steps=4, checkpoint_every=1), TokenTask).fit()
+STRAIGHT = {"total_steps": 4, "checkpoint_every": 1, "validate_every": 4}
+"""The uninterrupted 4-step run both tests below compare against: a checkpoint after every step (the killed run
+resumes from one), a validation after the last (the steps-per-call run validates there too)."""
 
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory: pytest.TempPathFactory, ray_runtime: None) -> TrainResult:
+    """One STRAIGHT run for the module: the resume and the steps-per-call tests each ran an identical one."""
+    return Trainer(tiny_config(tmp_path_factory.mktemp("straight"), **STRAIGHT), TokenTask).fit()
+
+
+def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: Path, straight: TrainResult) -> None:
     resumed_dir = tmp_path / "resumed"
-    run_and_kill_after(resumed_dir, step=2)
-    resumed = Trainer(tiny_config(resumed_dir, total_steps=4, checkpoint_every=1), TokenTask).fit()
+    run_and_kill_after(resumed_dir, step=2, trainer=STRAIGHT)
+    resumed = Trainer(tiny_config(resumed_dir, **STRAIGHT), TokenTask).fit()
 
     assert resumed.start_step >= 2
     tail = len(resumed.history)
@@ -84,8 +93,8 @@ def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: P
         assert torch.equal(weights[name], tensor), name
 
 
-def test_several_steps_per_call_train_exactly_as_one_per_call(tmp_path: Path, ray_runtime: None) -> None:
-    single = Trainer(tiny_config(tmp_path / "single", total_steps=4, validate_every=4), TokenTask).fit()
+def test_several_steps_per_call_train_exactly_as_one_per_call(tmp_path: Path, straight: TrainResult) -> None:
+    single = straight  # one step per call
     config = tiny_config(tmp_path / "chunked", total_steps=4, validate_every=4, checkpoint_every=3, steps_per_call=4)
     chunked = Trainer(config, TokenTask).fit()  # calls of 3 steps (cut at the checkpoint), then 1
 

@@ -23,11 +23,9 @@ def _fields_epilog(cls: type) -> str:
     return "config fields (set any with key=value; defaults shown):\n  " + "\n  ".join(describe_fields(cls))
 
 
-def _config_arguments(parser: argparse.ArgumentParser) -> None:
+def _config_arguments(parser: argparse.ArgumentParser, example: str) -> None:
     parser.add_argument("--config", help="a YAML config file (default: the packaged embedded default)")
-    parser.add_argument(
-        "overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. actor.optimizer.lr=1e-6"
-    )
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help=f"dotted overrides, e.g. {example}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,13 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
         "train", help="run an RL recipe", epilog=_fields_epilog(RecipeConfig), formatter_class=formatter
     )
     train.add_argument("recipe", choices=sorted(RECIPES), help="which recipe")
-    _config_arguments(train)
+    _config_arguments(train, "actor.optimizer.lr=1e-6")
     train.set_defaults(run=_commands.train)
 
     sft = commands.add_parser(
         "sft", help="supervised warm start", epilog=_fields_epilog(SFTConfig), formatter_class=formatter
     )
-    _config_arguments(sft)
+    _config_arguments(sft, "lr=1e-3")
     sft.set_defaults(run=_commands.sft)
 
     evaluate = commands.add_parser("eval", help="score a model folder on a GSM8K-format file")
