@@ -31,26 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = Path("packages/rl-core/src/rl_core/schema.py")
 PRAGMA = "# not-a-sample-field:"
 
-# Files other engineers are rewriting on issue 21 while this check landed; each still holds field-name literals.
-# Migrate a file to the schema constants, then delete its line here (the check fails on a listed file that holds
-# none, so this list only shrinks).
-PENDING_MIGRATION: frozenset[str] = frozenset(
-    {
-        "packages/rl-engines/src/rl_engines/training/_engine.py",
-        "packages/rl-engines/src/rl_engines/training/_micro_batches.py",
-        "packages/rl-runtime/src/rl_runtime/roles/_actor.py",
-        "packages/rl-runtime/src/rl_runtime/roles/_critic.py",
-        "packages/rl-runtime/src/rl_runtime/nodes/_advantage.py",
-        "packages/rl-runtime/src/rl_runtime/nodes/_dynamic_sampling.py",
-        "packages/rl-runtime/src/rl_runtime/nodes/_log_probs.py",
-        "packages/rl-runtime/src/rl_runtime/nodes/_rebalance.py",
-        "packages/rl-runtime/src/rl_runtime/nodes/_reward.py",
-        "packages/rl-runtime/src/rl_runtime/nodes/_rollout_batch.py",
-        "packages/rl-runtime/src/rl_runtime/nodes/_train.py",
-        "packages/rl-runtime/src/rl_runtime/trainer/_worker_state.py",
-    }
-)
-
 
 def field_names(schema_source: str) -> frozenset[str]:
     """The sample field names: the string values of schema.py's module-level UPPER_CASE assignments."""
@@ -113,7 +93,7 @@ def findings(source: str, names: frozenset[str]) -> Iterator[tuple[int, int, str
 
 
 def check(root: Path) -> list[str]:
-    """One message per finding (and per stale PENDING_MIGRATION entry) under root/packages/*/src."""
+    """One message per finding under root/packages/*/src."""
     names = field_names((root / SCHEMA).read_text())
     if not names:
         return [f"{SCHEMA}: no field names found (module-level NAME = 'literal' assignments)"]
@@ -122,22 +102,12 @@ def check(root: Path) -> list[str]:
         relative = path.relative_to(root).as_posix()
         if relative == SCHEMA.as_posix():
             continue
-        found = list(findings(path.read_text(), names))
-        if relative in PENDING_MIGRATION:
-            if not found:
-                messages.append(
-                    f"{relative}: holds no sample field literal any more; remove it from PENDING_MIGRATION in "
-                    f"tools/check_sample_fields.py"
-                )
-            continue
+        found = findings(path.read_text(), names)
         messages += [
             f"{relative}:{line}:{col}: string literal {name!r} is a sample field name; use rl_core.schema."
             f"{name.upper()} (or end the line with '{PRAGMA} <reason>' if it names something else)"
             for line, col, name in found
         ]
-    for pending in sorted(PENDING_MIGRATION):
-        if not (root / pending).is_file():
-            messages.append(f"{pending}: listed in PENDING_MIGRATION but missing; remove it from the list")
     return messages
 
 

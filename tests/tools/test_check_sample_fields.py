@@ -1,4 +1,4 @@
-"""tools/check_sample_fields.py: what counts as a sample-field literal, the pending list, and the real tree."""
+"""tools/check_sample_fields.py: what counts as a sample-field literal, and the real tree."""
 
 from __future__ import annotations
 
@@ -86,8 +86,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-def test_check_reports_path_line_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checker, "PENDING_MIGRATION", frozenset())
+def test_check_reports_path_line_and_the_fix(tmp_path: Path) -> None:
     root = _tree(
         tmp_path, {"packages/rl-x/src/rl_x/_a.py": 'k = "uid"\n', "packages/rl-x/tests/test_a.py": 'k = "uid"\n'}
     )
@@ -95,21 +94,6 @@ def test_check_reports_path_line_and_the_fix(tmp_path: Path, monkeypatch: pytest
     assert message.startswith("packages/rl-x/src/rl_x/_a.py:1:4: string literal 'uid' is a sample field name")
     assert "rl_core.schema.UID" in message
     assert checker.main(["check", str(root)]) == 1
-
-
-def test_pending_files_are_skipped_until_clean_then_must_leave_the_list(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pending = "packages/rl-x/src/rl_x/_b.py"
-    monkeypatch.setattr(checker, "PENDING_MIGRATION", frozenset({pending}))
-    root = _tree(tmp_path, {pending: 'k = "uid"\n'})
-    assert checker.check(root) == []
-    (root / pending).write_text("from rl_core.schema import UID\nk = UID\n")
-    (message,) = checker.check(root)
-    assert "remove it from PENDING_MIGRATION" in message
-    (root / pending).unlink()
-    (message,) = checker.check(root)
-    assert "missing" in message
 
 
 def test_the_repository_is_clean() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from rl_core.losses import LossNormalizer
+from rl_core.schema import INPUT_IDS, RESPONSE_MASK, VALUES
 from rl_engines._attention import SDPA, full_attention_only
 from rl_engines.training import _checkpoint, _export
 from rl_engines.training._config import TrainEngineConfig
@@ -145,8 +146,8 @@ class FSDPEngine:
         engine's own micro-batches (see `TrainEngine.forward`)."""
         self._require_onloaded("run a forward")
         plan = self._plan(batch)
-        out_device = batch["input_ids"].device
-        shape = tuple(batch["input_ids"].shape)
+        out_device = batch[INPUT_IDS].device
+        shape = tuple(batch[INPUT_IDS].shape)
         merged: dict[str, torch.Tensor] = {}
         self.network.eval()
         with torch.no_grad():
@@ -165,7 +166,7 @@ class FSDPEngine:
                         target = merged.setdefault(name, torch.zeros(shape, dtype=torch.float32, device=out_device))
                         target[index] = value.to(out_device)
         reshard(self.network)
-        return ForwardOutput(merged.get("log_probs"), merged.get("entropy"), merged.get("values"))
+        return ForwardOutput(merged.get("log_probs"), merged.get("entropy"), merged.get(VALUES))
 
     def global_normalizer(self, response_mask: torch.Tensor, *, horizon: float | None = None) -> LossNormalizer:
         """The counts of this rank's `response_mask` `(B, T)` summed over every rank (a collective): what
@@ -191,12 +192,12 @@ class FSDPEngine:
     def _run_step(self, batch: Batch, loss_fn: LossFn, spec: ForwardSpec, *, keep_gradients: bool) -> StepResult:
         optimizer = self._require_optimizer("train")
         self._require_onloaded("train")
-        if "response_mask" not in batch:
+        if RESPONSE_MASK not in batch:
             raise BatchError(
                 f"a training step needs 'response_mask' (B, T) to normalise the loss; the batch has {sorted(batch)}"
             )
         plan = self._plan(batch)
-        normalizer = self.global_normalizer(batch["response_mask"])
+        normalizer = self.global_normalizer(batch[RESPONSE_MASK])
         return train_step(
             self.network,
             optimizer,

@@ -13,6 +13,7 @@ import torch
 
 from rl_core.balancing import min_num_micro_batches
 from rl_core.balancing import plan_micro_batches as balanced_micro_batches
+from rl_core.schema import ATTENTION_MASK, INPUT_IDS
 from rl_engines.training._errors import BatchError, MicroBatchError
 from rl_engines.training._fsdp import ProcessLayout, all_gather_rows, collective_device
 from rl_engines.training._types import Batch
@@ -24,9 +25,9 @@ _SHOWN_LENGTHS = 8
 def sequence_lengths(batch: Batch) -> torch.Tensor:
     """`(B,)` int64 valid tokens per row (`attention_mask` sums; the full width without a mask), after checking
     that every entry of the batch is a tensor sharing `input_ids`' first dim."""
-    if "input_ids" not in batch:
+    if INPUT_IDS not in batch:
         raise BatchError(f"the batch has no 'input_ids'; keys found: {sorted(batch)}")
-    input_ids = batch["input_ids"]
+    input_ids = batch[INPUT_IDS]
     if input_ids.dim() != 2:
         raise BatchError(f"input_ids must be (B, T), got shape {tuple(input_ids.shape)}")
     size = input_ids.shape[0]
@@ -34,9 +35,9 @@ def sequence_lengths(batch: Batch) -> torch.Tensor:
         if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0 or tensor.shape[0] != size:
             found = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
             raise BatchError(f"batch[{key!r}] must be a tensor with the batch's first dim {size}, got {found}")
-    if "attention_mask" not in batch:
+    if ATTENTION_MASK not in batch:
         return torch.full((input_ids.shape[0],), input_ids.shape[1], dtype=torch.int64)
-    return batch["attention_mask"].bool().sum(dim=-1).cpu()
+    return batch[ATTENTION_MASK].bool().sum(dim=-1).cpu()
 
 
 def plan_micro_batches(batch: Batch, max_tokens: int, layout: ProcessLayout) -> list[list[int]]:

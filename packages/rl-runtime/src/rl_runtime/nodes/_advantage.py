@@ -6,13 +6,22 @@ from collections.abc import Mapping
 
 from rl_core.advantages import AdvantageInputs, get_advantage_estimator
 from rl_core.kl import REWARD_KL_METRIC, apply_kl_penalty
+from rl_core.schema import (
+    GROUP_ID,
+    OLD_LOG_PROBS,
+    REF_LOG_PROBS,
+    RESPONSE_MASK,
+    ROLLOUT_LOG_PROBS,
+    TOKEN_LEVEL_SCORES,
+    VALUES,
+)
 from rl_runtime.config import KLMode
 from rl_runtime.metrics import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
-_NEEDS = ("token_level_scores", "response_mask", "group_id")
+_NEEDS = (TOKEN_LEVEL_SCORES, RESPONSE_MASK, GROUP_ID)
 
 
 @register_operation("compute_advantage")
@@ -30,9 +39,9 @@ def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, Step
     batch = data.batch
     metrics: dict[str, float] = {}
     with timed("adv", metrics):
-        rewards = batch["token_level_scores"]
+        rewards = batch[TOKEN_LEVEL_SCORES]
         if algorithm.kl.mode is KLMode.IN_REWARD:
-            if "ref_log_probs" not in batch:
+            if REF_LOG_PROBS not in batch:
                 raise StepDataError(
                     f"algorithm.kl.mode=in_reward needs ref_log_probs before node {ctx.node.id!r}, but the pipeline "
                     "computes them later; use kl.mode=as_loss, or a pipeline with reference_log_prob before "
@@ -45,12 +54,12 @@ def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, Step
                     "whose NodeResources.kl_controller is None; build the workers with rl_runtime.trainer's "
                     "resources factory, or give NodeResources a rl_core.kl controller"
                 )
-            current = batch.get("old_log_probs", batch["rollout_log_probs"])
+            current = batch.get(OLD_LOG_PROBS, batch[ROLLOUT_LOG_PROBS])
             penalty = apply_kl_penalty(
                 rewards,
                 current,
-                batch["ref_log_probs"],
-                batch["response_mask"],
+                batch[REF_LOG_PROBS],
+                batch[RESPONSE_MASK],
                 kl_coef=controller.value,
                 estimator=algorithm.kl.estimator,
             )
@@ -60,9 +69,9 @@ def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, Step
         estimator = get_advantage_estimator(algorithm.adv_estimator)
         advantage_inputs = AdvantageInputs(
             token_level_rewards=rewards,
-            response_mask=batch["response_mask"],
-            group_ids=batch["group_id"],
-            values=batch.get("values"),
+            response_mask=batch[RESPONSE_MASK],
+            group_ids=batch[GROUP_ID],
+            values=batch.get(VALUES),
         )
         output = estimator(advantage_inputs, **algorithm.adv_params)
     return with_fields(data, metrics, token_level_rewards=rewards, advantages=output.advantages, returns=output.returns)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rl_core.schema import GROUP_ID, TOKEN_LEVEL_SCORES
 from rl_core.shaping import dynamic_sampling_mask
 from rl_runtime.nodes._batching import require_fields, single_input
 from rl_runtime.nodes._generate import draw_rollouts, put_rollout_to_sleep
@@ -12,25 +13,25 @@ from rl_runtime.nodes._reward import score_batch
 from rl_runtime.nodes._rollout_batch import concat_samples, select_samples
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
-_NEEDS = ("token_level_scores", "group_id")
+_NEEDS = (TOKEN_LEVEL_SCORES, GROUP_ID)
 
 
 def informative_groups(data: StepData, epsilon: float) -> StepData:
     """The samples of `data` whose group's sequence scores vary by more than `epsilon` (population std)."""
-    scores = data.batch["token_level_scores"].sum(dim=-1)
-    keep = dynamic_sampling_mask(scores, data.batch["group_id"], epsilon=epsilon).keep
+    scores = data.batch[TOKEN_LEVEL_SCORES].sum(dim=-1)
+    keep = dynamic_sampling_mask(scores, data.batch[GROUP_ID], epsilon=epsilon).keep
     return select_samples(data, keep.nonzero().flatten())
 
 
 def first_groups(data: StepData, count: int) -> StepData:
     """The samples of the first `count` groups of `data`, in order of first appearance."""
-    groups = data.batch["group_id"].tolist()
+    groups = data.batch[GROUP_ID].tolist()
     wanted = set(list(dict.fromkeys(groups))[:count])
     return select_samples(data, [row for row, group in enumerate(groups) if group in wanted])
 
 
 def _num_groups(parts: list[StepData]) -> int:
-    return sum(len(set(part.batch["group_id"].tolist())) for part in parts)
+    return sum(len(set(part.batch[GROUP_ID].tolist())) for part in parts)
 
 
 def fill_informative(res: NodeResources, first: StepData, step: int, rank: int, node: str) -> tuple[StepData, int]:

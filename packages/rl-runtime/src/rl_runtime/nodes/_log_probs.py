@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import torch
 
+from rl_core.schema import ATTENTION_MASK, INPUT_IDS, RESPONSE_MASK, ROLLOUT_LOG_PROBS, VALUES
 from rl_engines.training import Batch, ForwardOutput
 from rl_runtime.config import BatchConfig, KLMode, RecomputeOldLogProb, RunConfig
 from rl_runtime.metrics import timed
@@ -13,7 +14,7 @@ from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
-_NEEDS = ("input_ids", "attention_mask", "response_mask")
+_NEEDS = (INPUT_IDS, ATTENTION_MASK, RESPONSE_MASK)
 ROLLOUT_PROBS_DIFF_MEAN = "training/rollout_probs_diff_mean"
 ROLLOUT_PROBS_DIFF_MAX = "training/rollout_probs_diff_max"
 
@@ -52,14 +53,14 @@ def policy_forward_metrics(output: ForwardOutput, batch: Batch) -> dict[str, flo
         batch: the rows it ran on: `response_mask` `(B, T)`, and `rollout_log_probs` `(B, T)` when the rollout
             recorded them.
     """
-    mask = batch["response_mask"].bool()
+    mask = batch[RESPONSE_MASK].bool()
     if not mask.any():
         return {"actor/entropy": 0.0}
     metrics = {"actor/entropy": forward_field(output.entropy, "entropy")[mask].mean().item()}
-    if "rollout_log_probs" in batch:
+    if ROLLOUT_LOG_PROBS in batch:
         # The rollout engine and the trainer must agree on each token's probability; a gap means stale
         # weights, a temperature mismatch or numerics worth a look (verl's training/rollout_probs_diff).
-        gap = (forward_field(output.log_probs, "log_probs").exp() - batch["rollout_log_probs"].exp()).abs()[mask]
+        gap = (forward_field(output.log_probs, "log_probs").exp() - batch[ROLLOUT_LOG_PROBS].exp()).abs()[mask]
         metrics[ROLLOUT_PROBS_DIFF_MEAN] = gap.mean().item()
         metrics[ROLLOUT_PROBS_DIFF_MAX] = gap.max().item()
     return metrics
@@ -109,6 +110,6 @@ def compute_value(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData
         raise StepDataError(f"node {ctx.node.id!r} computes values but the run has no critic; add a critic section")
     require_fields(data, _NEEDS, ctx.node.id)
     metrics: dict[str, float] = {}
-    with timed("values", metrics):
+    with timed(VALUES, metrics):
         values = res.critic.compute_values(data.batch)
     return with_fields(data, metrics, values=values)

@@ -12,6 +12,7 @@ from rl_coordinator import CoordinatorInputError
 from rl_coordinator.coordinator import ReadRequest, StepSpec
 from rl_core import nearest_name
 from rl_core.graph import GraphError, Node, NodeRole, TaskGraph
+from rl_core.schema import ATTENTION_MASK, GROUP_ID, PROMPT_LEN, RESPONSE_LEN, UID
 from rl_runtime.config import RankBalancing
 from rl_runtime.nodes._batching import require_fields, single_input
 from rl_runtime.nodes._rollout_batch import PAD_ID, select_samples
@@ -39,8 +40,8 @@ WORKLOAD_PARAM = "workload"
 METHOD_PARAM = "method"
 """Node parameter: the partition method, a name in rl_core.balancing.PARTITION_METHODS."""
 _DEFAULTS: Mapping[str, object] = {KEEP_GROUPS_PARAM: False, WORKLOAD_PARAM: "tokens", METHOD_PARAM: "karmarkar_karp"}
-_NEEDS = ("uid", "prompt_len", "response_len")
-_GROUP_NEEDS = ("group_id",)
+_NEEDS = (UID, PROMPT_LEN, RESPONSE_LEN)
+_GROUP_NEEDS = (GROUP_ID,)
 _SEQLEN = "global_seqlen"
 """verl's prefix of the balance metrics (see rl_runtime.metrics.global_seqlen_metrics)."""
 
@@ -145,7 +146,7 @@ def trim_padding(data: StepData) -> StepData:
 
     Fields whose dim 1 has `attention_mask`'s width are token-aligned (right-padded rows); others are kept whole.
     """
-    mask = data.batch.get("attention_mask")
+    mask = data.batch.get(ATTENTION_MASK)
     if mask is None or mask.dim() != 2 or not mask.any():
         return data
     width = mask.shape[1]
@@ -216,6 +217,6 @@ def rebalance(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
             f"rank must hold {data.num_samples} samples" + (", in whole groups of one size" if keep_groups else "")
         ) from exc
     balanced = trim_padding(stack_samples(pad_samples(samples)))
-    ordered = select_samples(balanced, torch.argsort(balanced.batch["uid"]))
+    ordered = select_samples(balanced, torch.argsort(balanced.batch[UID]))
     after = sum(info.total_tokens for info in mine)
     return StepData(ordered.batch, ordered.extras, rank_seqlen_metrics(before, after))

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import torch
 
+from rl_core.schema import INPUT_IDS, PROMPT_LEN, RESPONSE_LEN, RESPONSE_MASK, UID
 from rl_core.shaping import overlong_penalty, scores_to_token_level
 from rl_runtime.metrics import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
@@ -14,17 +15,17 @@ from rl_runtime.nodes._rollout_batch import FINISH_REASON_KEY
 from rl_runtime.nodes._task import ResponseSample, Task
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
-_NEEDS = ("input_ids", "response_mask", "prompt_len", "response_len", "uid")
+_NEEDS = (INPUT_IDS, RESPONSE_MASK, PROMPT_LEN, RESPONSE_LEN, UID)
 
 
 def task_scores(task: Task, data: StepData) -> tuple[torch.Tensor, dict[str, float]]:
     """`(B,)` float32 scores the task gives `data`'s responses, and the task's metrics."""
     batch = data.batch
     samples = []
-    prompt_lens, response_lens = batch["prompt_len"].tolist(), batch["response_len"].tolist()
+    prompt_lens, response_lens = batch[PROMPT_LEN].tolist(), batch[RESPONSE_LEN].tolist()
     names = [name for name in data.extras if name != FINISH_REASON_KEY]
-    for row, uid in enumerate(batch["uid"].tolist()):
-        ids = batch["input_ids"][row].tolist()
+    for row, uid in enumerate(batch[UID].tolist()):
+        ids = batch[INPUT_IDS][row].tolist()
         start, end = prompt_lens[row], prompt_lens[row] + response_lens[row]
         extras = {name: data.extras[name][row] for name in names}
         finish = data.extras[FINISH_REASON_KEY][row] if FINISH_REASON_KEY in data.extras else "stop"
@@ -41,7 +42,7 @@ def sequence_scores(res: NodeResources, data: StepData) -> tuple[torch.Tensor, d
     overlong = res.config.algorithm.overlong
     if overlong is not None:
         penalty = overlong_penalty(
-            data.batch["response_len"],
+            data.batch[RESPONSE_LEN],
             max_response_length=res.config.data.max_response_length,
             buffer_length=overlong.buffer_length,
             penalty_factor=overlong.penalty_factor,
@@ -57,7 +58,7 @@ def score_batch(res: NodeResources, data: StepData, node: str) -> StepData:
     metrics: dict[str, float] = {}
     with timed("reward", metrics):
         scores, task_metrics = sequence_scores(res, data)
-        token_level_scores = scores_to_token_level(scores, data.batch["response_mask"])
+        token_level_scores = scores_to_token_level(scores, data.batch[RESPONSE_MASK])
     return with_fields(data, {**task_metrics, **metrics}, token_level_scores=token_level_scores)
 
 

@@ -6,6 +6,17 @@ from collections.abc import Sequence
 
 import torch
 
+from rl_core.schema import (
+    ATTENTION_MASK,
+    GROUP_ID,
+    INPUT_IDS,
+    POLICY_VERSION,
+    PROMPT_LEN,
+    RESPONSE_LEN,
+    RESPONSE_MASK,
+    ROLLOUT_LOG_PROBS,
+    UID,
+)
 from rl_engines.rollout import GenerateOutput
 from rl_runtime.nodes._task import PromptItem
 from rl_runtime.workers import StepData, StepDataError
@@ -59,15 +70,15 @@ def build_rollout_batch(
     )
     attention_mask, response_mask = valid.long(), in_response.long()
     batch = {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "response_mask": response_mask,
-        "rollout_log_probs": rollout_log_probs,
-        "prompt_len": prompt_lens,
-        "response_len": response_lens,
-        "uid": torch.tensor(list(uids), dtype=torch.int64),
-        "group_id": torch.tensor(list(group_ids), dtype=torch.int64),
-        "policy_version": torch.full((size,), policy_version, dtype=torch.int64),
+        INPUT_IDS: input_ids,
+        ATTENTION_MASK: attention_mask,
+        RESPONSE_MASK: response_mask,
+        ROLLOUT_LOG_PROBS: rollout_log_probs,
+        PROMPT_LEN: prompt_lens,
+        RESPONSE_LEN: response_lens,
+        UID: torch.tensor(list(uids), dtype=torch.int64),
+        GROUP_ID: torch.tensor(list(group_ids), dtype=torch.int64),
+        POLICY_VERSION: torch.full((size,), policy_version, dtype=torch.int64),
     }
     names = sorted({name for prompt in prompts for name in prompt.extras})
     extras: dict[str, list[object]] = {name: [prompt.extras.get(name) for prompt in prompts] for name in names}

@@ -8,6 +8,16 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from rl_core.schema import (
+    ADVANTAGES,
+    ATTENTION_MASK,
+    INPUT_IDS,
+    OLD_LOG_PROBS,
+    REF_LOG_PROBS,
+    RESPONSE_MASK,
+    RETURNS,
+    VALUES,
+)
 from rl_engines.training import StepResult
 from rl_runtime.metrics import compute_data_metrics, count_tokens, timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
@@ -18,10 +28,10 @@ from rl_runtime.workers import NodeContext, StepData, StepDataError, register_op
 SYNC_BUCKET_BYTES = 256 * 1024 * 1024
 """Weights stream to the rollout engine in buckets of this size: large enough to amortise each call, small
 enough that the exported copy never approaches the model's size."""
-_ACTOR_NEEDS = ("input_ids", "attention_mask", "response_mask", "advantages")
-_OLD_LOG_PROBS = "old_log_probs"
+_ACTOR_NEEDS = (INPUT_IDS, ATTENTION_MASK, RESPONSE_MASK, ADVANTAGES)
+_OLD_LOG_PROBS = OLD_LOG_PROBS
 """Needed by the actor too, unless `compute_old_log_prob` left them to the update (`skips_old_log_prob_pass`)."""
-_CRITIC_NEEDS = ("input_ids", "attention_mask", "response_mask", "values", "returns")
+_CRITIC_NEEDS = (INPUT_IDS, ATTENTION_MASK, RESPONSE_MASK, VALUES, RETURNS)
 TRAIN_ACTOR_OPERATION = "train_actor"
 RECEIVE_WEIGHTS_OPERATION = "receive_weights"
 CHECKSUM_METRIC_HEX_DIGITS = 13
@@ -116,7 +126,7 @@ def train_actor(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData])
     data = single_input(ctx, inputs)
     from_update = _OLD_LOG_PROBS not in data.batch and skips_old_log_prob_pass(res.config)
     require_fields(data, _ACTOR_NEEDS if from_update else (*_ACTOR_NEEDS, _OLD_LOG_PROBS), ctx.node.id)
-    if res.config.algorithm.kl.coef > 0 and res.reference is not None and "ref_log_probs" not in data.batch:
+    if res.config.algorithm.kl.coef > 0 and res.reference is not None and REF_LOG_PROBS not in data.batch:
         raise StepDataError(f"node {ctx.node.id!r}: the KL loss needs ref_log_probs; run compute_ref_log_prob first")
     actor = res.require_actor(ctx.node.id)
     metrics: dict[str, float] = {}

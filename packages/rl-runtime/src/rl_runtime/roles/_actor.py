@@ -13,6 +13,7 @@ import torch
 
 from rl_core.kl import get_kl_estimator, kl_loss
 from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_aggregation, get_policy_loss
+from rl_core.schema import ADVANTAGES, INPUT_IDS, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
 from rl_engines.training import Batch, ForwardOutput, ForwardSpec, LossOutput, StepResult, TrainEngine
 from rl_runtime.roles._common import (
     EngineRole,
@@ -91,24 +92,24 @@ class ActorRole(EngineRole):
         log-probs of this very forward: the ratio is exactly 1 and the gradient is the on-policy one.
         """
         config = self.config
-        require_keys(micro_batch, ("advantages", "response_mask"), "actor")
-        mask = micro_batch["response_mask"]
+        require_keys(micro_batch, (ADVANTAGES, RESPONSE_MASK), "actor")
+        mask = micro_batch[RESPONSE_MASK]
         log_probs = forward_output(outputs.log_probs, "log_probs", "actor")
-        old_log_probs = micro_batch.get("old_log_probs")
+        old_log_probs = micro_batch.get(OLD_LOG_PROBS)
         inputs = PolicyLossInputs(
             log_probs,
             log_probs.detach() if old_log_probs is None else old_log_probs,
-            micro_batch["advantages"],
+            micro_batch[ADVANTAGES],
             mask,
-            rollout_log_probs=micro_batch.get("rollout_log_probs"),
+            rollout_log_probs=micro_batch.get(ROLLOUT_LOG_PROBS),
         )
         loss, policy_metrics = self._policy_loss(
             inputs, aggregation=config.aggregation, normalizer=normalizer, **config.policy_loss_params
         )
         metrics = {f"actor/{name}": value for name, value in policy_metrics.items()}
         if config.kl_coef > 0:
-            require_keys(micro_batch, ("ref_log_probs",), "actor's KL loss (kl_coef > 0)")
-            ref = micro_batch["ref_log_probs"]
+            require_keys(micro_batch, (REF_LOG_PROBS,), "actor's KL loss (kl_coef > 0)")
+            ref = micro_batch[REF_LOG_PROBS]
             kl = kl_loss(
                 log_probs,
                 ref,
@@ -132,7 +133,7 @@ class ActorRole(EngineRole):
         The batch carries `old_log_probs` `(B, T)` (`compute_log_probs` before the first update); an on-policy step
         may leave them to `update_on_policy` instead.
         """
-        if "old_log_probs" not in batch:
+        if OLD_LOG_PROBS not in batch:
             raise RoleError(
                 "the batch of the actor's update has no 'old_log_probs'; compute them with compute_log_probs before "
                 "the update, or, for one on-policy mini-batch, call update_on_policy"
@@ -156,13 +157,13 @@ class ActorRole(EngineRole):
                 f"update_on_policy makes one optimizer step, but ActorConfig.ppo_epochs={self.config.ppo_epochs}; "
                 "compute old_log_probs with compute_log_probs and call update"
             )
-        if "old_log_probs" in batch:
+        if OLD_LOG_PROBS in batch:
             raise RoleError(
                 "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
                 "against them, or leave them out"
             )
-        shape = tuple(batch["input_ids"].shape)
-        device = batch["input_ids"].device
+        shape = tuple(batch[INPUT_IDS].shape)
+        device = batch[INPUT_IDS].device
         log_probs = torch.zeros(shape, dtype=torch.float32, device=device)
         entropy = torch.zeros(shape, dtype=torch.float32, device=device)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from rl_core.losses import LossNormalizer, clipped_value_loss, get_aggregation
+from rl_core.schema import RESPONSE_MASK, RETURNS, VALUES
 from rl_engines.training import Batch, ForwardOutput, ForwardSpec, LossOutput, StepResult, TrainEngine
 from rl_runtime.roles._common import (
     EngineRole,
@@ -73,13 +74,13 @@ class CriticRole(EngineRole):
 
     def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
         """`rl_core.losses.clipped_value_loss` of the predictions against `returns`, around the batch's `values`."""
-        require_keys(micro_batch, ("values", "returns", "response_mask"), "critic")
-        mask = micro_batch["response_mask"]
-        values = forward_output(outputs.values, "values", "critic")
+        require_keys(micro_batch, (VALUES, RETURNS, RESPONSE_MASK), "critic")
+        mask = micro_batch[RESPONSE_MASK]
+        values = forward_output(outputs.values, VALUES, "critic")
         loss, clipfrac = clipped_value_loss(
             values,
-            micro_batch["values"],
-            micro_batch["returns"],
+            micro_batch[VALUES],
+            micro_batch[RETURNS],
             mask,
             clip_range=self.config.clip_range,
             aggregation=self.config.aggregation,

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from rl_coordinator.loading import RowSource, ShardedLoader
 from rl_core.graph import NodeRole
 from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
+from rl_core.schema import POLICY_VERSION
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory, sync_rollout_weights
@@ -208,7 +209,7 @@ class RunHooks:
             res.critic.save_checkpoint(folder / CRITIC_DIR)
         state = {
             "loader": None if res.prompts is None else res.prompts.state_dict(),
-            "policy_version": res.policy_version,
+            POLICY_VERSION: res.policy_version,
             "kl_controller": None if res.kl_controller is None else res.kl_controller.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(),
@@ -238,7 +239,7 @@ class RunHooks:
             res.kl_controller.load_state_dict(state["kl_controller"])
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
-        publish_weights(res, version=state["policy_version"])
+        publish_weights(res, version=state[POLICY_VERSION])
         logger.info("rank %d resumed from %s at policy version %d", self.rank, folder, res.policy_version)
 
     def evaluate(self, step: int) -> dict[str, float]:
