@@ -6,13 +6,7 @@ returns gives mean score, pass@k and the totals `reduce_validation` turns into `
     evaluation.mean_score, evaluation.pass_at_k(1), reduce_validation([evaluation.sums()], k=4)
 """
 
-from rl_runtime.evaluation._evaluate import (
-    PASS_SCORE,
-    SUM_KEYS,
-    Evaluation,
-    evaluate_prompts,
-    reduce_validation,
-)
+from rl_runtime.evaluation._evaluate import PASS_SCORE, Evaluation, evaluate_prompts
 from rl_runtime.evaluation._pass_at_k import pass_at_k
 
-__all__ = ["PASS_SCORE", "SUM_KEYS", "Evaluation", "evaluate_prompts", "pass_at_k", "reduce_validation"]
+__all__ = ["PASS_SCORE", "Evaluation", "evaluate_prompts", "pass_at_k"]

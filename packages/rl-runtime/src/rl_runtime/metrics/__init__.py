@@ -18,53 +18,22 @@ The optional sinks import their packages only when built and name the rl-runtime
 importing this package registers every built-in sink in `LOG_SINKS`.
 """
 
-from rl_runtime.metrics._batch import count_tokens, sequence_lengths, token_counts
-from rl_runtime.metrics._data import compute_data_metrics
+# The built-in sinks register themselves in LOG_SINKS when their modules are imported.
+from rl_runtime.metrics import _sink_console, _sink_jsonl, _sink_mlflow, _sink_tensorboard, _sink_wandb  # noqa: F401
 from rl_runtime.metrics._errors import MetricsError, MissingExtraError
 from rl_runtime.metrics._logger import MetricsLogger
-from rl_runtime.metrics._perf import (
-    compute_throughput_metrics,
-    compute_timing_metrics,
-    contiguous_rank_tokens,
-    global_seqlen_metrics,
-)
-from rl_runtime.metrics._reduce import Reduction, reduce_rank_metrics, reduction_for
-from rl_runtime.metrics._sink import LOG_SINKS, MetricSink, SinkContext, build_sink, register_sink
-from rl_runtime.metrics._sink_console import LoggingConsoleSink, RichConsoleSink, format_metric_line
-from rl_runtime.metrics._sink_jsonl import JsonlSink, read_metrics_jsonl
-from rl_runtime.metrics._sink_mlflow import MlflowSink
-from rl_runtime.metrics._sink_tensorboard import TensorboardSink
-from rl_runtime.metrics._sink_wandb import WandbSink
-from rl_runtime.metrics._timer import Timer, timed
+from rl_runtime.metrics._reduce import reduce_rank_metrics
+from rl_runtime.metrics._sink import LOG_SINKS, MetricSink, SinkContext, register_sink
+from rl_runtime.metrics._sink_jsonl import read_metrics_jsonl
 
 __all__ = [
     "LOG_SINKS",
-    "JsonlSink",
-    "LoggingConsoleSink",
     "MetricSink",
     "MetricsError",
     "MetricsLogger",
     "MissingExtraError",
-    "MlflowSink",
-    "Reduction",
-    "RichConsoleSink",
     "SinkContext",
-    "TensorboardSink",
-    "Timer",
-    "WandbSink",
-    "build_sink",
-    "compute_data_metrics",
-    "compute_throughput_metrics",
-    "compute_timing_metrics",
-    "contiguous_rank_tokens",
-    "count_tokens",
-    "format_metric_line",
-    "global_seqlen_metrics",
     "read_metrics_jsonl",
     "reduce_rank_metrics",
-    "reduction_for",
     "register_sink",
-    "sequence_lengths",
-    "timed",
-    "token_counts",
 ]

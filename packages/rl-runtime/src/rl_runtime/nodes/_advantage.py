@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from rl_core.advantages import AdvantageInputs, get_advantage_estimator
 from rl_core.kl import REWARD_KL_METRIC, apply_kl_penalty
 from rl_runtime.config import KLMode
-from rl_runtime.metrics import timed
+from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation

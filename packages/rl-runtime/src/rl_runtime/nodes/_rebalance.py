@@ -15,18 +15,10 @@ from rl_core.graph import GraphError, Node, NodeRole, TaskGraph
 from rl_runtime.config import RankBalancing
 from rl_runtime.nodes._batching import require_fields, single_input
 from rl_runtime.nodes._rollout_batch import PAD_ID, select_samples
-from rl_runtime.workers import (
-    EdgeRoute,
-    NodeContext,
-    Sample,
-    SampleBatch,
-    StepData,
-    StepDataError,
-    edge_key,
-    register_operation,
-    sample_infos,
-    stack_samples,
-)
+from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
+from rl_runtime.workers._routing import EdgeRoute, edge_key
+from rl_runtime.workers._step_data import Sample, SampleBatch, stack_samples
+from rl_runtime.workers._transport import sample_infos
 
 REBALANCE_OPERATION = "rebalance"
 """The operation name (and the node id `with_rebalance` gives its node)."""
