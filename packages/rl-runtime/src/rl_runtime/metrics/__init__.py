@@ -1,19 +1,12 @@
-"""verl's per-step metrics as pure functions, stage timers, cross-rank reduction, and the sinks metrics go to.
+"""The sinks metrics go to (`LOG_SINKS`, `register_sink`), cross-rank reduction, and reading a run's metrics back.
 
-    metrics: dict[str, float] = {}
-    with timed("step", metrics):
-        with timed("gen", metrics):
-            ...
-    metrics |= compute_data_metrics(batch, max_prompt_length=512, max_response_length=1024)
-    prompt_tokens, response_tokens = token_counts(batch)
-    metrics |= compute_timing_metrics(metrics, num_prompt_tokens=prompt_tokens, num_response_tokens=response_tokens)
-    metrics |= compute_throughput_metrics(
-        total_num_tokens=count_tokens(batch), step_seconds=metrics["timing_s/step"], n_gpus=8
-    )
     with MetricsLogger.from_names(["console", "jsonl"], SinkContext(run_dir="outputs/run")) as sinks:
         sinks.log(step, reduce_rank_metrics(per_rank_metrics))
+    by_step = read_metrics_jsonl("outputs/run/metrics.jsonl")
 
-Names and definitions follow verl 0.9.1 (`verl/trainer/ppo/metric_utils.py`) so runs compare across frameworks.
+The per-step metrics themselves are pure functions the node operations call (`_data`, `_perf`, `_batch`; stage
+timers in `_timer`); names and definitions follow verl 0.9.1 (`verl/trainer/ppo/metric_utils.py`) so runs
+compare across frameworks.
 The optional sinks import their packages only when built and name the rl-runtime extra that provides them;
 importing this package registers every built-in sink in `LOG_SINKS`.
 """

@@ -34,7 +34,7 @@ _DEFAULTS: Mapping[str, object] = {KEEP_GROUPS_PARAM: False, WORKLOAD_PARAM: "to
 _NEEDS = ("uid", "prompt_len", "response_len")
 _GROUP_NEEDS = ("group_id",)
 _SEQLEN = "global_seqlen"
-"""verl's prefix of the balance metrics (see rl_runtime.metrics.global_seqlen_metrics)."""
+"""verl's prefix of the balance metrics (see rl_runtime.metrics._perf.global_seqlen_metrics)."""
 
 
 def with_rebalance(graph: TaskGraph, balancing: RankBalancing, *, after: str | None = None) -> TaskGraph:

@@ -2,11 +2,9 @@
 
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=8)).schedule(get_pipeline("grpo"))
     print(placement.describe())
-    slots = create_slot_groups(1, 8, SlotGroupConfig(use_gpu=True))       # Ray placement groups
-    # in worker `rank`, started with scheduling_strategy=slots.strategy_for(rank):
-    init_distributed(rank, placement.world_size, exchange)             # exchange = ActorRendezvous.start()
-    groups = ProcessGroupManager(placement, rank)
-    dist.all_reduce(tensor, group=groups.group_for(NodeRole.ACTOR))
+
+The Trainer then reserves the slots as Ray placement groups (`_placement_groups`), meets at a rendezvous
+(`_rendezvous`) and builds the torch.distributed groups of each role (`_process_groups`).
 
 Apportioning (`APPORTION_STRATEGIES`): `even` gives equal shares, the remainder one each to the heaviest
 sub-graphs; `param_aware` gives shares proportional to `rl_core.graph.estimate_weight` by the
