@@ -9,7 +9,8 @@ import pytest
 
 from rl_engines.rollout import HFEngine
 from rl_engines.training import load_hf_config
-from rl_runtime.config import RunConfig, config_from_dict, reference_engine_config
+from rl_runtime.config import RunConfig, config_from_dict
+from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.trainer._engines import build_critic, make_rollout_engine, placed, rollout_dtype, rollout_spec
 
 _HF_CONFIG = {
