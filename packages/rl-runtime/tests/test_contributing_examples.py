@@ -20,7 +20,7 @@ from rl_core.schema import ADVANTAGES, RESPONSE_MASK, UID
 from rl_engines.rollout import ROLLOUT_ENGINES, HFEngine, RolloutEngineSpec, build_rollout_engine
 from rl_runtime.config import ConfigError, RunConfig, config_from_dict
 from rl_runtime.nodes import NodeResources, ResponseSample, Task
-from rl_runtime.planning import DataParallelInfo
+from rl_runtime.planning._placement import DataParallelInfo
 from rl_runtime.workers import NODE_OPERATIONS, NodeContext, StepData, bind_operations
 
 CONTRIBUTING = Path(__file__).resolve().parents[3] / "CONTRIBUTING.md"

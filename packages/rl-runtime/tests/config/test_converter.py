@@ -10,7 +10,9 @@ from typing import Any
 import attrs
 import pytest
 
-from rl_runtime.config import ConfigError, Scalar, structure, unstructure
+from rl_runtime.config import ConfigError
+from rl_runtime.config._converter import structure, unstructure
+from rl_runtime.config._types import Scalar
 
 
 class Color(enum.Enum):

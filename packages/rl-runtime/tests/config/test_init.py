@@ -5,14 +5,10 @@ from __future__ import annotations
 import rl_runtime.config as config
 
 PUBLIC = [
-    "PIPELINE_FILE_SUFFIXES", "RESUME_AUTO", "RESUME_NEVER", "UNWIRED_ROLLOUT_ENGINES",
-    "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
-    "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig",
-    "KLConfig", "KLMode", "OverlongConfig", "PlacementConfig",
-    "RankBalancing", "RecomputeOldLogProb", "RolloutConfig", "RunConfig",
-    "Scalar", "TrainerConfig", "apply_overrides", "config_from_dict", "default_config_path", "dump_config",
-    "dump_config_yaml", "is_pipeline_file", "load_config", "read_config_file", "reference_engine_config",
-    "structure", "unstructure",
+    "UNWIRED_ROLLOUT_ENGINES", "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
+    "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig", "KLConfig", "KLMode", "OverlongConfig",
+    "PlacementConfig", "RankBalancing", "RecomputeOldLogProb", "RolloutConfig", "RunConfig", "TrainerConfig",
+    "config_from_dict", "dump_config", "dump_config_yaml", "load_config",
 ]  # fmt: skip
 
 

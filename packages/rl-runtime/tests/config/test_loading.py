@@ -14,12 +14,11 @@ from rl_runtime.config import (
     ConfigError,
     RunConfig,
     config_from_dict,
-    default_config_path,
     dump_config,
     dump_config_yaml,
     load_config,
-    read_config_file,
 )
+from rl_runtime.config._loading import default_config_path, read_config_file
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from rl_runtime.config import ConfigError, RunConfig, apply_overrides, config_from_dict
-from rl_runtime.config._overrides import parse_override
+from rl_runtime.config import ConfigError, RunConfig, config_from_dict
+from rl_runtime.config._overrides import apply_overrides, parse_override
 
 
 @pytest.mark.parametrize(

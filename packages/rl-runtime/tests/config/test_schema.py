@@ -25,9 +25,8 @@ from rl_runtime.config import (
     TrainerConfig,
     config_from_dict,
     dump_config,
-    structure,
 )
-from rl_runtime.config._converter import is_config_class
+from rl_runtime.config._converter import is_config_class, structure
 from rl_runtime.config._translate import field_types
 
 

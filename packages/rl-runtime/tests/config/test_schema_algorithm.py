@@ -6,14 +6,8 @@ from typing import Any
 
 import pytest
 
-from rl_runtime.config import (
-    ConfigError,
-    RecomputeOldLogProb,
-    RunConfig,
-    apply_overrides,
-    config_from_dict,
-    dump_config,
-)
+from rl_runtime.config import ConfigError, RecomputeOldLogProb, RunConfig, config_from_dict, dump_config
+from rl_runtime.config._overrides import apply_overrides
 
 
 def _with_recompute(minimal_data: dict[str, Any], value: object) -> RunConfig:

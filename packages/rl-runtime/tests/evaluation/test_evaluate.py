@@ -11,8 +11,12 @@ from typing import Any
 import pytest
 
 from rl_engines.rollout import GenerateOutput, GenerateRequest, SamplingParams
-from rl_runtime.evaluation import PASS_SCORE, SUM_KEYS, Evaluation, evaluate_prompts, reduce_validation
-from rl_runtime.nodes import PromptItem, ResponseSample, ScoreResult, sample_prompts, sample_seed, task_scores
+from rl_runtime.evaluation import PASS_SCORE, Evaluation, evaluate_prompts
+from rl_runtime.evaluation._evaluate import SUM_KEYS, reduce_validation
+from rl_runtime.nodes import PromptItem, ResponseSample, ScoreResult
+from rl_runtime.nodes._generate import sample_prompts
+from rl_runtime.nodes._reward import task_scores
+from rl_runtime.nodes._seeds import sample_seed
 
 TARGET_KEY = "target"
 

@@ -6,11 +6,8 @@ import rl_runtime.metrics
 from rl_core.testing import modules_loaded_by_import
 
 PUBLIC_API = [
-    "LOG_SINKS", "JsonlSink", "LoggingConsoleSink", "MetricSink", "MetricsError", "MetricsLogger", "MissingExtraError",
-    "MlflowSink", "Reduction", "RichConsoleSink", "SinkContext", "TensorboardSink", "Timer", "WandbSink", "build_sink",
-    "compute_data_metrics", "compute_throughput_metrics", "compute_timing_metrics", "contiguous_rank_tokens",
-    "count_tokens", "format_metric_line", "global_seqlen_metrics", "read_metrics_jsonl", "reduce_rank_metrics",
-    "reduction_for", "register_sink", "sequence_lengths", "timed", "token_counts",
+    "LOG_SINKS", "MetricSink", "MetricsError", "MetricsLogger", "MissingExtraError", "SinkContext",
+    "read_metrics_jsonl", "reduce_rank_metrics", "register_sink",
 ]  # fmt: skip
 
 

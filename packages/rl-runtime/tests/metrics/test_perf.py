@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rl_runtime.metrics import (
-    MetricsError,
+from rl_runtime.metrics import MetricsError
+from rl_runtime.metrics._perf import (
     compute_throughput_metrics,
     compute_timing_metrics,
     contiguous_rank_tokens,

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rl_runtime.metrics import MetricsError, Reduction, reduce_rank_metrics, reduction_for
+from rl_runtime.metrics import MetricsError, reduce_rank_metrics
+from rl_runtime.metrics._reduce import Reduction, reduction_for
 
 
 @pytest.mark.parametrize(

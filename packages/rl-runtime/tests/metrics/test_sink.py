@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rl_core import DuplicateNameError, UnknownNameError
-from rl_runtime.metrics import LOG_SINKS, MetricSink, MissingExtraError, SinkContext, build_sink, register_sink
-from rl_runtime.metrics._sink import flatten
+from rl_runtime.metrics import LOG_SINKS, MetricSink, MissingExtraError, SinkContext, register_sink
+from rl_runtime.metrics._sink import build_sink, flatten
 
 
 def test_builtin_sinks_are_registered() -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rl_runtime.metrics import LoggingConsoleSink, RichConsoleSink, SinkContext, build_sink, format_metric_line
+from rl_runtime.metrics import SinkContext
+from rl_runtime.metrics._sink import build_sink
+from rl_runtime.metrics._sink_console import LoggingConsoleSink, RichConsoleSink, format_metric_line
 
 STEP_METRICS = {"critic/score/mean": 0.123456, "response_length/mean": 250.0, "other/metric": 1.0}
 

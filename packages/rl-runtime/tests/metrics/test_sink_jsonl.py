@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_runtime.metrics import SinkContext, build_sink, read_metrics_jsonl
+from rl_runtime.metrics import SinkContext, read_metrics_jsonl
+from rl_runtime.metrics._sink import build_sink
 
 
 def test_one_json_object_per_step(tmp_path: Path) -> None:

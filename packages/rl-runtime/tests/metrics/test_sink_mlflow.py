@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rl_runtime.metrics import MlflowSink, SinkContext, build_sink
+from rl_runtime.metrics import SinkContext
+from rl_runtime.metrics._sink import build_sink
+from rl_runtime.metrics._sink_mlflow import MlflowSink
 
 pytest.importorskip("mlflow", reason="the mlflow sink needs mlflow-skinny (pip install 'rl-runtime[mlflow]')")
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_runtime.metrics import SinkContext, build_sink
+from rl_runtime.metrics import SinkContext
+from rl_runtime.metrics._sink import build_sink
 
 event_accumulator = pytest.importorskip(
     "tensorboard.backend.event_processing.event_accumulator",

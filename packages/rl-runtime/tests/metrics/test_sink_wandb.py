@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_runtime.metrics import SinkContext, build_sink
+from rl_runtime.metrics import SinkContext
+from rl_runtime.metrics._sink import build_sink
 
 from ._wandb_records import history_rows
 

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from rl_runtime.metrics import MetricsError, Timer, timed
+from rl_runtime.metrics import MetricsError
+from rl_runtime.metrics._timer import Timer, timed
 
 NAP_S = 0.02
 

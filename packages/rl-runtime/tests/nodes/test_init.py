@@ -12,15 +12,8 @@ from rl_runtime.workers import NODE_OPERATIONS
 def test_public_api_is_pinned() -> None:
     assert sorted(nodes.__all__) == sorted(
         [
-            "PAD_ID", "NodeResources", "PromptItem", "ResponseSample", "ScoreResult", "Task",
-            "TaskFactory", "build_rollout_batch", "compute_advantage", "compute_old_log_prob", "compute_ref_log_prob",
-            "compute_reward", "compute_value", "concat_samples", "draw_rollouts", "dynamic_sampling", "encode_rows",
-            "first_groups", "generate", "informative_groups", "is_on_policy",
-            "REBALANCE_OPERATION", "pad_samples", "rank_seqlen_metrics", "rebalance", "trim_padding",
-            "with_rebalance",
-            "response_budget", "sample_prompts", "sample_seed", "sample_uid", "score_batch", "select_samples",
-            "sequence_scores", "single_input", "sync_rollout_weights", "task_scores", "train_actor", "train_critic",
-            "update_metrics", "with_fields",
+            "NodeResources", "PromptItem", "ResponseSample", "ScoreResult", "Task", "TaskFactory", "single_input",
+            "with_fields",
         ]
     )  # fmt: skip
 

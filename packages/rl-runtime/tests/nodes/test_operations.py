@@ -13,21 +13,13 @@ import torch
 from rl_core.graph import get_pipeline
 from rl_engines.rollout import GenerateOutput
 from rl_runtime.config import RunConfig, config_from_dict
-from rl_runtime.nodes import (
-    NodeResources,
-    PromptItem,
-    ResponseSample,
-    ScoreResult,
-    build_rollout_batch,
-    compute_advantage,
-    compute_old_log_prob,
-    compute_reward,
-    first_groups,
-    informative_groups,
-    is_on_policy,
-    with_fields,
-)
-from rl_runtime.planning import DataParallelInfo
+from rl_runtime.nodes import NodeResources, PromptItem, ResponseSample, ScoreResult, with_fields
+from rl_runtime.nodes._advantage import compute_advantage
+from rl_runtime.nodes._dynamic_sampling import first_groups, informative_groups
+from rl_runtime.nodes._log_probs import compute_old_log_prob, is_on_policy
+from rl_runtime.nodes._reward import compute_reward
+from rl_runtime.nodes._rollout_batch import build_rollout_batch
+from rl_runtime.planning._placement import DataParallelInfo
 from rl_runtime.workers import NodeContext, StepData, StepDataError
 
 

@@ -15,8 +15,7 @@ import torch
 from rl_core.graph import GraphError, Node, NodeRole, TaskGraph, get_pipeline
 from rl_runtime.config import RankBalancing
 from rl_runtime.metrics import reduce_rank_metrics
-from rl_runtime.nodes import (
-    PAD_ID,
+from rl_runtime.nodes._rebalance import (
     REBALANCE_OPERATION,
     pad_samples,
     rank_seqlen_metrics,
@@ -24,17 +23,19 @@ from rl_runtime.nodes import (
     trim_padding,
     with_rebalance,
 )
-from rl_runtime.planning import DataParallelInfo, SchedulerConfig, TaskScheduler
+from rl_runtime.nodes._rollout_batch import PAD_ID
+from rl_runtime.planning import SchedulerConfig, TaskScheduler
+from rl_runtime.planning._placement import DataParallelInfo
 from rl_runtime.workers import (
     NodeContext,
     NodeExecutionError,
-    Sample,
     StepData,
     StepDataError,
     register_operation,
     run_steps,
     start_workers,
 )
+from rl_runtime.workers._step_data import Sample
 
 # Worker processes cannot import this test module; ship its operations by value instead of by name.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

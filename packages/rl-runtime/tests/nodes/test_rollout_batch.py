@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from rl_engines.rollout import GenerateOutput
-from rl_runtime.nodes import PAD_ID, PromptItem, build_rollout_batch, concat_samples, select_samples
+from rl_runtime.nodes import PromptItem
+from rl_runtime.nodes._rollout_batch import PAD_ID, build_rollout_batch, concat_samples, select_samples
 from rl_runtime.workers import StepDataError
 
 

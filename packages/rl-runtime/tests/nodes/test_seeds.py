@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rl_runtime.nodes import sample_seed, sample_uid
+from rl_runtime.nodes._seeds import sample_seed, sample_uid
 
 
 @given(st.lists(st.integers(min_value=0, max_value=2**40), min_size=1, max_size=5))

@@ -15,21 +15,16 @@ import torch
 from rl_coordinator.loading import ShardedLoader
 from rl_core.graph import get_pipeline
 from rl_runtime.config import BatchPlan, RunConfig, config_from_dict
-from rl_runtime.nodes import (
-    NodeResources,
-    PromptItem,
-    ResponseSample,
-    ScoreResult,
-    compute_advantage,
-    compute_old_log_prob,
-    compute_reward,
-    generate,
-    sync_rollout_weights,
-    train_actor,
-)
-from rl_runtime.nodes._log_probs import skips_old_log_prob_pass
-from rl_runtime.planning import DataParallelInfo
-from rl_runtime.trainer import build_actor, build_reference, build_rollout, open_files
+from rl_runtime.nodes import NodeResources, PromptItem, ResponseSample, ScoreResult
+from rl_runtime.nodes._advantage import compute_advantage
+from rl_runtime.nodes._generate import generate
+from rl_runtime.nodes._log_probs import compute_old_log_prob, skips_old_log_prob_pass
+from rl_runtime.nodes._reward import compute_reward
+from rl_runtime.nodes._train import sync_rollout_weights, train_actor
+from rl_runtime.planning._placement import DataParallelInfo
+from rl_runtime.trainer import build_actor
+from rl_runtime.trainer._data import open_files
+from rl_runtime.trainer._engines import build_reference, build_rollout
 from rl_runtime.workers import NodeContext, StepData, StepDataError
 
 VOCAB = 64

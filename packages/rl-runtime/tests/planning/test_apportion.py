@@ -11,13 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rl_runtime.planning import (
-    APPORTION_STRATEGIES,
-    InsufficientSlotsError,
-    PlanningError,
-    apportion_even,
-    apportion_param_aware,
-)
+from rl_runtime.planning import APPORTION_STRATEGIES, InsufficientSlotsError, PlanningError
+from rl_runtime.planning._apportion import apportion_even, apportion_param_aware
 
 
 @pytest.mark.parametrize(

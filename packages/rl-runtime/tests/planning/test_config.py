@@ -6,13 +6,9 @@ import attrs
 import cattrs
 import pytest
 
-from rl_runtime.planning import (
-    PlannerConfig,
-    PlanningConfigError,
-    ProcessGroupConfig,
-    SchedulerConfig,
-    SlotGroupConfig,
-)
+from rl_runtime.planning import SchedulerConfig
+from rl_runtime.planning._config import PlannerConfig, ProcessGroupConfig, SlotGroupConfig
+from rl_runtime.planning._errors import PlanningConfigError
 
 
 def test_defaults() -> None:

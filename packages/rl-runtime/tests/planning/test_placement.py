@@ -7,7 +7,8 @@ import pickle
 import pytest
 
 from rl_core.graph import NodeRole, get_pipeline
-from rl_runtime.planning import DataParallelInfo, Placement, PlanningError, RoleGroup, SchedulerConfig, TaskScheduler
+from rl_runtime.planning import Placement, PlanningError, SchedulerConfig, TaskScheduler
+from rl_runtime.planning._placement import DataParallelInfo, RoleGroup
 
 from ._graphs import two_agent_graph
 

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rl_runtime.planning import (
-    PlacementTimeout,
-    PlanningError,
-    SlotGroupConfig,
-    create_slot_groups,
-    slot_bundle,
-)
+from rl_runtime.planning import PlanningError
+from rl_runtime.planning._config import SlotGroupConfig
+from rl_runtime.planning._errors import PlacementTimeout
+from rl_runtime.planning._placement_groups import create_slot_groups, slot_bundle
 
 pytestmark = pytest.mark.usefixtures("ray_runtime")
 

@@ -7,19 +7,12 @@ from typing import Any
 import pytest
 
 from rl_core.graph import NodeRole, TaskGraph, get_pipeline
-from rl_runtime.planning import (
-    ActorRendezvous,
-    Placement,
-    PlanningError,
-    ProcessGroupConfig,
-    ProcessGroupError,
-    ProcessGroupManager,
-    SchedulerConfig,
-    SlotGroupConfig,
-    TaskScheduler,
-    create_slot_groups,
-    resolve_backend,
-)
+from rl_runtime.planning import Placement, PlanningError, SchedulerConfig, TaskScheduler
+from rl_runtime.planning._config import ProcessGroupConfig, SlotGroupConfig
+from rl_runtime.planning._errors import ProcessGroupError
+from rl_runtime.planning._placement_groups import create_slot_groups
+from rl_runtime.planning._process_groups import ProcessGroupManager, resolve_backend
+from rl_runtime.planning._rendezvous import ActorRendezvous
 
 GRPO_ROLES = ["rollout", "reward", "advantage", "actor", "reference"]
 CONFIG = ProcessGroupConfig(backend="gloo", timeout_s=60, rendezvous_timeout_s=60)
@@ -38,7 +31,7 @@ def _worker_class() -> Any:
             self.rank, self.world_size, self.exchange = rank, world_size, exchange
 
         def join(self) -> str:
-            from rl_runtime.planning import init_distributed
+            from rl_runtime.planning._process_groups import init_distributed
 
             return init_distributed(self.rank, self.world_size, self.exchange, CONFIG).init_method
 
@@ -56,7 +49,7 @@ def _worker_class() -> Any:
             return out
 
         def error_of(self, call: str, placement: Placement, rank: int) -> str:
-            from rl_runtime.planning import init_distributed
+            from rl_runtime.planning._process_groups import init_distributed
 
             try:
                 if call == "init_again":

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from rl_runtime.planning import (
+from rl_runtime.planning._errors import RendezvousTimeout
+from rl_runtime.planning._rendezvous import (
     LOCALHOST,
     ActorRendezvous,
     FileRendezvous,
     RendezvousAddress,
-    RendezvousTimeout,
     free_port,
     rendezvous,
 )

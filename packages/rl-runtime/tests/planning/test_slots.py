@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rl_runtime.planning import PlanningError, assign_slots
+from rl_runtime.planning import PlanningError
+from rl_runtime.planning._slots import assign_slots
 
 
 @pytest.mark.parametrize(

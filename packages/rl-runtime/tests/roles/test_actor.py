@@ -8,7 +8,9 @@ import torch
 from rl_core.kl import kl_loss
 from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, ppo
 from rl_engines.training import ForwardSpec, FSDPEngine, ScheduleConfig
-from rl_runtime.roles import ActorConfig, ActorRole, RoleConfigError, RoleError
+from rl_runtime.roles import ActorRole, RoleError
+from rl_runtime.roles._actor import ActorConfig
+from rl_runtime.roles._errors import RoleConfigError
 
 from ._helpers import concat, engine_config, fake_outputs, mini_batches, ppo_loss_fn, rollout_batch
 

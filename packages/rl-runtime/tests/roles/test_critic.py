@@ -7,7 +7,9 @@ import torch
 
 from rl_core.losses import LossNormalizer, clipped_value_loss
 from rl_engines.training import FSDPEngine
-from rl_runtime.roles import CriticConfig, CriticRole, RoleConfigError, RoleError
+from rl_runtime.roles import CriticRole, RoleError
+from rl_runtime.roles._critic import CriticConfig
+from rl_runtime.roles._errors import RoleConfigError
 
 from ._helpers import concat, critic_engine, engine_config, fake_outputs, mini_batches, rollout_batch
 

@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from rl_engines.training import ForwardSpec, FSDPEngine, TrainConfigError
-from rl_runtime.roles import ReferenceConfig, ReferenceRole, RoleConfigError
+from rl_runtime.roles import ReferenceRole
+from rl_runtime.roles._errors import RoleConfigError
+from rl_runtime.roles._reference import ReferenceConfig
 
 from ._helpers import engine_config, rollout_batch
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-from rl_runtime.trainer import checkpoint_root, complete_checkpoints
+from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 
 KILL_WAIT_S = 300.0
 NON_DETERMINISTIC = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step")

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from rl_runtime.trainer import (
-    CheckpointStateError,
+from rl_runtime.trainer import CheckpointStateError, read_state
+from rl_runtime.trainer._checkpoints import (
+    begin_checkpoint,
     checkpoint_root,
+    commit_checkpoint,
     complete_checkpoints,
     latest_checkpoint,
     prune_checkpoints,
-    read_state,
 )
-from rl_runtime.trainer._checkpoints import begin_checkpoint, commit_checkpoint
 
 
 def _save(root: Path, step: int) -> Path:

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from rl_runtime.metrics import read_metrics_jsonl
-from rl_runtime.trainer import DRIVER_BYTES_METRIC, Trainer, TrainResult, checkpoint_root, complete_checkpoints
+from rl_runtime.trainer import Trainer, TrainResult
+from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
+from rl_runtime.trainer._session import DRIVER_BYTES_METRIC
 
 from ._runs import actor_weights, deterministic, run_and_kill_after
 from ._task import TokenTask, tiny_config

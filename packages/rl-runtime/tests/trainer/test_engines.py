@@ -9,7 +9,8 @@ import pytest
 
 from rl_engines.rollout import HFEngine
 from rl_engines.training import load_hf_config
-from rl_runtime.config import RunConfig, config_from_dict, reference_engine_config
+from rl_runtime.config import RunConfig, config_from_dict
+from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.trainer._engines import build_critic, make_rollout_engine, placed, rollout_dtype, rollout_spec
 
 _HF_CONFIG = {
@@ -55,7 +56,7 @@ def test_the_critic_gets_its_value_head_and_the_value_clip() -> None:
         critic={"model": {"hf_config": _HF_CONFIG}},
     )
     critic = build_critic(config, total_steps=4)
-    assert critic is not None and critic.engine.has_value_head and critic.config.clip_range == 0.3
+    assert critic is not None and critic._engine.has_value_head and critic.config.clip_range == 0.3
 
 
 def test_the_rollout_engine_is_built_by_name_with_the_actors_dtype() -> None:

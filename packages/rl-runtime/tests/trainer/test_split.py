@@ -13,17 +13,11 @@ import pytest
 
 from rl_core.graph import CrossDependency, NodeRole, Pipeline, TaskGraph, get_pipeline
 from rl_runtime.config import ConfigError, KLMode, RankBalancing
-from rl_runtime.nodes import with_rebalance
-from rl_runtime.trainer import (
-    CHECKPOINTS_DIR,
-    RECEIVE_WEIGHTS_NODE,
-    STATE_FILE,
-    SlotEngines,
-    Trainer,
-    TrainerError,
-    plan_placement,
-    split_pipeline,
-)
+from rl_runtime.nodes._rebalance import with_rebalance
+from rl_runtime.trainer import Trainer, TrainerError
+from rl_runtime.trainer._checkpoints import CHECKPOINTS_DIR, STATE_FILE
+from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, plan_placement, split_pipeline
+from rl_runtime.trainer._worker_state import SlotEngines
 
 from ._task import TokenTask, tiny_config
 

@@ -13,7 +13,9 @@ from rl_core.graph import NodeRole
 from rl_engines.rollout import weights_checksum
 from rl_runtime.metrics import read_metrics_jsonl
 from rl_runtime.nodes._train import checksum_metric
-from rl_runtime.trainer import DRIVER_BYTES_METRIC, Trainer, checkpoint_root, complete_checkpoints, read_state
+from rl_runtime.trainer import Trainer, read_state
+from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
+from rl_runtime.trainer._session import DRIVER_BYTES_METRIC
 
 from ._runs import actor_weights, deterministic, run_and_kill_after
 from ._task import TokenTask, tiny_config

@@ -13,12 +13,12 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from rl_engines.rollout import HFEngine, HFEngineConfig, weights_checksum
 from rl_engines.sync import Bucket, SyncError, SyncReport, as_buckets
-from rl_runtime.nodes import NodeResources, draw_rollouts, sync_rollout_weights
-from rl_runtime.nodes._train import checksum_metric, receive_rollout_weights
-from rl_runtime.planning import FileRendezvous
-from rl_runtime.trainer import WeightReceiver, WeightSender
+from rl_runtime.nodes import NodeResources
+from rl_runtime.nodes._generate import draw_rollouts
+from rl_runtime.nodes._train import checksum_metric, receive_rollout_weights, sync_rollout_weights
+from rl_runtime.planning._rendezvous import FileRendezvous
 from rl_runtime.trainer._engines import local_weight_sync
-from rl_runtime.trainer._weight_link import SENDER_RANK, join_weight_group
+from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
 from rl_runtime.workers import StepDataError
 
 from ._task import VOCAB, tiny_config

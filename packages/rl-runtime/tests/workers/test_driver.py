@@ -13,7 +13,8 @@ import pytest
 import ray
 import ray.cloudpickle
 
-from rl_runtime.workers import Driver, NodeExecutionError, StepTimeoutError, WorkerLostError
+from rl_runtime.workers import Driver, NodeExecutionError, WorkerLostError
+from rl_runtime.workers._errors import StepTimeoutError
 
 # Worker processes cannot import this test module; ship the actor class by value instead of by name.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -6,13 +6,9 @@ import pytest
 
 from rl_core.graph import TaskGraph
 from rl_runtime.planning import SchedulerConfig, TaskScheduler
-from rl_runtime.workers import (
-    GraphExecutor,
-    NodeExecutionError,
-    RoutingError,
-    UnknownOperationError,
-    plan_routes,
-)
+from rl_runtime.workers import NodeExecutionError, plan_routes
+from rl_runtime.workers._errors import RoutingError, UnknownOperationError
+from rl_runtime.workers._executor import GraphExecutor
 
 from ._fakes import FakeResources, chain_graph, fake_uids, merge_graph, node
 

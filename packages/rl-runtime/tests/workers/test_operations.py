@@ -6,7 +6,8 @@ import pytest
 
 from rl_core import DuplicateNameError
 from rl_core.graph import TaskGraph
-from rl_runtime.workers import NODE_OPERATIONS, UnknownOperationError, bind_operations, register_operation
+from rl_runtime.workers import NODE_OPERATIONS, bind_operations, register_operation
+from rl_runtime.workers._errors import UnknownOperationError
 
 from ._fakes import chain_graph, fake_generate, fake_scale, node
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rl_runtime.workers import WorkerHooks, WorkerResources, WorkerStartError
+from rl_runtime.workers import WorkerHooks, WorkerResources
+from rl_runtime.workers._errors import WorkerStartError
 from rl_runtime.workers._resources import unpack_resources
 
 from ._fakes import FakeResources

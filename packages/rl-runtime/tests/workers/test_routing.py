@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rl_runtime.planning import Placement, SchedulerConfig, TaskScheduler
-from rl_runtime.workers import EdgeRoute, RoutingError, edge_key, plan_routes
+from rl_runtime.workers import plan_routes
+from rl_runtime.workers._errors import RoutingError
+from rl_runtime.workers._routing import EdgeRoute, edge_key
 
 from ._fakes import chain_graph, merge_graph
 

@@ -7,7 +7,8 @@ import pickle
 import pytest
 import torch
 
-from rl_runtime.workers import SampleBatch, StepData, StepDataError, stack_samples
+from rl_runtime.workers import StepData, StepDataError
+from rl_runtime.workers._step_data import SampleBatch, stack_samples
 
 
 def _data() -> StepData:

@@ -16,18 +16,9 @@ import pytest
 from rl_coordinator.coordinator import METRIC_PUT_SAMPLES, METRIC_SERVED_SAMPLES, CoordinatorClient
 from rl_core.graph import TaskGraph
 from rl_runtime.planning import SchedulerConfig, TaskScheduler
-from rl_runtime.workers import (
-    WORKER_NICENESS,
-    Driver,
-    NodeExecutionError,
-    StepTimeoutError,
-    UnknownOperationError,
-    WorkerLostError,
-    WorkerResources,
-    WorkerStartError,
-    run_steps,
-    start_workers,
-)
+from rl_runtime.workers import Driver, NodeExecutionError, WorkerLostError, WorkerResources, run_steps, start_workers
+from rl_runtime.workers._errors import StepTimeoutError, UnknownOperationError, WorkerStartError
+from rl_runtime.workers._worker import WORKER_NICENESS
 
 from ._fakes import chain_graph, fake_uids, merge_graph, node
 

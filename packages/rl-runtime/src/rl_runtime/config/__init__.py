@@ -10,18 +10,9 @@ problems of the dotted field too.
 """
 
 from rl_runtime.config._batch_plan import BatchPlan
-from rl_runtime.config._converter import structure, unstructure
 from rl_runtime.config._errors import ConfigError, ConfigProblem
-from rl_runtime.config._loading import (
-    config_from_dict,
-    default_config_path,
-    dump_config,
-    dump_config_yaml,
-    load_config,
-    read_config_file,
-)
-from rl_runtime.config._overrides import apply_overrides
-from rl_runtime.config._schema import PIPELINE_FILE_SUFFIXES, RunConfig, is_pipeline_file
+from rl_runtime.config._loading import config_from_dict, dump_config, dump_config_yaml, load_config
+from rl_runtime.config._schema import RunConfig
 from rl_runtime.config._schema_algorithm import (
     AlgorithmConfig,
     DynamicSamplingConfig,
@@ -30,10 +21,7 @@ from rl_runtime.config._schema_algorithm import (
     OverlongConfig,
     RecomputeOldLogProb,
 )
-from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.config._schema_sections import (
-    RESUME_AUTO,
-    RESUME_NEVER,
     UNWIRED_ROLLOUT_ENGINES,
     ApportionStrategy,
     BatchConfig,
@@ -44,12 +32,8 @@ from rl_runtime.config._schema_sections import (
     RolloutConfig,
     TrainerConfig,
 )
-from rl_runtime.config._types import Scalar
 
 __all__ = [
-    "PIPELINE_FILE_SUFFIXES",
-    "RESUME_AUTO",
-    "RESUME_NEVER",
     "UNWIRED_ROLLOUT_ENGINES",
     "AlgorithmConfig",
     "ApportionStrategy",
@@ -68,17 +52,9 @@ __all__ = [
     "RecomputeOldLogProb",
     "RolloutConfig",
     "RunConfig",
-    "Scalar",
     "TrainerConfig",
-    "apply_overrides",
     "config_from_dict",
-    "default_config_path",
     "dump_config",
     "dump_config_yaml",
-    "is_pipeline_file",
     "load_config",
-    "read_config_file",
-    "reference_engine_config",
-    "structure",
-    "unstructure",
 ]

@@ -98,7 +98,7 @@ class BatchConfig:
     """Passes over the step's samples (verl `ppo_epochs`)."""
     balance_across_ranks: RankBalancing = attrs.field(default=RankBalancing.NONE, validator=of_type(RankBalancing))
     """"none", "samples" or "groups": re-partition each step's samples over the train ranks by token count once
-    the advantages are computed (a `rebalance` node, see rl_runtime.nodes.with_rebalance; needs the run's
+    the advantages are computed (a `rebalance` node, see rl_runtime.nodes._rebalance.with_rebalance; needs the run's
     DataCoordinator when there are several ranks), and report verl's `global_seqlen/*` before and after."""
 
 

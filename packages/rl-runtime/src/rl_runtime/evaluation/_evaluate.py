@@ -1,8 +1,8 @@
 """One evaluation path: sample each prompt `samples_per_prompt` times through a rollout engine, let the task score
 every response, and read the metrics off the scores.
 
-The Trainer's validation (`rl_runtime.trainer.evaluate_shard`: each worker its share of the held-out prompts,
-`reduce_validation` on the driver) and the recipes' held-out scoring (`rl_recipes.evaluation.evaluate_math`:
+The Trainer's validation (`rl_runtime.trainer._validation.evaluate_shard`: each worker its share of the held-out
+prompts, `reduce_validation` on the driver) and the recipes' held-out scoring (`rl_recipes.evaluation.evaluate_math`:
 SFT's exact match, `rl-recipes eval`) both run `evaluate_prompts` and report from the `Evaluation` it returns.
 """
 

@@ -18,66 +18,19 @@ Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. E
 (`Task`: prompt encoding and scoring) is the recipe's seam.
 """
 
-from rl_runtime.nodes._advantage import compute_advantage
+# The built-in operations register themselves in NODE_OPERATIONS when their modules are imported.
+from rl_runtime.nodes import _advantage, _dynamic_sampling, _generate, _log_probs, _rebalance, _reward, _train  # noqa: F401
 from rl_runtime.nodes._batching import single_input, with_fields
-from rl_runtime.nodes._dynamic_sampling import dynamic_sampling, first_groups, informative_groups
-from rl_runtime.nodes._generate import draw_rollouts, encode_rows, generate, response_budget, sample_prompts
-from rl_runtime.nodes._log_probs import compute_old_log_prob, compute_ref_log_prob, compute_value, is_on_policy
-from rl_runtime.nodes._rebalance import (
-    REBALANCE_OPERATION,
-    pad_samples,
-    rank_seqlen_metrics,
-    rebalance,
-    trim_padding,
-    with_rebalance,
-)
 from rl_runtime.nodes._resources import NodeResources
-from rl_runtime.nodes._reward import compute_reward, score_batch, sequence_scores, task_scores
-from rl_runtime.nodes._rollout_batch import PAD_ID, build_rollout_batch, concat_samples, select_samples
-from rl_runtime.nodes._seeds import sample_seed, sample_uid
 from rl_runtime.nodes._task import PromptItem, ResponseSample, ScoreResult, Task, TaskFactory
-from rl_runtime.nodes._train import sync_rollout_weights, train_actor, train_critic, update_metrics
 
 __all__ = [
-    "PAD_ID",
-    "REBALANCE_OPERATION",
     "NodeResources",
     "PromptItem",
     "ResponseSample",
     "ScoreResult",
     "Task",
     "TaskFactory",
-    "build_rollout_batch",
-    "compute_advantage",
-    "compute_old_log_prob",
-    "compute_ref_log_prob",
-    "compute_reward",
-    "compute_value",
-    "concat_samples",
-    "draw_rollouts",
-    "dynamic_sampling",
-    "encode_rows",
-    "first_groups",
-    "generate",
-    "informative_groups",
-    "is_on_policy",
-    "pad_samples",
-    "rank_seqlen_metrics",
-    "rebalance",
-    "response_budget",
-    "sample_prompts",
-    "sample_seed",
-    "sample_uid",
-    "score_batch",
-    "select_samples",
-    "sequence_scores",
     "single_input",
-    "sync_rollout_weights",
-    "task_scores",
-    "train_actor",
-    "train_critic",
-    "trim_padding",
-    "update_metrics",
     "with_fields",
-    "with_rebalance",
 ]

@@ -16,7 +16,7 @@ from rl_core.schema import (
     VALUES,
 )
 from rl_runtime.config import KLMode
-from rl_runtime.metrics import timed
+from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation

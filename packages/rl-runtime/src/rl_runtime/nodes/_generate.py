@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from rl_engines.rollout import GenerateRequest, InferenceEngine, SamplingParams
 from rl_runtime.config import RunConfig
-from rl_runtime.metrics import timed
+from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._rollout_batch import build_rollout_batch
 from rl_runtime.nodes._seeds import sample_seed, sample_uid

@@ -9,7 +9,7 @@ import torch
 from rl_core.schema import ATTENTION_MASK, INPUT_IDS, RESPONSE_MASK, ROLLOUT_LOG_PROBS, VALUES
 from rl_engines.training import Batch, ForwardOutput
 from rl_runtime.config import BatchConfig, KLMode, RecomputeOldLogProb, RunConfig
-from rl_runtime.metrics import timed
+from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation

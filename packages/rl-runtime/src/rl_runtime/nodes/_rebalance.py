@@ -16,18 +16,10 @@ from rl_core.schema import ATTENTION_MASK, GROUP_ID, PROMPT_LEN, RESPONSE_LEN, U
 from rl_runtime.config import RankBalancing
 from rl_runtime.nodes._batching import require_fields, single_input
 from rl_runtime.nodes._rollout_batch import PAD_ID, select_samples
-from rl_runtime.workers import (
-    EdgeRoute,
-    NodeContext,
-    Sample,
-    SampleBatch,
-    StepData,
-    StepDataError,
-    edge_key,
-    register_operation,
-    sample_infos,
-    stack_samples,
-)
+from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
+from rl_runtime.workers._routing import EdgeRoute, edge_key
+from rl_runtime.workers._step_data import Sample, SampleBatch, stack_samples
+from rl_runtime.workers._transport import sample_infos
 
 REBALANCE_OPERATION = "rebalance"
 """The operation name (and the node id `with_rebalance` gives its node)."""
@@ -43,7 +35,7 @@ _DEFAULTS: Mapping[str, object] = {KEEP_GROUPS_PARAM: False, WORKLOAD_PARAM: "to
 _NEEDS = (UID, PROMPT_LEN, RESPONSE_LEN)
 _GROUP_NEEDS = (GROUP_ID,)
 _SEQLEN = "global_seqlen"
-"""verl's prefix of the balance metrics (see rl_runtime.metrics.global_seqlen_metrics)."""
+"""verl's prefix of the balance metrics (see rl_runtime.metrics._perf.global_seqlen_metrics)."""
 
 
 def with_rebalance(graph: TaskGraph, balancing: RankBalancing, *, after: str | None = None) -> TaskGraph:

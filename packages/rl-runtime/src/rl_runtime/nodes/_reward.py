@@ -8,7 +8,7 @@ import torch
 
 from rl_core.schema import INPUT_IDS, PROMPT_LEN, RESPONSE_LEN, RESPONSE_MASK, UID
 from rl_core.shaping import overlong_penalty, scores_to_token_level
-from rl_runtime.metrics import timed
+from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._rollout_batch import FINISH_REASON_KEY

@@ -19,7 +19,9 @@ from rl_core.schema import (
     VALUES,
 )
 from rl_engines.training import StepResult
-from rl_runtime.metrics import compute_data_metrics, count_tokens, timed
+from rl_runtime.metrics._batch import count_tokens
+from rl_runtime.metrics._data import compute_data_metrics
+from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._log_probs import forward_field, policy_forward_metrics, skips_old_log_prob_pass
 from rl_runtime.nodes._resources import NodeResources

@@ -2,11 +2,9 @@
 
     placement = TaskScheduler(SchedulerConfig(num_nodes=1, slots_per_node=8)).schedule(get_pipeline("grpo"))
     print(placement.describe())
-    slots = create_slot_groups(1, 8, SlotGroupConfig(use_gpu=True))       # Ray placement groups
-    # in worker `rank`, started with scheduling_strategy=slots.strategy_for(rank):
-    init_distributed(rank, placement.world_size, exchange)             # exchange = ActorRendezvous.start()
-    groups = ProcessGroupManager(placement, rank)
-    dist.all_reduce(tensor, group=groups.group_for(NodeRole.ACTOR))
+
+The Trainer then reserves the slots as Ray placement groups (`_placement_groups`), meets at a rendezvous
+(`_rendezvous`) and builds the torch.distributed groups of each role (`_process_groups`).
 
 Apportioning (`APPORTION_STRATEGIES`): `even` gives equal shares, the remainder one each to the heaviest
 sub-graphs; `param_aware` gives shares proportional to `rl_core.graph.estimate_weight` by the
@@ -15,89 +13,20 @@ largest-remainder method with at least one slot each (all weights 0: it falls ba
 one node when it fits (`node_cohesion`) and prefers the least-loaded node (`node_load`).
 """
 
-from rl_runtime.planning._apportion import (
-    APPORTION_STRATEGIES,
-    MIN_SHARE,
-    ApportionStrategy,
-    apportion_even,
-    apportion_param_aware,
-    register_apportion_strategy,
-)
-from rl_runtime.planning._config import (
-    BACKENDS,
-    PlannerConfig,
-    ProcessGroupConfig,
-    SchedulerConfig,
-    SlotGroupConfig,
-)
-from rl_runtime.planning._errors import (
-    InsufficientSlotsError,
-    PlacementTimeout,
-    PlanningConfigError,
-    PlanningError,
-    ProcessGroupError,
-    RendezvousTimeout,
-)
-from rl_runtime.planning._placement import (
-    DataParallelInfo,
-    Placement,
-    RoleGroup,
-    SubgraphPlacement,
-    WorkerAssignment,
-)
-from rl_runtime.planning._placement_groups import SlotGroups, create_slot_groups, slot_bundle
-from rl_runtime.planning._process_groups import ProcessGroupManager, init_distributed, resolve_backend
-from rl_runtime.planning._rendezvous import (
-    LOCALHOST,
-    ActorRendezvous,
-    Exchange,
-    FileRendezvous,
-    RendezvousAddress,
-    RendezvousStore,
-    free_port,
-    rendezvous,
-)
-from rl_runtime.planning._scheduler import TaskScheduler, place_subgraphs
-from rl_runtime.planning._slots import assign_slots
+from rl_runtime.planning._apportion import APPORTION_STRATEGIES, ApportionStrategy, register_apportion_strategy
+from rl_runtime.planning._config import SchedulerConfig
+from rl_runtime.planning._errors import InsufficientSlotsError, PlanningError
+from rl_runtime.planning._placement import Placement, WorkerAssignment
+from rl_runtime.planning._scheduler import TaskScheduler
 
 __all__ = [
     "APPORTION_STRATEGIES",
-    "BACKENDS",
-    "LOCALHOST",
-    "MIN_SHARE",
-    "ActorRendezvous",
     "ApportionStrategy",
-    "DataParallelInfo",
-    "Exchange",
-    "FileRendezvous",
     "InsufficientSlotsError",
     "Placement",
-    "PlacementTimeout",
-    "PlannerConfig",
-    "PlanningConfigError",
     "PlanningError",
-    "ProcessGroupConfig",
-    "ProcessGroupError",
-    "ProcessGroupManager",
-    "RendezvousAddress",
-    "RendezvousStore",
-    "RendezvousTimeout",
-    "RoleGroup",
     "SchedulerConfig",
-    "SlotGroupConfig",
-    "SlotGroups",
-    "SubgraphPlacement",
     "TaskScheduler",
     "WorkerAssignment",
-    "apportion_even",
-    "apportion_param_aware",
-    "assign_slots",
-    "create_slot_groups",
-    "free_port",
-    "init_distributed",
-    "place_subgraphs",
     "register_apportion_strategy",
-    "rendezvous",
-    "resolve_backend",
-    "slot_bundle",
 ]

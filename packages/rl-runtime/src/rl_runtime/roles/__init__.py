@@ -8,19 +8,9 @@ operations talk to roles only: the update, checkpoints, weight export and the st
 methods.
 """
 
-from rl_runtime.roles._actor import ActorConfig, ActorRole
-from rl_runtime.roles._critic import DEFAULT_VALUE_CLIP_RANGE, CriticConfig, CriticRole
-from rl_runtime.roles._errors import RoleConfigError, RoleError
-from rl_runtime.roles._reference import ReferenceConfig, ReferenceRole
+from rl_runtime.roles._actor import ActorRole
+from rl_runtime.roles._critic import CriticRole
+from rl_runtime.roles._errors import RoleError
+from rl_runtime.roles._reference import ReferenceRole
 
-__all__ = [
-    "DEFAULT_VALUE_CLIP_RANGE",
-    "ActorConfig",
-    "ActorRole",
-    "CriticConfig",
-    "CriticRole",
-    "ReferenceConfig",
-    "ReferenceRole",
-    "RoleConfigError",
-    "RoleError",
-]
+__all__ = ["ActorRole", "CriticRole", "ReferenceRole", "RoleError"]

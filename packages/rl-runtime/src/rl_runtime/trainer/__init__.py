@@ -13,57 +13,18 @@ building only its sub-graph's engines, with the actor's updates broadcast to the
 `trainer.resume: auto` continues from the newest.
 """
 
-from rl_runtime.trainer._checkpoints import (
-    CHECKPOINTS_DIR,
-    STATE_FILE,
-    checkpoint_root,
-    complete_checkpoints,
-    latest_checkpoint,
-    prune_checkpoints,
-    read_state,
-)
-from rl_runtime.trainer._data import ConcatSource, open_files, steps_per_epoch
-from rl_runtime.trainer._engines import build_actor, build_critic, build_reference, build_rollout, uses_reference
+from rl_runtime.trainer._checkpoints import read_state
+from rl_runtime.trainer._engines import build_actor
 from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
-from rl_runtime.trainer._loop import Trainer, TrainResult, load_pipeline
-from rl_runtime.trainer._session import DRIVER_BYTES_METRIC, TrainingSession
-from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, plan_placement, split_pipeline
-from rl_runtime.trainer._validation import PASS_SCORE, evaluate_shard, reduce_validation
-from rl_runtime.trainer._weight_link import WeightReceiver, WeightSender
-from rl_runtime.trainer._worker_state import RunHooks, RunResourcesFactory, SlotEngines
+from rl_runtime.trainer._loop import Trainer, TrainResult
+from rl_runtime.trainer._worker_state import ExtrasFactory
 
 __all__ = [
-    "CHECKPOINTS_DIR",
-    "DRIVER_BYTES_METRIC",
-    "PASS_SCORE",
-    "RECEIVE_WEIGHTS_NODE",
-    "STATE_FILE",
     "CheckpointStateError",
-    "ConcatSource",
-    "RunHooks",
-    "RunResourcesFactory",
-    "SlotEngines",
+    "ExtrasFactory",
     "TrainResult",
     "Trainer",
     "TrainerError",
-    "TrainingSession",
-    "WeightReceiver",
-    "WeightSender",
     "build_actor",
-    "build_critic",
-    "build_reference",
-    "build_rollout",
-    "checkpoint_root",
-    "complete_checkpoints",
-    "evaluate_shard",
-    "latest_checkpoint",
-    "load_pipeline",
-    "open_files",
-    "plan_placement",
-    "prune_checkpoints",
     "read_state",
-    "reduce_validation",
-    "split_pipeline",
-    "steps_per_epoch",
-    "uses_reference",
 ]

@@ -20,11 +20,12 @@ from rl_engines.training import (
     TrainEngineConfig,
     load_hf_config,
 )
-from rl_runtime.config import DeviceKind, KLMode, RunConfig, reference_engine_config
-from rl_runtime.roles import ActorConfig as ActorLossConfig
+from rl_runtime.config import DeviceKind, KLMode, RunConfig
+from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
-from rl_runtime.roles import CriticConfig as CriticLossConfig
-from rl_runtime.roles import ReferenceConfig as ReferenceRoleConfig
+from rl_runtime.roles._actor import ActorConfig as ActorLossConfig
+from rl_runtime.roles._critic import CriticConfig as CriticLossConfig
+from rl_runtime.roles._reference import ReferenceConfig as ReferenceRoleConfig
 
 _ENGINE_DTYPE_KEY = "dtype"
 """An engine's own `dtype` setting in `rollout.engine_kwargs` overrides the policy's compute dtype."""

@@ -10,9 +10,13 @@ import attrs
 import yaml
 
 from rl_core.graph import TaskGraph, get_pipeline
-from rl_runtime.config import RESUME_AUTO, RESUME_NEVER, BatchPlan, RunConfig, is_pipeline_file, unstructure
+from rl_runtime.config import BatchPlan, RunConfig
+from rl_runtime.config._converter import unstructure
+from rl_runtime.config._schema import is_pipeline_file
+from rl_runtime.config._schema_sections import RESUME_AUTO, RESUME_NEVER
 from rl_runtime.metrics import MetricsLogger, SinkContext
-from rl_runtime.nodes import TaskFactory, with_rebalance
+from rl_runtime.nodes import TaskFactory
+from rl_runtime.nodes._rebalance import with_rebalance
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._data import open_files, steps_per_epoch
 from rl_runtime.trainer._errors import TrainerError

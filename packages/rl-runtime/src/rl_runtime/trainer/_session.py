@@ -17,15 +17,19 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from rl_coordinator.coordinator import start_coordinator
-from rl_runtime.metrics import compute_throughput_metrics
-from rl_runtime.nodes import REBALANCE_OPERATION
-from rl_runtime.planning import ActorRendezvous, SlotGroupConfig, SlotGroups, create_slot_groups
+from rl_runtime.metrics._perf import compute_throughput_metrics
+from rl_runtime.nodes._rebalance import REBALANCE_OPERATION
+from rl_runtime.planning._config import SlotGroupConfig
+from rl_runtime.planning._placement_groups import SlotGroups, create_slot_groups
+from rl_runtime.planning._rendezvous import ActorRendezvous
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._engines import device_name
 from rl_runtime.trainer._split import is_split, train_subgraph
 from rl_runtime.trainer._validation import reduce_validation
 from rl_runtime.trainer._worker_state import RunResourcesFactory
-from rl_runtime.workers import WORKER_NICENESS, Driver, edge_key, start_workers
+from rl_runtime.workers import Driver, start_workers
+from rl_runtime.workers._routing import edge_key
+from rl_runtime.workers._worker import WORKER_NICENESS
 
 if TYPE_CHECKING:
     from rl_runtime.trainer._loop import Trainer

@@ -25,7 +25,9 @@ from rl_core.graph import (
 )
 from rl_runtime.config import RunConfig
 from rl_runtime.nodes._train import RECEIVE_WEIGHTS_OPERATION, TRAIN_ACTOR_OPERATION
-from rl_runtime.planning import Placement, SchedulerConfig, SubgraphPlacement, TaskScheduler, place_subgraphs
+from rl_runtime.planning import Placement, SchedulerConfig, TaskScheduler
+from rl_runtime.planning._placement import SubgraphPlacement
+from rl_runtime.planning._scheduler import place_subgraphs
 from rl_runtime.trainer._errors import TrainerError
 
 ENGINE_ROLES = frozenset({NodeRole.ROLLOUT, NodeRole.DYNAMIC_SAMPLING})

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from rl_coordinator.loading import RowSource
 from rl_engines.rollout import SamplingParams
-from rl_runtime.evaluation import PASS_SCORE, SUM_KEYS, evaluate_prompts, reduce_validation
-from rl_runtime.nodes import NodeResources, encode_rows, response_budget, sample_seed, sample_uid
+from rl_runtime.evaluation import PASS_SCORE, evaluate_prompts
+from rl_runtime.evaluation._evaluate import SUM_KEYS, reduce_validation
+from rl_runtime.nodes import NodeResources
+from rl_runtime.nodes._generate import encode_rows, response_budget
+from rl_runtime.nodes._seeds import sample_seed, sample_uid
 from rl_runtime.workers import StepDataError
 
 __all__ = ["PASS_SCORE", "evaluate_shard", "reduce_validation"]

@@ -26,7 +26,7 @@ import torch
 
 from rl_engines.rollout import WeightGroup, WeightGroupSpec, WeightsMeta, parse_dtype, weights_checksum
 from rl_engines.sync import Bucket, SyncError, SyncReport, WeightSync
-from rl_runtime.planning import LOCALHOST, Exchange, rendezvous
+from rl_runtime.planning._rendezvous import LOCALHOST, Exchange, rendezvous
 
 logger = logging.getLogger(__name__)
 

@@ -19,10 +19,13 @@ from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_core.schema import POLICY_VERSION
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
-from rl_runtime.nodes import NodeResources, TaskFactory, sync_rollout_weights
+from rl_runtime.nodes import NodeResources, TaskFactory
 from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber
-from rl_runtime.nodes._train import receive_rollout_weights
-from rl_runtime.planning import Exchange, ProcessGroupConfig, WorkerAssignment, init_distributed
+from rl_runtime.nodes._train import receive_rollout_weights, sync_rollout_weights
+from rl_runtime.planning import WorkerAssignment
+from rl_runtime.planning._config import ProcessGroupConfig
+from rl_runtime.planning._process_groups import init_distributed
+from rl_runtime.planning._rendezvous import Exchange
 from rl_runtime.roles import ActorRole
 from rl_runtime.trainer._data import open_files
 from rl_runtime.trainer._engines import (

@@ -16,18 +16,9 @@ through the DataCoordinator, keyed `"<src>-><dst>"` and by step. Faults reach th
 `NodeExecutionError` (rank, node, step, traceback) or `WorkerLostError` (rank).
 """
 
-from rl_runtime.workers._driver import PING_TIMEOUT_S, Driver, StepResult, run_steps
-from rl_runtime.workers._errors import (
-    NodeExecutionError,
-    RoutingError,
-    StepDataError,
-    StepTimeoutError,
-    UnknownOperationError,
-    WorkerError,
-    WorkerLostError,
-    WorkerStartError,
-)
-from rl_runtime.workers._executor import NODE_TIMING_PREFIX, GraphExecutor
+from rl_runtime.workers._driver import Driver, StepResult, run_steps
+from rl_runtime.workers._errors import NodeExecutionError, StepDataError, WorkerError, WorkerLostError
+from rl_runtime.workers._executor import NODE_TIMING_PREFIX
 from rl_runtime.workers._operations import (
     NODE_OPERATIONS,
     NodeContext,
@@ -36,46 +27,28 @@ from rl_runtime.workers._operations import (
     register_operation,
 )
 from rl_runtime.workers._resources import ResourcesFactory, WorkerHooks, WorkerResources
-from rl_runtime.workers._routing import EdgeRoute, WorkerRoutes, edge_key, plan_routes
-from rl_runtime.workers._step_data import Sample, SampleBatch, StepData, stack_samples
-from rl_runtime.workers._transport import get_edge, put_edge, sample_infos
-from rl_runtime.workers._worker import WORKER_NICENESS, DAGWorker, start_workers
+from rl_runtime.workers._routing import plan_routes
+from rl_runtime.workers._step_data import StepData
+from rl_runtime.workers._worker import start_workers
 
 __all__ = [
     "NODE_OPERATIONS",
     "NODE_TIMING_PREFIX",
-    "PING_TIMEOUT_S",
-    "WORKER_NICENESS",
-    "DAGWorker",
     "Driver",
-    "EdgeRoute",
-    "GraphExecutor",
     "NodeContext",
     "NodeExecutionError",
     "NodeOperation",
     "ResourcesFactory",
-    "RoutingError",
-    "Sample",
-    "SampleBatch",
     "StepData",
     "StepDataError",
     "StepResult",
-    "StepTimeoutError",
-    "UnknownOperationError",
     "WorkerError",
     "WorkerHooks",
     "WorkerLostError",
     "WorkerResources",
-    "WorkerRoutes",
-    "WorkerStartError",
     "bind_operations",
-    "edge_key",
-    "get_edge",
     "plan_routes",
-    "put_edge",
     "register_operation",
     "run_steps",
-    "sample_infos",
-    "stack_samples",
     "start_workers",
 ]

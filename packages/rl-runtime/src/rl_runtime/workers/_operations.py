@@ -20,7 +20,7 @@ import attrs
 
 from rl_core import nearest_name, registrar
 from rl_core.graph import Node, TaskGraph
-from rl_runtime.planning import DataParallelInfo
+from rl_runtime.planning._placement import DataParallelInfo
 from rl_runtime.workers._errors import UnknownOperationError
 from rl_runtime.workers._resources import ResourcesT
 from rl_runtime.workers._step_data import StepData

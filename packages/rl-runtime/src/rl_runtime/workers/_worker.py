@@ -11,7 +11,8 @@ from typing import Any
 import ray
 
 from rl_coordinator.coordinator import DEFAULT_TIMEOUT_S, CoordinatorClient
-from rl_runtime.planning import Placement, SlotGroups, WorkerAssignment
+from rl_runtime.planning import Placement, WorkerAssignment
+from rl_runtime.planning._placement_groups import SlotGroups
 from rl_runtime.workers._errors import WorkerError, WorkerStartError
 from rl_runtime.workers._executor import GraphExecutor
 from rl_runtime.workers._host_memory import retain_freed_host_memory
