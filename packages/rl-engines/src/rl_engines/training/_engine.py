@@ -15,6 +15,7 @@ from rl_core.losses import LossNormalizer
 from rl_engines._attention import SDPA, full_attention_only
 from rl_engines.training import _checkpoint, _export
 from rl_engines.training._config import TrainEngineConfig
+from rl_engines.training._deferred_norm import DeferredCounts, deferrable_mode
 from rl_engines.training._errors import BatchError, TrainConfigError
 from rl_engines.training._fast_forward import FastForward
 from rl_engines.training._forward import PolicyNetwork, forward_micro_batch
@@ -196,7 +197,8 @@ class FSDPEngine:
                 f"a training step needs 'response_mask' (B, T) to normalise the loss; the batch has {sorted(batch)}"
             )
         plan = self._plan(batch)
-        normalizer = self.global_normalizer(batch["response_mask"])
+        deferred = self._deferred_counts(batch["response_mask"], loss_fn)
+        normalizer = deferred.provisional if deferred is not None else self.global_normalizer(batch["response_mask"])
         return train_step(
             self.network,
             optimizer,
@@ -210,7 +212,18 @@ class FSDPEngine:
             chunk_size=self.config.micro_batch.logprob_chunk_size,
             max_grad_norm=None if self.config.optimizer is None else self.config.optimizer.max_grad_norm,
             keep_gradients=keep_gradients,
+            deferred=deferred,
         )
+
+    def _deferred_counts(self, response_mask: torch.Tensor, loss_fn: LossFn) -> DeferredCounts | None:
+        """Under ddp on more than one rank, with a `NormalizedLoss` of a linear mode: this rank's counts, to ride on
+        the gradient all-reduce instead of `global_normalizer`'s collective (`_deferred_norm`). Else None."""
+        if not (self.layout.replicated and self.layout.world_size > 1):
+            return None
+        mode = deferrable_mode(loss_fn, list(self.network.parameters()))
+        if mode is None:
+            return None
+        return DeferredCounts.of(response_mask, mode, rank=self.layout.rank, world_size=self.layout.world_size)
 
     def train_step(self, batch: Batch, loss_fn: LossFn, spec: ForwardSpec) -> StepResult:
         """One optimizer step over `batch` in the engine's own micro-batches (see `TrainEngine.train_step`)."""
