@@ -170,7 +170,10 @@ class FSDPEngine:
 
     def global_normalizer(self, response_mask: torch.Tensor, *, horizon: float | None = None) -> LossNormalizer:
         """The counts of this rank's `response_mask` `(B, T)` summed over every rank (a collective): what
-        `train_step` divides each micro-batch's loss by. `horizon` defaults to the widest `T` on any rank."""
+        `train_step` divides each micro-batch's loss by. `horizon` defaults to the widest `T` on any rank.
+
+        Under ddp on several ranks a `NormalizedLoss` step does not call it: the same counts ride on the gradient
+        all-reduce (`_deferred_norm`)."""
         mask = response_mask.bool()
         local = torch.tensor([mask.sum(), mask.any(dim=-1).sum(), mask.shape[-1]], dtype=torch.float64)
         ranks = all_gather_rows(local.to(collective_device(self.layout)), self.layout).cpu()
