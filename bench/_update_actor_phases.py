@@ -7,9 +7,10 @@ update's total and the micro-batch count. With `UPDATE_ACTOR_CPROFILE=1` it also
 and rewrites `DIR/update_actor-<pid>.pstats` every `DUMP_EVERY` updates. `summarise` prints the median per phase.
 
 Phases (nested phases are reported separately and subtracted from their parent's `self` time):
-  update_actor       build_mini_batches + update_on_policy + policy_forward_metrics (the stage's body)
-  plan               the micro-batch planning (`nodes._batching.micro_batches`, with its balancing collective)
-  normaliser         `FSDPEngine.global_normalizer` (an all-gather of three counts per rank)
+  update_actor       `ActorRole.update_on_policy` + policy_forward_metrics (the on-policy stage's body)
+  plan               the engine's micro-batch planning (`FSDPEngine._plan`)
+  normaliser         `FSDPEngine.global_normalizer` (an all-gather of three counts per rank; not called under
+                     ddp, where the counts ride on the gradient all-reduce)
   select_rows        copying a micro-batch's rows out of the batch
   forward            `forward_micro_batch` (layout + the network's forward, log-probs and entropy)
   loss               the actor's loss function on the forward's outputs (with recording the log-probs)
@@ -108,16 +109,17 @@ def install() -> None:
     folder = os.environ.get(DIR_ENV)
     if not folder:
         return
-    from rl_engines.training import _engine, _replicate, _roles, _step  # noqa: F401
+    from rl_engines.training import _engine, _replicate, _step  # noqa: F401
     from rl_runtime.nodes import _train
+    from rl_runtime.roles import _actor
 
     recorder = _Recorder(Path(folder), os.environ.get(CPROFILE_ENV) == "1")
-    build = _train.build_mini_batches
+    update = _actor.ActorRole.update_on_policy
 
-    @functools.wraps(build)
+    @functools.wraps(update)
     def first(*args: Any, **kwargs: Any) -> Any:
         recorder.begin()
-        return build(*args, **kwargs)
+        return update(*args, **kwargs)
 
     metrics = _train.policy_forward_metrics
 
@@ -128,9 +130,9 @@ def install() -> None:
         finally:
             recorder.end()
 
-    _train.build_mini_batches = first
+    _actor.ActorRole.update_on_policy = first
     _train.policy_forward_metrics = last
-    _train.micro_batches = _timed(recorder, "plan", _train.micro_batches)
+    _engine.FSDPEngine._plan = _timed(recorder, "plan", _engine.FSDPEngine._plan)
     _engine.FSDPEngine.global_normalizer = _timed(recorder, "normaliser", _engine.FSDPEngine.global_normalizer)
     _engine.FSDPEngine.step_lr_scheduler = _timed(recorder, "lr_schedule", _engine.FSDPEngine.step_lr_scheduler)
     _step.select_rows = _timed(recorder, "select_rows", _step.select_rows)
@@ -139,7 +141,7 @@ def install() -> None:
     _step.all_reduce_gradients = _timed(recorder, "grad_all_reduce", _step.all_reduce_gradients)
     _step._grad_norm = _timed(recorder, "grad_norm_clip", _step._grad_norm)
     _step.apply_gradients = _timed(recorder, "optimizer", _step.apply_gradients)
-    _roles.ActorRole.loss = _timed(recorder, "loss", _roles.ActorRole.loss)
+    _actor.ActorRole.loss = _timed(recorder, "loss", _actor.ActorRole.loss)
 
 
 def summarise(folder: Path, skip: int = 0) -> str:

@@ -124,6 +124,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "rl_core.losses": [
         "AGGREGATIONS",
+        "AGGREGATION_DIVISORS",
         "LossNormalizer",
         "POLICY_LOSSES",
         "PolicyLoss",
@@ -132,6 +133,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "RolloutCorrection",
         "ValueLossOutput",
         "aggregate_loss",
+        "aggregation_divisor",
         "cispo",
         "clip_cov",
         "clipped_value_loss",

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rl_core import ShapeError, UnknownNameError
-from rl_core.losses import AGGREGATIONS, LossNormalizer, aggregate_loss, get_aggregation
+from rl_core.losses import (
+    AGGREGATION_DIVISORS,
+    AGGREGATIONS,
+    LossNormalizer,
+    aggregate_loss,
+    aggregation_divisor,
+    get_aggregation,
+)
 
 from ._batches import DTYPE, tensor
 
@@ -139,3 +146,17 @@ def test_bool_int_and_float_masks_agree() -> None:
         for dtype in (torch.bool, torch.int32, DTYPE)
     }
     assert len(results) == 1
+
+
+@pytest.mark.parametrize("mode", sorted(AGGREGATIONS))
+def test_every_mode_is_linear_in_one_over_its_divisor(mode: str) -> None:
+    """What lets a ddp engine run the backward under a provisional normaliser and rescale afterwards."""
+    assert AGGREGATION_DIVISORS.keys() == AGGREGATIONS.keys()
+    gen = torch.Generator().manual_seed(0)
+    loss = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    mask = (torch.rand(3, 5, generator=gen) > 0.3).long()
+    provisional, final = LossNormalizer(1.0, 1.0, 1.0), LossNormalizer(37.0, 11.0, 9.0)
+    scale = aggregation_divisor(mode, provisional) / aggregation_divisor(mode, final)
+    rescaled = aggregate_loss(loss, mask, mode, provisional) * scale
+    torch.testing.assert_close(rescaled, aggregate_loss(loss, mask, mode, final), rtol=1e-12, atol=0)
+    assert aggregation_divisor("not-a-mode", final) is None

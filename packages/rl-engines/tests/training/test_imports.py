@@ -18,6 +18,7 @@ PUBLIC_API = [
     "MicroBatchError",
     "ModelConfig",
     "ModelSourceError",
+    "NormalizedLoss",
     "OffloadConfig",
     "OptimizerConfig",
     "PrecisionConfig",

@@ -7,9 +7,11 @@ of them with the rollout importance-sampling correction (`rollout_correction`).
 """
 
 from rl_core.losses._aggregation import (
+    AGGREGATION_DIVISORS,
     AGGREGATIONS,
     LossNormalizer,
     aggregate_loss,
+    aggregation_divisor,
     get_aggregation,
     register_aggregation,
 )
@@ -29,6 +31,7 @@ from rl_core.losses._value import ValueLossOutput, clipped_value_loss
 
 __all__ = [
     "AGGREGATIONS",
+    "AGGREGATION_DIVISORS",
     "POLICY_LOSSES",
     "LossNormalizer",
     "PolicyLoss",
@@ -37,6 +40,7 @@ __all__ = [
     "RolloutCorrection",
     "ValueLossOutput",
     "aggregate_loss",
+    "aggregation_divisor",
     "cispo",
     "clip_cov",
     "clipped_value_loss",

@@ -97,6 +97,25 @@ def seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor, norm: LossNo
     return (loss * mask).sum() / (norm.num_sequences * norm.horizon)
 
 
+AGGREGATION_DIVISORS: dict[str, Callable[[LossNormalizer], float]] = {
+    "token-mean": lambda norm: norm.num_tokens,
+    "seq-mean-token-sum": lambda norm: norm.num_sequences,
+    "seq-mean-token-mean": lambda norm: norm.num_sequences,
+    "seq-mean-token-sum-norm": lambda norm: norm.num_sequences * norm.horizon,
+}
+"""For each built-in mode, the one product of the normaliser's counts its loss divides by: the mode's loss (and so
+its gradient) is linear in 1 / divisor and reads nothing else of the normaliser. A loss computed under one
+normaliser therefore equals, times `divisor(provisional) / divisor(global)`, the loss under another; a data-parallel
+engine may so learn the global counts after the backward. Modes registered elsewhere are not listed (unknown)."""
+
+
+def aggregation_divisor(mode: str, normalizer: LossNormalizer) -> float | None:
+    """What the aggregation `mode` divides its summed loss by under `normalizer`, or None when the mode is not
+    known to be linear in one such divisor (see `AGGREGATION_DIVISORS`)."""
+    divisor = AGGREGATION_DIVISORS.get(mode)
+    return None if divisor is None else float(divisor(normalizer))
+
+
 def aggregate_loss(
     loss: torch.Tensor,
     response_mask: torch.Tensor,

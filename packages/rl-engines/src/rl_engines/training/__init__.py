@@ -15,6 +15,7 @@ from rl_engines.training._config import (
     ScheduleConfig,
     TrainEngineConfig,
 )
+from rl_engines.training._deferred_norm import NormalizedLoss
 from rl_engines.training._engine import FSDPEngine
 from rl_engines.training._errors import (
     BatchError,
@@ -44,6 +45,7 @@ __all__ = [
     "MicroBatchError",
     "ModelConfig",
     "ModelSourceError",
+    "NormalizedLoss",
     "OffloadConfig",
     "OptimizerConfig",
     "PrecisionConfig",

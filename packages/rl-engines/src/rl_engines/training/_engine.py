@@ -16,6 +16,7 @@ from rl_core.schema import INPUT_IDS, RESPONSE_MASK, VALUES
 from rl_engines._attention import SDPA, full_attention_only
 from rl_engines.training import _checkpoint, _export
 from rl_engines.training._config import TrainEngineConfig
+from rl_engines.training._deferred_norm import DeferredCounts, deferrable_mode
 from rl_engines.training._errors import BatchError, TrainConfigError
 from rl_engines.training._fast_forward import FastForward
 from rl_engines.training._forward import PolicyNetwork, forward_micro_batch
@@ -170,7 +171,10 @@ class FSDPEngine:
 
     def global_normalizer(self, response_mask: torch.Tensor, *, horizon: float | None = None) -> LossNormalizer:
         """The counts of this rank's `response_mask` `(B, T)` summed over every rank (a collective): what
-        `train_step` divides each micro-batch's loss by. `horizon` defaults to the widest `T` on any rank."""
+        `train_step` divides each micro-batch's loss by. `horizon` defaults to the widest `T` on any rank.
+
+        Under ddp on several ranks a `NormalizedLoss` step does not call it: the same counts ride on the gradient
+        all-reduce (`_deferred_norm`)."""
         mask = response_mask.bool()
         local = torch.tensor([mask.sum(), mask.any(dim=-1).sum(), mask.shape[-1]], dtype=torch.float64)
         ranks = all_gather_rows(local.to(collective_device(self.layout)), self.layout).cpu()
@@ -197,7 +201,8 @@ class FSDPEngine:
                 f"a training step needs 'response_mask' (B, T) to normalise the loss; the batch has {sorted(batch)}"
             )
         plan = self._plan(batch)
-        normalizer = self.global_normalizer(batch[RESPONSE_MASK])
+        deferred = self._deferred_counts(batch[RESPONSE_MASK], loss_fn)
+        normalizer = deferred.provisional if deferred is not None else self.global_normalizer(batch[RESPONSE_MASK])
         return train_step(
             self.network,
             optimizer,
@@ -211,7 +216,18 @@ class FSDPEngine:
             chunk_size=self.config.micro_batch.logprob_chunk_size,
             max_grad_norm=None if self.config.optimizer is None else self.config.optimizer.max_grad_norm,
             keep_gradients=keep_gradients,
+            deferred=deferred,
         )
+
+    def _deferred_counts(self, response_mask: torch.Tensor, loss_fn: LossFn) -> DeferredCounts | None:
+        """Under ddp on more than one rank, with a `NormalizedLoss` of a linear mode: this rank's counts, to ride on
+        the gradient all-reduce instead of `global_normalizer`'s collective (`_deferred_norm`). Else None."""
+        if not (self.layout.replicated and self.layout.world_size > 1):
+            return None
+        mode = deferrable_mode(loss_fn, list(self.network.parameters()))
+        if mode is None:
+            return None
+        return DeferredCounts.of(response_mask, mode, rank=self.layout.rank, world_size=self.layout.world_size)
 
     def train_step(self, batch: Batch, loss_fn: LossFn, spec: ForwardSpec) -> StepResult:
         """One optimizer step over `batch` in the engine's own micro-batches (see `TrainEngine.train_step`)."""

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 
 from rl_core.losses import LossNormalizer
+from rl_engines.training._deferred_norm import DeferredCounts
 from rl_engines.training._errors import BatchError
 from rl_engines.training._forward import forward_micro_batch
 from rl_engines.training._fsdp import ProcessLayout, all_reduce_sum, collective_device, full_tensor
@@ -91,12 +92,27 @@ def apply_gradients(
     return norm, skipped
 
 
-def _sum_gradients_and_loss(network: torch.nn.Module, local_loss: torch.Tensor, layout: ProcessLayout) -> float:
+def _sum_gradients_and_loss(
+    network: torch.nn.Module, local_loss: torch.Tensor, layout: ProcessLayout, deferred: DeferredCounts | None
+) -> tuple[float, LossNormalizer | None]:
     """Sum the replicas' gradients (under ddp) and return the global loss; a NaN/inf on any rank reaches every rank
-    through the loss. Under ddp the loss rides in the gradients' collective, so a step pays one round, not two."""
-    if layout.replicated:
-        return float(all_reduce_gradients(list(network.parameters()), riders=local_loss))
-    return float(all_reduce_sum(local_loss.to(collective_device(layout)), layout))
+    through the loss. Under ddp the loss rides in the gradients' collective, so a step pays one round, not two; with
+    `deferred` the normaliser's counts ride too, and the gradients and loss are rescaled to the global normaliser
+    (returned; None without `deferred`)."""
+    if not layout.replicated:
+        return float(all_reduce_sum(local_loss.to(collective_device(layout)), layout)), None
+    parameters = list(network.parameters())
+    if deferred is None:
+        return float(all_reduce_gradients(parameters, riders=local_loss)), None
+    riders = torch.cat([local_loss.detach().double().view(1), deferred.riders.to(local_loss.device)])
+    summed = all_reduce_gradients(parameters, riders=riders)
+    assert summed is not None  # riders were given
+    normalizer, scale = deferred.resolve(summed[1:])
+    if scale != 1.0:
+        grads = [p.grad for p in parameters if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, scale)
+    return float(summed[0]) * scale, normalizer
 
 
 def train_step(
@@ -113,10 +129,13 @@ def train_step(
     chunk_size: int,
     max_grad_norm: float | None,
     keep_gradients: bool = False,
+    deferred: DeferredCounts | None = None,
 ) -> StepResult:
     """Accumulate the micro-batches' gradients and apply one optimizer step (see the module docstring).
 
     `keep_gradients` leaves the summed gradients in `.grad` and does not step (for checks against a reference).
+    `deferred` (ddp only): `normalizer` is provisional and the global counts ride on the gradient all-reduce
+    (`_deferred_norm`); the gradients are rescaled before clipping, so the clip sees today's gradient.
     """
     network.train()
     optimizer.zero_grad(set_to_none=True)
@@ -131,7 +150,9 @@ def train_step(
         input_layout=input_layout,
         chunk_size=chunk_size,
     )
-    loss = _sum_gradients_and_loss(network, local_loss, layout)
+    loss, global_normalizer = _sum_gradients_and_loss(network, local_loss, layout, deferred)
+    if global_normalizer is not None:
+        normalizer = global_normalizer
     lr = float(optimizer.param_groups[0]["lr"])
     if keep_gradients:
         return StepResult(loss, math.nan, True, lr, len(plan), normalizer, metrics)

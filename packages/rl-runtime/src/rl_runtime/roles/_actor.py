@@ -14,7 +14,15 @@ import torch
 from rl_core.kl import get_kl_estimator, kl_loss
 from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_aggregation, get_policy_loss
 from rl_core.schema import ADVANTAGES, INPUT_IDS, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
-from rl_engines.training import Batch, ForwardOutput, ForwardSpec, LossOutput, StepResult, TrainEngine
+from rl_engines.training import (
+    Batch,
+    ForwardOutput,
+    ForwardSpec,
+    LossOutput,
+    NormalizedLoss,
+    StepResult,
+    TrainEngine,
+)
 from rl_runtime.roles._common import (
     EngineRole,
     check_epochs_and_coefs,
@@ -138,7 +146,9 @@ class ActorRole(EngineRole):
                 "the batch of the actor's update has no 'old_log_probs'; compute them with compute_log_probs before "
                 "the update, or, for one on-policy mini-batch, call update_on_policy"
             )
-        return run_update(self._engine, batch, num_mini_batches, self.config.ppo_epochs, self.loss, self._train_spec)
+        # Every term is aggregated with config.aggregation: a replicated engine may learn the counts after the backward.
+        loss = NormalizedLoss(self.loss, self.config.aggregation)
+        return run_update(self._engine, batch, num_mini_batches, self.config.ppo_epochs, loss, self._train_spec)
 
     def update_on_policy(self, batch: Batch) -> tuple[StepResult, ForwardOutput]:
         """The step's one optimizer step (one mini-batch, one epoch), with the old log-probs taken from its own
@@ -176,7 +186,7 @@ class ActorRole(EngineRole):
         # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.
         tagged = {**batch, _ROW_KEY: torch.arange(shape[0], device=device)}
         spec = ForwardSpec(entropy=True, temperature=self.config.temperature)
-        result = self._engine.train_step(tagged, recording_loss, spec)
+        result = self._engine.train_step(tagged, NormalizedLoss(recording_loss, self.config.aggregation), spec)
         self._engine.step_lr_scheduler()
         return result, ForwardOutput(log_probs, entropy, None)
 

@@ -8,7 +8,15 @@ import torch
 
 from rl_core.losses import LossNormalizer, clipped_value_loss, get_aggregation
 from rl_core.schema import RESPONSE_MASK, RETURNS, VALUES
-from rl_engines.training import Batch, ForwardOutput, ForwardSpec, LossOutput, StepResult, TrainEngine
+from rl_engines.training import (
+    Batch,
+    ForwardOutput,
+    ForwardSpec,
+    LossOutput,
+    NormalizedLoss,
+    StepResult,
+    TrainEngine,
+)
 from rl_runtime.roles._common import (
     EngineRole,
     check_epochs_and_coefs,
@@ -91,4 +99,5 @@ class CriticRole(EngineRole):
     def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
         """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
         optimizer step each), then one schedule step."""
-        return run_update(self._engine, batch, num_mini_batches, self.config.ppo_epochs, self.loss, self._SPEC)
+        loss = NormalizedLoss(self.loss, self.config.aggregation)  # one mode: the counts may come after the backward
+        return run_update(self._engine, batch, num_mini_batches, self.config.ppo_epochs, loss, self._SPEC)
