@@ -111,7 +111,8 @@ def _sum_gradients_and_loss(
     if scale != 1.0:
         grads = [p.grad for p in parameters if p.grad is not None]
         if grads:
-            torch._foreach_mul_(grads, scale)
+            # One fused kernel for all gradients; torch's stubs leave its _foreach ops out of the exports.
+            torch._foreach_mul_(grads, scale)  # pyright: ignore[reportPrivateImportUsage]
     return float(summed[0]) * scale, normalizer
 
 
