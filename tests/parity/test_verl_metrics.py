@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
@@ -52,9 +52,12 @@ def verl_metrics() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def ours() -> ModuleType:
-    """`rl_runtime.metrics`."""
-    return _import_or_skip("rl_runtime.metrics")
+def ours() -> SimpleNamespace:
+    """Our metric functions (the private modules of `rl_runtime.metrics` the node operations call), in one namespace."""
+    found: dict[str, object] = {}
+    for module in ("rl_runtime.metrics._data", "rl_runtime.metrics._perf", "rl_runtime.metrics._batch"):
+        found.update(vars(_import_or_skip(module)))
+    return SimpleNamespace(**found)
 
 
 def _lengths(generator: torch.Generator, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,7 +131,7 @@ def _assert_same(actual: dict[str, float], expected: dict[str, float]) -> None:
 @pytest.mark.parametrize("with_lengths", [True, False], ids=["lengths", "masks"])
 @pytest.mark.parametrize("use_critic", [True, False], ids=["critic", "no_critic"])
 def test_data_metrics_match_verl(
-    verl_metrics: ModuleType, ours: ModuleType, seed: int, batch_size: int, with_lengths: bool, use_critic: bool
+    verl_metrics: ModuleType, ours: SimpleNamespace, seed: int, batch_size: int, with_lengths: bool, use_critic: bool
 ) -> None:
     verl_batch = _verl_layout(seed, batch_size)
     expected = verl_metrics.compute_data_metrics(_data_proto(verl_batch), use_critic=use_critic)
@@ -144,7 +147,7 @@ def test_data_metrics_match_verl(
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("timing", [TIMING, {**TIMING, **TIMING_MORE}], ids=["some", "all"])
 def test_timing_and_throughput_match_verl(
-    verl_metrics: ModuleType, ours: ModuleType, seed: int, timing: dict[str, float]
+    verl_metrics: ModuleType, ours: SimpleNamespace, seed: int, timing: dict[str, float]
 ) -> None:
     verl_batch = _verl_layout(seed, 8)
     proto = _data_proto(verl_batch)
@@ -165,7 +168,7 @@ def test_timing_and_throughput_match_verl(
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("ranks", [1, 2, 4])
-def test_global_seqlen_matches_verl(ours: ModuleType, seed: int, ranks: int) -> None:
+def test_global_seqlen_matches_verl(ours: SimpleNamespace, seed: int, ranks: int) -> None:
     balancing = _import_or_skip("verl.utils.seqlen_balancing")
     generator = torch.Generator().manual_seed(seed)
     seqlens = torch.randint(1, 200, (16,), generator=generator).tolist()
@@ -175,7 +178,7 @@ def test_global_seqlen_matches_verl(ours: ModuleType, seed: int, ranks: int) -> 
     _assert_same(ours.global_seqlen_metrics(ours.contiguous_rank_tokens(seqlens, ranks), balanced), expected)
 
 
-def test_all_aborted_batch_matches_verl(verl_metrics: ModuleType, ours: ModuleType) -> None:
+def test_all_aborted_batch_matches_verl(verl_metrics: ModuleType, ours: SimpleNamespace) -> None:
     verl_batch = _verl_layout(0, 4)
     for name in ("response_mask", "responses", "token_level_scores", "token_level_rewards"):
         verl_batch[name] = torch.zeros_like(verl_batch[name])
