@@ -18,6 +18,7 @@ from rl_engines.training import (
     OptimizerConfig,
     TrainEngineConfig,
 )
+from rl_runtime.config import AlgorithmConfig, KLConfig
 
 VOCAB = 128
 PROMPT, RESPONSE = 6, 10
@@ -115,3 +116,9 @@ def fake_outputs(batch: dict, seed: int) -> ForwardOutput:
     shape = batch["input_ids"].shape
     log_probs = (batch["old_log_probs"] + 0.05 * torch.randn(shape, generator=gen)).requires_grad_()
     return ForwardOutput(log_probs, torch.rand(shape, generator=gen) * 4, torch.randn(shape, generator=gen))
+
+
+def algorithm(kl_coef: float = 0.0, kl_estimator: str = "k3", **kwargs: Any) -> AlgorithmConfig:
+    """The run config's algorithm section the roles read: a KL loss of weight `kl_coef` (0: none) with
+    `kl_estimator`; `kwargs` set the other AlgorithmConfig fields."""
+    return AlgorithmConfig(kl=KLConfig(coef=kl_coef, estimator=kl_estimator), **kwargs)
