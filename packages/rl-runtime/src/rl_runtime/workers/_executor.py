@@ -15,7 +15,7 @@ from rl_runtime.planning import WorkerAssignment
 from rl_runtime.workers._errors import NodeExecutionError, RoutingError, StepDataError
 from rl_runtime.workers._operations import NodeContext, NodeOperation, bind_operations
 from rl_runtime.workers._routing import WorkerRoutes
-from rl_runtime.workers._step_data import StepData
+from rl_runtime.workers._step_data import StepData, check_node_output
 from rl_runtime.workers._transport import get_edge, put_edge
 
 logger = logging.getLogger(__name__)
@@ -26,6 +26,9 @@ NODE_TIMING_PREFIX = "timing_s/"
 
 class GraphExecutor:
     """Runs the task graph of one WorkerAssignment, step by step, in the calling process.
+
+    The tensors each node makes are checked against the sample schema (`check_node_output`) before they are
+    routed on, so a wrong dtype, rank or size is named at the node that made it.
 
     `resources` is what every operation sees as `ctx.resources` (a WorkerResources' `nodes`).
 
@@ -86,6 +89,7 @@ class GraphExecutor:
             raise StepDataError(
                 f"operation {node.operation!r} of node {node_id!r} returned {type(output).__name__}; return a StepData"
             )
+        check_node_output(output, inputs, f"the batch of node {node_id!r} (operation {node.operation!r})")
         for route in self.routes.outputs[node_id]:
             if route.local:
                 self._store.put(route.key, step, [], output)
