@@ -51,6 +51,9 @@ class GraphExecutor:
         self.resources = resources
         self.client = client
         self._bound = bind_operations(assignment.graph, operations)
+        # The graph is fixed for the executor's life: each node and its data-parallel group, resolved once here
+        # rather than looked up in the graph on every step.
+        self._nodes = {node_id: (assignment.graph[node_id], assignment.dp_for_node(node_id)) for node_id in self._bound}
         if routes.uses_coordinator and client is None:
             raise RoutingError(
                 f"worker rank {assignment.rank} has coordinator edges but no coordinator client; pass one"
@@ -73,14 +76,13 @@ class GraphExecutor:
         return metrics
 
     def _run_node(self, node_id: str, operation: NodeOperation, step: int) -> StepData:
-        dp = self.assignment.dp_for_node(node_id)
+        node, dp = self._nodes[node_id]
         inputs: dict[str, StepData] = {}
         for route in self.routes.inputs[node_id]:
             if route.local:
                 inputs[route.src] = self._store.take(route.key, step)[1]
             else:
                 inputs[route.src] = get_edge(self.client, route, step, dp.rank)
-        node = self.assignment.graph[node_id]
         context = NodeContext(node, self.assignment.rank, dp, step, self.resources, self.client)
         output = operation(context, inputs)
         if inspect.isawaitable(output):
