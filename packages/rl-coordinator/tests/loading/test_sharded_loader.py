@@ -197,6 +197,13 @@ def test_file_and_hf_dataset_sources_give_the_same_stream(tmp_path) -> None:
         assert [b.rows for b in stream] == [[rows[i] for i in b.indices] for b in streams[0]]
 
 
+def test_a_batch_says_where_each_row_comes_from(tmp_path) -> None:
+    path = write_jsonl(tmp_path / "w.jsonl", make_rows(5))
+    batch = next(loader(path, batch_size=2, shuffle=False, dp_rank=1, dp_size=2))
+    assert batch.indices == [1, 3]
+    assert batch.locations == [f"{path} row 1 (line 2)", f"{path} row 3 (line 4)"]
+
+
 def test_malformed_rows_are_named(tmp_path) -> None:
     rows = make_rows(6)
     del rows[4]["answer"]

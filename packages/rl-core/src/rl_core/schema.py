@@ -4,7 +4,9 @@ Every layer names a sample's tensors through these constants (`batch[schema.RESP
 through a string literal: `tools/check_sample_fields.py` (run by `nox -s lint`) fails on a literal equal
 to a field name anywhere in the package sources outside this module. Each field has a `FieldSpec` in
 `SAMPLE_FIELDS`: its allowed dtypes, its symbolic shape and whether it is per-token, per-sequence or
-per-step. `check_sample` checks a mapping of tensors against them.
+per-step. `check_sample` checks a mapping of tensors against them; the runtime's graph executor runs it on
+the tensors each node makes, before they travel on (`rl_runtime.workers._step_data.check_node_output`, under
+0.02 % of an embedded-default step), so a wrong dtype, rank or size is named at the node that made it.
 
 Symbols: `B` samples, `T` tokens (prompt + response, right-padded), `S` environment steps of an
 embodied episode, `A` action tokens per step, `C`, `H`, `W` image channels, height and width.

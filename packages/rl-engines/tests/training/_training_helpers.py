@@ -1,4 +1,7 @@
-"""Tiny models, rollout-shaped batches, independent references and a 2-process gloo launcher for the tests."""
+"""Tiny models, rollout-shaped batches, independent references and a 2-process gloo launcher for the tests.
+
+The doubles the roles' tests in rl-runtime share (the tiny Qwen2, its engine config, rollout batches, the PPO
+loss) live in `rl_engines.testing`; they are imported here under the names these tests use."""
 
 from __future__ import annotations
 
@@ -14,33 +17,17 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
+from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
 
-from rl_core.losses import LossNormalizer, PolicyLossInputs, clipped_value_loss, get_policy_loss
-from rl_engines.training import (
-    ForwardOutput,
-    LossOutput,
-    MicroBatchConfig,
-    ModelConfig,
-    OptimizerConfig,
-    TrainEngineConfig,
-)
-
-VOCAB = 128
-PROMPT, RESPONSE = 6, 10
-
-
-def qwen_config() -> Qwen2Config:
-    """A 2-layer Qwen2 with hidden size 32 (fp32, no dropout)."""
-    return Qwen2Config(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=VOCAB,
-        max_position_embeddings=64,
-    )
+from rl_core.losses import LossNormalizer, clipped_value_loss
+from rl_engines.testing import TINY_PROMPT_LEN as PROMPT
+from rl_engines.testing import TINY_RESPONSE_LEN as RESPONSE
+from rl_engines.testing import TINY_VOCAB as VOCAB
+from rl_engines.testing import ppo_loss_fn, with_ppo_fields
+from rl_engines.testing import tiny_engine_config as engine_config
+from rl_engines.testing import tiny_qwen_config as qwen_config
+from rl_engines.testing import tiny_rollout_batch as rollout_batch
+from rl_engines.training import ForwardOutput, LossOutput
 
 
 def llama_config() -> LlamaConfig:
@@ -57,54 +44,10 @@ def llama_config() -> LlamaConfig:
     )
 
 
-def engine_config(hf_config: Any = None, *, packing: bool = True, lr: float = 1e-2, **kwargs: Any) -> TrainEngineConfig:
-    """A CPU engine config on a tiny model; `kwargs` override TrainEngineConfig fields."""
-    model = kwargs.pop("model", None) or ModelConfig(hf_config=hf_config or qwen_config(), init_seed=3)
-    return TrainEngineConfig(
-        model=model,
-        optimizer=kwargs.pop("optimizer", OptimizerConfig(lr=lr, max_grad_norm=None)),
-        # 24 tokens split a few rollout rows (at most 16 tokens each) into several micro-batches.
-        micro_batch=kwargs.pop("micro_batch", MicroBatchConfig(max_tokens_per_micro_batch=24, packing=packing)),
-        device="cpu",
-        **kwargs,
-    )
-
-
 def reference_model(hf_config: Any = None, init_seed: int = 3) -> torch.nn.Module:
     """The same tiny model the engine builds, as a plain transformers model."""
     torch.manual_seed(init_seed)
     return AutoModelForCausalLM.from_config(hf_config or qwen_config(), attn_implementation="eager")
-
-
-def rollout_batch(batch_size: int, seed: int) -> dict[str, torch.Tensor]:
-    """Rows laid out as a rollout makes them: left-padded prompt, response, right padding; plus PPO tensors."""
-    gen = torch.Generator().manual_seed(seed)
-    width = PROMPT + RESPONSE
-    input_ids = torch.randint(1, VOCAB, (batch_size, width), generator=gen)
-    attention_mask = torch.zeros(batch_size, width, dtype=torch.int64)
-    response_mask = torch.zeros(batch_size, width, dtype=torch.int64)
-    for row in range(batch_size):
-        prompt = int(torch.randint(2, PROMPT + 1, (1,), generator=gen))
-        response = int(torch.randint(1, RESPONSE + 1, (1,), generator=gen))
-        attention_mask[row, PROMPT - prompt : PROMPT + response] = 1
-        response_mask[row, PROMPT : PROMPT + response] = 1
-    return with_ppo_fields(input_ids * attention_mask, attention_mask, response_mask, gen)
-
-
-def with_ppo_fields(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, response_mask: torch.Tensor, gen: torch.Generator
-) -> dict[str, torch.Tensor]:
-    """The batch of these `(B, T)` rows with default position ids and random old log-probs and advantages."""
-    shape = tuple(input_ids.shape)
-    return {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "position_ids": (attention_mask.cumsum(-1) - 1).clamp(min=0),
-        "response_mask": response_mask,
-        # Near the tiny model's log-probs (about -log(VOCAB)), so most PPO ratios stay inside the clip range.
-        "old_log_probs": (-4.85 + 0.1 * torch.randn(shape, generator=gen)) * response_mask,
-        "advantages": torch.randn(shape, generator=gen) * response_mask,
-    }
 
 
 def reference_outputs(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,15 +71,6 @@ def reference_outputs(model: torch.nn.Module, batch: dict[str, torch.Tensor]) ->
     log_probs = log_probs.index_put((index_rows, index_cols), torch.cat([lp for *_, lp, _ in rows]))
     entropy = entropy.index_put((index_rows, index_cols), torch.cat([e for *_, e in rows]))
     return log_probs * mask, entropy * mask
-
-
-def ppo_loss_fn(outputs: ForwardOutput, micro_batch: dict[str, torch.Tensor], normalizer: LossNormalizer) -> LossOutput:
-    """The registry's PPO loss on a micro-batch (what the actor role computes without KL or entropy terms)."""
-    inputs = PolicyLossInputs(
-        outputs.log_probs, micro_batch["old_log_probs"], micro_batch["advantages"], micro_batch["response_mask"]
-    )
-    loss, metrics = get_policy_loss("ppo")(inputs, normalizer=normalizer)
-    return LossOutput(loss, metrics)
 
 
 def reference_gradients(batch: dict[str, torch.Tensor], hf_config: Any = None) -> dict[str, torch.Tensor]:
@@ -205,3 +139,23 @@ def value_loss_fn(
         normalizer=normalizer,
     )
     return LossOutput(loss, {"critic/vf_clipfrac": clipfrac})
+
+
+__all__ = [
+    "PROMPT",
+    "RESPONSE",
+    "VOCAB",
+    "engine_config",
+    "free_port",
+    "llama_config",
+    "ppo_loss_fn",
+    "qwen_config",
+    "reference_gradients",
+    "reference_model",
+    "reference_outputs",
+    "rollout_batch",
+    "run_distributed",
+    "save_tokenizer",
+    "value_loss_fn",
+    "with_ppo_fields",
+]

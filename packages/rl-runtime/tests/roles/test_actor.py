@@ -8,11 +8,11 @@ import torch
 from rl_core.kl import kl_loss
 from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, ppo
 from rl_engines.training import ForwardSpec, FSDPEngine, ScheduleConfig
+from rl_runtime.config import AlgorithmConfig, ConfigError
 from rl_runtime.roles import ActorRole, RoleError
-from rl_runtime.roles._actor import ActorConfig
 from rl_runtime.roles._errors import RoleConfigError
 
-from ._helpers import concat, engine_config, fake_outputs, mini_batches, ppo_loss_fn, rollout_batch
+from ._helpers import algorithm, concat, engine_config, fake_outputs, mini_batches, ppo_loss_fn, rollout_batch
 
 
 def test_actor_update_runs_epochs_over_mini_batches_then_one_schedule_step() -> None:
@@ -20,7 +20,7 @@ def test_actor_update_runs_epochs_over_mini_batches_then_one_schedule_step() -> 
     role_engine = FSDPEngine.from_config(engine_config(schedule=schedule))
     manual = FSDPEngine.from_config(engine_config(schedule=schedule))
     role_engine.step_lr_scheduler(), manual.step_lr_scheduler()  # leave the zero-rate first warm-up step
-    actor = ActorRole.from_config(ActorConfig(ppo_epochs=2), role_engine)
+    actor = ActorRole(role_engine, algorithm(), ppo_epochs=2)
     minis = mini_batches((1, 2))
     results = actor.update(concat(minis), num_mini_batches=2)
     for _ in range(2):
@@ -36,9 +36,7 @@ def test_actor_update_runs_epochs_over_mini_batches_then_one_schedule_step() -> 
 
 def test_actor_loss_adds_kl_and_subtracts_entropy() -> None:
     engine = FSDPEngine.from_config(engine_config())
-    config = ActorConfig(
-        policy_loss_params={"clip_ratio_high": 0.28}, kl_coef=0.1, kl_estimator="k3", entropy_coef=0.01
-    )
+    config = algorithm(policy_loss_params={"clip_ratio_high": 0.28}, kl_coef=0.1, kl_estimator="k3", entropy_coef=0.01)
     actor = ActorRole(engine, config)
     batch = rollout_batch(3, seed=4)
     batch["ref_log_probs"] = batch["old_log_probs"] - 0.1 * batch["response_mask"]
@@ -59,7 +57,7 @@ def test_actor_loss_adds_kl_and_subtracts_entropy() -> None:
 
 
 def test_actor_kl_needs_reference_log_probs() -> None:
-    actor = ActorRole(FSDPEngine.from_config(engine_config()), ActorConfig(kl_coef=0.1))
+    actor = ActorRole(FSDPEngine.from_config(engine_config()), algorithm(kl_coef=0.1))
     batch = rollout_batch(2, seed=0)
     with pytest.raises(RoleError, match=r"KL loss \(kl_coef > 0\) needs batch keys \['ref_log_probs'\]"):
         actor.loss(fake_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
@@ -68,29 +66,32 @@ def test_actor_kl_needs_reference_log_probs() -> None:
 def test_actor_old_log_probs_match_the_engine_forward() -> None:
     engine = FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=0)
-    outputs = ActorRole(engine, ActorConfig(temperature=0.7)).compute_log_probs(batch, with_entropy=True)
+    outputs = ActorRole(engine, algorithm(), temperature=0.7).compute_log_probs(batch, with_entropy=True)
     direct = engine.forward(batch, ForwardSpec(entropy=True, temperature=0.7))
     torch.testing.assert_close(outputs.log_probs, direct.log_probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(outputs.entropy, direct.entropy, atol=1e-5, rtol=0)
 
 
 _ON_POLICY_CONFIGS = [
-    ActorConfig(),
-    ActorConfig(kl_coef=0.1, kl_estimator="k3", entropy_coef=0.01, temperature=0.7),
-    ActorConfig(policy_loss="gspo", aggregation="seq-mean-token-mean"),
+    (algorithm(), 1.0),
+    (algorithm(kl_coef=0.1, kl_estimator="k3", entropy_coef=0.01), 0.7),
+    (algorithm(policy_loss="gspo", loss_agg_mode="seq-mean-token-mean"), 1.0),
 ]
 
 
-@pytest.mark.parametrize("config", _ON_POLICY_CONFIGS)
-def test_on_policy_update_equals_the_update_from_recomputed_old_log_probs(config: ActorConfig) -> None:
+@pytest.mark.parametrize(("config", "temperature"), _ON_POLICY_CONFIGS)
+def test_on_policy_update_equals_the_update_from_recomputed_old_log_probs(
+    config: AlgorithmConfig, temperature: float
+) -> None:
     full, lean = FSDPEngine.from_config(engine_config()), FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=3)
     batch["ref_log_probs"] = batch.pop("old_log_probs") - 0.1 * batch["response_mask"]
-    full_actor, lean_actor = ActorRole(full, config), ActorRole(lean, config)
+    full_actor = ActorRole(full, config, temperature=temperature)
+    lean_actor = ActorRole(lean, config, temperature=temperature)
     before = full_actor.compute_log_probs(batch, with_entropy=True)
     old = {**batch, "old_log_probs": before.log_probs}
     # The gradient of the loss itself: with the forward's detached log-probs as the old ones it is the same.
-    spec = ForwardSpec(entropy=True, temperature=config.temperature)
+    spec = ForwardSpec(entropy=True, temperature=temperature)
     expected_grads = full.compute_gradients(old, full_actor.loss, spec)
     lean_grads = lean.compute_gradients(batch, lean_actor.loss, spec)
     for name, grad in expected_grads.items():
@@ -117,7 +118,7 @@ def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
     batch = rollout_batch(4, seed=5)
     del batch["old_log_probs"]
     before = engine.forward(batch, ForwardSpec(entropy=True))
-    result, forward = ActorRole(engine, ActorConfig()).update_on_policy(batch)
+    result, forward = ActorRole(engine, algorithm()).update_on_policy(batch)
     assert result.num_micro_batches > 1
     torch.testing.assert_close(forward.log_probs, before.log_probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(forward.entropy, before.entropy, atol=1e-5, rtol=0)
@@ -128,10 +129,10 @@ def test_update_needs_old_log_probs_and_equal_mini_batches() -> None:
     engine = FSDPEngine.from_config(engine_config())
     batch = concat(mini_batches((1, 2)))
     with pytest.raises(RoleError, match=r"8 samples on this rank do not split into batch\.mini_batches_per_step=3"):
-        ActorRole(engine, ActorConfig()).update(batch, num_mini_batches=3)
+        ActorRole(engine, algorithm()).update(batch, num_mini_batches=3)
     del batch["old_log_probs"]
     with pytest.raises(RoleError, match=r"batch of the actor's update has no 'old_log_probs'.*update_on_policy"):
-        ActorRole(engine, ActorConfig()).update(batch, num_mini_batches=2)
+        ActorRole(engine, algorithm()).update(batch, num_mini_batches=2)
     assert engine.global_step == 0  # refused before any step
 
 
@@ -139,38 +140,53 @@ def test_update_on_policy_refusals() -> None:
     engine = FSDPEngine.from_config(engine_config())
     [mini] = mini_batches((1,))
     with pytest.raises(RoleError, match=r"has 'old_log_probs', which it would not use; call update"):
-        ActorRole(engine, ActorConfig()).update_on_policy(mini)
+        ActorRole(engine, algorithm()).update_on_policy(mini)
     del mini["old_log_probs"]
-    with pytest.raises(RoleConfigError, match=r"one optimizer step, but ActorConfig\.ppo_epochs=2"):
-        ActorRole(engine, ActorConfig(ppo_epochs=2)).update_on_policy(mini)
+    with pytest.raises(
+        RoleConfigError, match=r"one optimizer step, but the actor's ppo_epochs=2 \(batch\.ppo_epochs\)"
+    ):
+        ActorRole(engine, algorithm(), ppo_epochs=2).update_on_policy(mini)
     assert engine.global_step == 0
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"policy_loss": "ppo2"}, r"ActorConfig\.policy_loss: unknown policy loss 'ppo2' \(did you mean 'ppo'\?\)"),
-        ({"aggregation": "mean"}, r"ActorConfig\.aggregation: unknown loss aggregation mode 'mean'"),
-        ({"kl_estimator": "k4"}, r"ActorConfig\.kl_estimator: unknown"),
-        ({"kl_coef": -0.1}, r"ActorConfig\.kl_coef must be a finite number >= 0"),
-        ({"entropy_coef": float("nan")}, r"ActorConfig\.entropy_coef must be a finite number >= 0"),
-        ({"ppo_epochs": 0}, r"ActorConfig\.ppo_epochs must be an int >= 1"),
+        (
+            {"policy_loss": "ppo2"},
+            r"policy_loss: expected a registered policy loss .*found 'ppo2'.*did you mean 'ppo'\?",
+        ),
+        ({"loss_agg_mode": "mean"}, r"loss_agg_mode: expected a registered loss aggregation mode .*found 'mean'"),
+        ({"kl_estimator": "k4"}, r"estimator: expected a registered KL estimator .*found 'k4'"),
+        ({"kl_coef": -0.1}, r"coef: expected a finite number >= 0, found -0\.1"),
+        ({"entropy_coef": float("nan")}, r"entropy_coef: expected a finite number >= 0, found nan"),
     ],
 )
-def test_actor_config_rejections(kwargs: dict, message: str) -> None:
-    with pytest.raises(RoleConfigError, match=message):
-        ActorConfig(**kwargs)
+def test_actor_loss_settings_are_refused_where_they_are_defined(kwargs: dict, message: str) -> None:
+    # The actor reads the run config's algorithm section; its checks refuse a bad loss before any role exists.
+    with pytest.raises(ConfigError, match=message):
+        algorithm(**kwargs)
 
 
-def test_actor_config_keeps_its_own_read_only_parameters() -> None:
+def test_actor_refuses_bad_epochs_and_temperature() -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    with pytest.raises(
+        RoleConfigError, match=r"ActorRole: ppo_epochs must be an int >= 1 \(batch\.ppo_epochs\), got 0"
+    ):
+        ActorRole(engine, algorithm(), ppo_epochs=0)
+    with pytest.raises(RoleConfigError, match=r"ActorRole: temperature must be a finite number > 0"):
+        ActorRole(engine, algorithm(), temperature=0.0)
+
+
+def test_actor_keeps_its_own_read_only_parameters() -> None:
     params = {"clip_ratio": 0.3}
-    config = ActorConfig(policy_loss_params=params)
+    actor = ActorRole(FSDPEngine.from_config(engine_config()), algorithm(policy_loss_params=params))
     params["clip_ratio"] = 0.9
-    assert config.policy_loss_params["clip_ratio"] == 0.3
+    assert actor._policy_loss_params["clip_ratio"] == 0.3
     with pytest.raises(TypeError):
-        config.policy_loss_params["clip_ratio"] = 0.5
+        actor._policy_loss_params["clip_ratio"] = 0.5  # pyright: ignore[reportIndexIssue]
 
 
 def test_actor_needs_a_trainable_engine() -> None:
     with pytest.raises(RoleConfigError, match="actor needs a trainable engine"):
-        ActorRole(FSDPEngine.from_config(engine_config(optimizer=None)), ActorConfig())
+        ActorRole(FSDPEngine.from_config(engine_config(optimizer=None)), algorithm())

@@ -8,15 +8,14 @@ import torch
 from rl_engines.training import ForwardSpec, FSDPEngine, TrainConfigError
 from rl_runtime.roles import ReferenceRole
 from rl_runtime.roles._errors import RoleConfigError
-from rl_runtime.roles._reference import ReferenceConfig
 
-from ._helpers import engine_config, rollout_batch
+from ._helpers import algorithm, engine_config, rollout_batch
 
 
 @pytest.mark.parametrize("offload", [False, True])
 def test_reference_log_probs_equal_the_initial_policy(offload: bool) -> None:
     engine = FSDPEngine.from_config(engine_config(optimizer=None))
-    reference = ReferenceRole(engine, ReferenceConfig(offload))
+    reference = ReferenceRole(engine, algorithm(offload_reference=offload))
     policy = FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=8)
     ref = reference.compute_ref_log_probs(batch)
@@ -31,6 +30,7 @@ def test_reference_log_probs_equal_the_initial_policy(offload: bool) -> None:
 
 def test_reference_must_be_frozen() -> None:
     with pytest.raises(RoleConfigError, match="reference model must be frozen"):
-        ReferenceRole(FSDPEngine.from_config(engine_config()), ReferenceConfig())
-    with pytest.raises(RoleConfigError, match=r"ReferenceConfig\.temperature must be a finite number > 0"):
-        ReferenceConfig(temperature=-1.0)
+        ReferenceRole(FSDPEngine.from_config(engine_config()), algorithm())
+    frozen = FSDPEngine.from_config(engine_config(optimizer=None))
+    with pytest.raises(RoleConfigError, match=r"ReferenceRole: temperature must be a finite number > 0"):
+        ReferenceRole(frozen, algorithm(), temperature=-1.0)

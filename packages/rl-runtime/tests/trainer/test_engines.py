@@ -56,7 +56,7 @@ def test_the_critic_gets_its_value_head_and_the_value_clip() -> None:
         critic={"model": {"hf_config": _HF_CONFIG}},
     )
     critic = build_critic(config, total_steps=4)
-    assert critic is not None and critic._engine.has_value_head and critic.config.clip_range == 0.3
+    assert critic is not None and critic._engine.has_value_head and critic.clip_range == 0.3
 
 
 def test_the_rollout_engine_is_built_by_name_with_the_actors_dtype() -> None:

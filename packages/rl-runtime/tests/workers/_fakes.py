@@ -94,6 +94,11 @@ def fake_not_step_data(ctx: NodeContext, inputs: Mapping[str, StepData]) -> Step
     return {"values": torch.zeros(2)}  # type: ignore[return-value]
 
 
+@register_operation("fake_float_ids")
+def fake_float_ids(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
+    return StepData({"input_ids": torch.zeros(2, 3)})  # token ids must be integers
+
+
 @attrs.frozen
 class FakeResources:
     """A test double of a worker's typed resources (what operations see as `ctx.resources`)."""

@@ -64,6 +64,16 @@ def test_an_operation_returning_a_dict_is_a_node_error() -> None:
         executor.run_step(0)
 
 
+def test_a_batch_off_the_sample_schema_is_a_node_error() -> None:
+    executor = _executor(TaskGraph("g", [node("ids", "fake_float_ids")]))
+    with pytest.raises(
+        NodeExecutionError,
+        match=r"StepDataError: the batch of node 'ids' \(operation 'fake_float_ids'\): sample field 'input_ids' must "
+        r"have dtype torch\.int64, torch\.int32, got torch\.float32",
+    ):
+        executor.run_step(0)
+
+
 def test_unknown_operation_fails_when_built() -> None:
     with pytest.raises(UnknownOperationError, match=r"node 'x' uses operation 'fake_missing_operation'"):
         _executor(TaskGraph("g", [node("x", "fake_missing_operation")]))

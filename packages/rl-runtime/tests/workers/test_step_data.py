@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rl_runtime.workers import StepData, StepDataError
-from rl_runtime.workers._step_data import SampleBatch, stack_samples
+from rl_runtime.workers._step_data import SampleBatch, check_node_output, stack_samples
 
 
 def _data() -> StepData:
@@ -62,3 +62,29 @@ def test_stack_rejects_samples_with_different_fields() -> None:
     b = SampleBatch(StepData({"uid": torch.tensor([2]), "x": torch.tensor([0])}), "b")[0]
     with pytest.raises(StepDataError, match=r"samples disagree on their fields"):
         stack_samples([a, b])
+
+
+def _rollout(width: int = 4) -> StepData:
+    return StepData({"input_ids": torch.zeros(3, width, dtype=torch.int64), "uid": torch.tensor([7, 8, 9])})
+
+
+def test_a_node_output_is_checked_against_the_schema_where_it_was_made() -> None:
+    rollout = _rollout()
+    ok = StepData({**rollout.batch, "advantages": torch.zeros(3, 4), "not_in_schema": torch.zeros(3, 1, 1)})
+    check_node_output(ok, {"rollout": rollout}, "node 'adv'")  # new fields fit; unknown names are skipped
+    with pytest.raises(StepDataError, match=r"node 'adv': sample field 'advantages' must have dtype torch\.float32"):
+        check_node_output(
+            StepData({**rollout.batch, "advantages": torch.zeros(3, 4, dtype=torch.int64)}), {}, "node 'adv'"
+        )
+    # A made tensor's T must agree with the passed-on input_ids.
+    with pytest.raises(StepDataError, match=r"node 'adv': advantages must have shape \(B, T\) with T=4"):
+        check_node_output(
+            StepData({**rollout.batch, "advantages": torch.zeros(3, 5)}), {"rollout": rollout}, "node 'adv'"
+        )
+    with pytest.raises(StepDataError, match=r"node 'ids': uid must have shape \(B\), got \(3, 2\)"):
+        check_node_output(StepData({"uid": torch.zeros(3, 2, dtype=torch.int64)}), {}, "node 'ids'")
+
+
+def test_tensors_passed_on_unchanged_are_not_checked_again() -> None:
+    odd = StepData({"uid": torch.zeros(3, 2, dtype=torch.int64)})  # made off-schema upstream (checked there)
+    check_node_output(StepData(dict(odd.batch)), {"upstream": odd}, "node 'pass'")

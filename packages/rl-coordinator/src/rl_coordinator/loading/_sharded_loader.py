@@ -48,12 +48,14 @@ class LoaderBatch:
         indices: global dataset index of each row.
         epoch: epoch the batch belongs to (0-based).
         step: step within the epoch (0-based).
+        locations: where each row comes from, for messages (the source's `where(index)`: file, row, line).
     """
 
     rows: list[Row]
     indices: list[int]
     epoch: int
     step: int
+    locations: list[str]
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -172,11 +174,9 @@ class ShardedLoader:
         start = self._step * self.batch_size
         indices = shard[start : start + self.batch_size].tolist()
         raw_rows = self.source.rows(indices)
-        rows = [
-            check_row(row, self.required_fields, self.source.where(index))
-            for index, row in zip(indices, raw_rows, strict=True)
-        ]
-        batch = LoaderBatch(rows=rows, indices=indices, epoch=self._epoch, step=self._step)
+        locations = [self.source.where(index) for index in indices]
+        rows = [check_row(row, self.required_fields, where) for where, row in zip(locations, raw_rows, strict=True)]
+        batch = LoaderBatch(rows=rows, indices=indices, epoch=self._epoch, step=self._step, locations=locations)
         self._advance()
         return batch
 

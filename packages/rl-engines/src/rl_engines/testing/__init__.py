@@ -1,8 +1,11 @@
-"""The `InferenceEngine` conformance suite: every rollout engine passes it.
+"""The `InferenceEngine` conformance suite: every rollout engine passes it; and doubles for training tests.
 
 Subclass `InferenceEngineConformance` in a test module and implement `make_engine(models)`; or call the
 `check_*` functions with a `Harness` from your own tests. The tiny models (`TinyModelSpec`,
 `ConformanceModels`) are built in code and saved as HF checkpoints; references are plain transformers.
+
+Tests of a `TrainEngine` or of the roles around one (rl-engines' and rl-runtime's) share `tiny_engine_config`
+(a CPU engine on `tiny_qwen_config`), `tiny_rollout_batch` / `with_ppo_fields` and `ppo_loss_fn`.
 """
 
 from rl_engines.testing._checks_generate import (
@@ -38,8 +41,21 @@ from rl_engines.testing._models import (
 )
 from rl_engines.testing._process_engine import ProcessEngine
 from rl_engines.testing._suite import InferenceEngineConformance
+from rl_engines.testing._training import (
+    TINY_PROMPT_LEN,
+    TINY_RESPONSE_LEN,
+    TINY_VOCAB,
+    ppo_loss_fn,
+    tiny_engine_config,
+    tiny_qwen_config,
+    tiny_rollout_batch,
+    with_ppo_fields,
+)
 
 __all__ = [
+    "TINY_PROMPT_LEN",
+    "TINY_RESPONSE_LEN",
+    "TINY_VOCAB",
     "TRANSPORT_CAPABILITY",
     "ConformanceModels",
     "Harness",
@@ -65,6 +81,11 @@ __all__ = [
     "check_update_errors",
     "expect",
     "greedy_mismatch",
+    "ppo_loss_fn",
     "reference_greedy",
     "reference_logprobs",
+    "tiny_engine_config",
+    "tiny_qwen_config",
+    "tiny_rollout_batch",
+    "with_ppo_fields",
 ]

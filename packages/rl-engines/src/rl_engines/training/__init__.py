@@ -6,15 +6,9 @@ engine plans its own micro-batches (under `MicroBatchConfig.max_tokens_per_micro
 step's global `LossNormalizer` itself.
 """
 
-from rl_engines.training._config import (
-    MicroBatchConfig,
-    ModelConfig,
-    OffloadConfig,
-    OptimizerConfig,
-    PrecisionConfig,
-    ScheduleConfig,
-    TrainEngineConfig,
-)
+from rl_engines.training._config import MicroBatchConfig, OffloadConfig, PrecisionConfig, TrainEngineConfig
+from rl_engines.training._config_model import ModelConfig
+from rl_engines.training._config_optim import OptimizerConfig, ScheduleConfig
 from rl_engines.training._deferred_norm import NormalizedLoss
 from rl_engines.training._engine import FSDPEngine
 from rl_engines.training._errors import (

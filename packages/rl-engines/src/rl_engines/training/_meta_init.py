@@ -16,7 +16,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
-from rl_engines.training._config import ModelConfig, TrainEngineConfig
+from rl_engines.training._config import TrainEngineConfig
+from rl_engines.training._config_model import ModelConfig
 from rl_engines.training._errors import ModelSourceError
 from rl_engines.training._forward import PolicyNetwork
 from rl_engines.training._fsdp import ProcessLayout, shard

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from rl_engines.training._config import ModelConfig, hf_config_from_mapping
+from rl_engines.training._config_model import ModelConfig, hf_config_from_mapping
 from rl_engines.training._errors import ModelSourceError
 
 logger = logging.getLogger(__name__)

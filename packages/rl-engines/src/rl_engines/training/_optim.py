@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
-from rl_engines.training._config import OptimizerConfig, ScheduleConfig
+from rl_engines.training._config_optim import OptimizerConfig, ScheduleConfig
 
 FUSED_DEVICE_TYPES = frozenset({"cuda", "cpu"})
 """Devices whose fused AdamW kernel we use: on CPU it steps a 137K-parameter model in 117 us against foreach's 372,

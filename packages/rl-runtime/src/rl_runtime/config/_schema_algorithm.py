@@ -1,5 +1,8 @@
 """Run-config section of the algorithm: advantage estimator, policy and value losses, aggregation, entropy and KL.
 
+This is the one definition of the RL-only knobs: the roles (`rl_runtime.roles`) read it as it is
+(`ActorRole.from_config`), with no config class of their own mirroring it.
+
 Names are checked against rl-core's registries when a config is built, and each algorithm's parameters
 against the keyword parameters of the registered function, so a typo in either is caught before a run.
 """

@@ -83,8 +83,7 @@ def draw_rollouts(res: NodeResources, step: int, rank: int, draw: int) -> StepDa
             "slots sample; keep generate and dynamic_sampling in the rollout part of the pipeline"
         )
     batch = next(res.prompts)
-    where = [f"{res.prompts.source.where(index)}" for index in batch.indices]
-    items = encode_rows(res.task, batch.rows, where, config.data.max_prompt_length)
+    items = encode_rows(res.task, batch.rows, batch.locations, config.data.max_prompt_length)
     sampling = SamplingParams(
         max_new_tokens=response_budget(config),
         temperature=config.rollout.temperature,

@@ -1,10 +1,12 @@
 """The actor role: the policy's loss (a registered policy loss, KL to the reference, entropy bonus) around its
-engine, its old log-probs, and its PPO-style updates."""
+engine, its old log-probs, and its PPO-style updates.
+
+The loss is the run config's `algorithm` section (`AlgorithmConfig`: policy_loss, policy_loss_params, loss_agg_mode,
+entropy_coef, kl), read as is: the role has no config class of its own to mirror it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import torch
 
 from rl_core.kl import get_kl_estimator, kl_loss
-from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_aggregation, get_policy_loss
+from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_policy_loss
 from rl_core.schema import ADVANTAGES, INPUT_IDS, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
 from rl_engines.training import (
     Batch,
@@ -23,10 +25,11 @@ from rl_engines.training import (
     StepResult,
     TrainEngine,
 )
+from rl_runtime.config import AlgorithmConfig, KLMode, RunConfig
 from rl_runtime.roles._common import (
     EngineRole,
-    check_epochs_and_coefs,
-    check_name,
+    check_ppo_epochs,
+    check_temperature,
     forward_output,
     masked_mean,
     require_keys,
@@ -38,68 +41,48 @@ _ROW_KEY = "_update_on_policy_row"
 """`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
 
 
-@dataclass(frozen=True)
-class ActorConfig:
-    """The actor's loss: a registered policy loss, plus an optional KL-to-reference loss and entropy bonus.
-
-    Attributes:
-        policy_loss: a name in `rl_core.losses.POLICY_LOSSES` ("ppo", "gspo", "cispo", ...).
-        policy_loss_params: keyword parameters of that loss (e.g. `{"clip_ratio_high": 0.28}`).
-        aggregation: a `rl_core.losses.AGGREGATIONS` mode, shared by every term.
-        kl_coef: weight of the KL(pi || pi_ref) loss (needs `ref_log_probs` in the batch); 0 turns it off.
-        kl_estimator: a name in `rl_core.kl.KL_ESTIMATORS`.
-        entropy_coef: weight of the entropy bonus (subtracted from the loss); 0 turns it off.
-        temperature: the sampler's temperature, applied to the logits.
-        ppo_epochs: passes over the mini-batches per `update`.
-    """
-
-    policy_loss: str = "ppo"
-    policy_loss_params: Mapping[str, Any] = field(default_factory=dict)
-    aggregation: str = "token-mean"
-    kl_coef: float = 0.0
-    kl_estimator: str = "k3"
-    entropy_coef: float = 0.0
-    temperature: float = 1.0
-    ppo_epochs: int = 1
-
-    def __post_init__(self) -> None:
-        check_name("ActorConfig.policy_loss", self.policy_loss, get_policy_loss)
-        check_name("ActorConfig.aggregation", self.aggregation, get_aggregation)
-        check_name("ActorConfig.kl_estimator", self.kl_estimator, get_kl_estimator)
-        check_epochs_and_coefs("ActorConfig", self.ppo_epochs, kl_coef=self.kl_coef, entropy_coef=self.entropy_coef)
-        # Frozen means frozen: a read-only copy, so the caller's dict cannot change the loss later.
-        object.__setattr__(self, "policy_loss_params", MappingProxyType(dict(self.policy_loss_params)))
-
-
 class ActorRole(EngineRole):
     """The policy: old log-probs before an update, then PPO-style updates over the mini-batches it splits the step's
     batch into; its weights go to the rollout engine (`export_weights`) and to Hugging Face folders (`export_hf`)."""
 
-    def __init__(self, engine: TrainEngine, config: ActorConfig) -> None:
+    def __init__(
+        self, engine: TrainEngine, algorithm: AlgorithmConfig, *, temperature: float = 1.0, ppo_epochs: int = 1
+    ) -> None:
+        """The actor around `engine`, minimising `algorithm`'s policy loss (with its KL term when `kl.mode` is
+        "as_loss", and its entropy bonus); `temperature` is the sampler's, `ppo_epochs` the passes per `update`."""
         if not engine.trainable:
             raise RoleConfigError("the actor needs a trainable engine; set TrainEngineConfig.optimizer")
+        check_ppo_epochs("ActorRole", ppo_epochs)
+        check_temperature("ActorRole", temperature)
         super().__init__(engine)
-        self.config = config
-        self._policy_loss = get_policy_loss(config.policy_loss)
-        self._train_spec = ForwardSpec(entropy=config.entropy_coef > 0, temperature=config.temperature)
+        self.algorithm = algorithm
+        self.temperature = temperature
+        self.ppo_epochs = ppo_epochs
+        self.kl_coef = algorithm.kl.coef if algorithm.kl.mode is KLMode.AS_LOSS else 0.0
+        """Weight of the KL-to-reference loss: `algorithm.kl.coef` when the KL is a loss term, else 0."""
+        # A read-only copy, so the caller's dict cannot change the loss later.
+        self._policy_loss_params = MappingProxyType(dict(algorithm.policy_loss_params))
+        self._policy_loss = get_policy_loss(algorithm.policy_loss)
+        self._train_spec = ForwardSpec(entropy=algorithm.entropy_coef > 0, temperature=temperature)
 
     @classmethod
-    def from_config(cls, config: ActorConfig, engine: TrainEngine) -> ActorRole:
-        """The actor role around `engine`."""
-        return cls(engine, config)
+    def from_config(cls, config: RunConfig, engine: TrainEngine) -> ActorRole:
+        """The actor role of run `config` around `engine`: the `algorithm` section's loss, the sampler's
+        `rollout.temperature` and `batch.ppo_epochs`."""
+        return cls(engine, config.algorithm, temperature=config.rollout.temperature, ppo_epochs=config.batch.ppo_epochs)
 
     def compute_log_probs(self, batch: Batch, *, with_entropy: bool = False) -> ForwardOutput:
         """`(B, T)` log-probs (and entropy) of the response tokens under the current policy, without gradients."""
-        spec = ForwardSpec(entropy=with_entropy, temperature=self.config.temperature)
+        spec = ForwardSpec(entropy=with_entropy, temperature=self.temperature)
         return self._engine.forward(batch, spec)
 
     def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
-        """Policy loss + `kl_coef` * KL loss - `entropy_coef` * entropy, each over the step's global counts.
+        """Policy loss + `kl_coef` * KL loss - `algorithm.entropy_coef` * entropy, each over the step's global counts.
 
         Without `old_log_probs` in the micro-batch (`update_on_policy`) the old log-probs are the detached
         log-probs of this very forward: the ratio is exactly 1 and the gradient is the on-policy one.
         """
-        config = self.config
+        algorithm = self.algorithm
         require_keys(micro_batch, (ADVANTAGES, RESPONSE_MASK), "actor")
         mask = micro_batch[RESPONSE_MASK]
         log_probs = forward_output(outputs.log_probs, "log_probs", "actor")
@@ -112,25 +95,25 @@ class ActorRole(EngineRole):
             rollout_log_probs=micro_batch.get(ROLLOUT_LOG_PROBS),
         )
         loss, policy_metrics = self._policy_loss(
-            inputs, aggregation=config.aggregation, normalizer=normalizer, **config.policy_loss_params
+            inputs, aggregation=algorithm.loss_agg_mode, normalizer=normalizer, **self._policy_loss_params
         )
         metrics = {f"actor/{name}": value for name, value in policy_metrics.items()}
-        if config.kl_coef > 0:
+        if self.kl_coef > 0:
             require_keys(micro_batch, (REF_LOG_PROBS,), "actor's KL loss (kl_coef > 0)")
             ref = micro_batch[REF_LOG_PROBS]
             kl = kl_loss(
                 log_probs,
                 ref,
                 mask,
-                estimator=config.kl_estimator,
-                aggregation=config.aggregation,
+                estimator=algorithm.kl.estimator,
+                aggregation=algorithm.loss_agg_mode,
                 normalizer=normalizer,
             )
-            loss = loss + config.kl_coef * kl
-            metrics["actor/kl_loss"] = masked_mean(get_kl_estimator(config.kl_estimator)(log_probs, ref), mask)
-        if config.entropy_coef > 0:
+            loss = loss + self.kl_coef * kl
+            metrics["actor/kl_loss"] = masked_mean(get_kl_estimator(algorithm.kl.estimator)(log_probs, ref), mask)
+        if algorithm.entropy_coef > 0:
             entropy = forward_output(outputs.entropy, "entropy", "actor's entropy bonus (entropy_coef > 0)")
-            loss = loss - config.entropy_coef * aggregate_loss(entropy, mask, config.aggregation, normalizer)
+            loss = loss - algorithm.entropy_coef * aggregate_loss(entropy, mask, algorithm.loss_agg_mode, normalizer)
             metrics["actor/entropy"] = masked_mean(entropy, mask)
         return LossOutput(loss, metrics)
 
@@ -146,9 +129,9 @@ class ActorRole(EngineRole):
                 "the batch of the actor's update has no 'old_log_probs'; compute them with compute_log_probs before "
                 "the update, or, for one on-policy mini-batch, call update_on_policy"
             )
-        # Every term is aggregated with config.aggregation: a replicated engine may learn the counts after the backward.
-        loss = NormalizedLoss(self.loss, self.config.aggregation)
-        return run_update(self._engine, batch, num_mini_batches, self.config.ppo_epochs, loss, self._train_spec)
+        # Every term is aggregated with loss_agg_mode: a replicated engine may learn the counts after the backward.
+        loss = NormalizedLoss(self.loss, self.algorithm.loss_agg_mode)
+        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, loss, self._train_spec)
 
     def update_on_policy(self, batch: Batch) -> tuple[StepResult, ForwardOutput]:
         """The step's one optimizer step (one mini-batch, one epoch), with the old log-probs taken from its own
@@ -162,10 +145,10 @@ class ActorRole(EngineRole):
             The step's result, and that forward's detached `(B, T)` float32 log-probs and entropy (what
             `compute_log_probs(..., with_entropy=True)` returns before the step; values None).
         """
-        if self.config.ppo_epochs != 1:
+        if self.ppo_epochs != 1:
             raise RoleConfigError(
-                f"update_on_policy makes one optimizer step, but ActorConfig.ppo_epochs={self.config.ppo_epochs}; "
-                "compute old_log_probs with compute_log_probs and call update"
+                f"update_on_policy makes one optimizer step, but the actor's ppo_epochs={self.ppo_epochs} "
+                "(batch.ppo_epochs); compute old_log_probs with compute_log_probs and call update"
             )
         if OLD_LOG_PROBS in batch:
             raise RoleError(
@@ -185,8 +168,8 @@ class ActorRole(EngineRole):
 
         # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.
         tagged = {**batch, _ROW_KEY: torch.arange(shape[0], device=device)}
-        spec = ForwardSpec(entropy=True, temperature=self.config.temperature)
-        result = self._engine.train_step(tagged, NormalizedLoss(recording_loss, self.config.aggregation), spec)
+        spec = ForwardSpec(entropy=True, temperature=self.temperature)
+        result = self._engine.train_step(tagged, NormalizedLoss(recording_loss, self.algorithm.loss_agg_mode), spec)
         self._engine.step_lr_scheduler()
         return result, ForwardOutput(log_probs, entropy, None)
 

@@ -1,34 +1,34 @@
-"""What the roles share: config checks, batch-key checks, a masked mean for metrics, the mini-batch split and the
+"""What the roles share: argument checks, batch-key checks, a masked mean for metrics, the mini-batch split and the
 update loop."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from rl_core import RLCoreError
 from rl_engines.training import Batch, ForwardSpec, LossFn, StepResult, TrainEngine
 from rl_runtime.roles._errors import RoleConfigError, RoleError
 
 
-def check_name(owner: str, name: str, lookup: Callable[[str], object]) -> None:
-    """Raise RoleConfigError naming `owner` when `lookup(name)` does not find a registered entry."""
-    try:
-        lookup(name)
-    except (RLCoreError, KeyError) as error:
-        raise RoleConfigError(f"{owner}: {error}") from None
-
-
-def check_epochs_and_coefs(owner: str, ppo_epochs: int, **coefs: float) -> None:
-    """Raise RoleConfigError unless `ppo_epochs` is an int >= 1 and every coefficient a finite number >= 0."""
+def check_ppo_epochs(owner: str, ppo_epochs: int) -> None:
+    """Raise RoleConfigError unless `ppo_epochs` is an int >= 1 (the run config checks `batch.ppo_epochs` too; a
+    role built directly is checked here)."""
     if isinstance(ppo_epochs, bool) or not isinstance(ppo_epochs, int) or ppo_epochs < 1:
-        raise RoleConfigError(f"{owner}.ppo_epochs must be an int >= 1, got {ppo_epochs!r}")
-    for name, value in coefs.items():
-        if not (math.isfinite(value) and value >= 0):
-            raise RoleConfigError(f"{owner}.{name} must be a finite number >= 0, got {value}")
+        raise RoleConfigError(
+            f"{owner}: ppo_epochs must be an int >= 1 (batch.ppo_epochs), got {ppo_epochs!r}; pass 1 or more"
+        )
+
+
+def check_temperature(owner: str, temperature: float) -> None:
+    """Raise RoleConfigError unless `temperature` is a finite number > 0 (as `rollout.temperature` is checked)."""
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise RoleConfigError(
+            f"{owner}: temperature must be a finite number > 0 (rollout.temperature), got {temperature}; "
+            "pass the sampler's temperature"
+        )
 
 
 def require_keys(batch: Batch, keys: Sequence[str], role: str) -> None:

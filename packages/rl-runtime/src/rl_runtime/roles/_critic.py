@@ -1,12 +1,12 @@
-"""The critic role: the value model's clipped value loss around its engine, its values, and its updates."""
+"""The critic role: the value model's clipped value loss around its engine, its values, and its updates.
+
+The loss reads the run config's `algorithm` section (`value_clip`, `loss_agg_mode`) as is."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from rl_core.losses import LossNormalizer, clipped_value_loss, get_aggregation
+from rl_core.losses import LossNormalizer, clipped_value_loss
 from rl_core.schema import RESPONSE_MASK, RETURNS, VALUES
 from rl_engines.training import (
     Batch,
@@ -17,10 +17,10 @@ from rl_engines.training import (
     StepResult,
     TrainEngine,
 )
+from rl_runtime.config import AlgorithmConfig, RunConfig
 from rl_runtime.roles._common import (
     EngineRole,
-    check_epochs_and_coefs,
-    check_name,
+    check_ppo_epochs,
     forward_output,
     masked_mean,
     require_keys,
@@ -28,51 +28,31 @@ from rl_runtime.roles._common import (
 )
 from rl_runtime.roles._errors import RoleConfigError
 
-DEFAULT_VALUE_CLIP_RANGE = 0.5
-"""verl's `critic.cliprange_value`."""
-
-
-@dataclass(frozen=True)
-class CriticConfig:
-    """The critic's clipped value loss.
-
-    Attributes:
-        clip_range: how far a prediction may move from the batch's `values` before its error stops shrinking.
-        aggregation: a `rl_core.losses.AGGREGATIONS` mode.
-        ppo_epochs: passes over the mini-batches per `update`.
-    """
-
-    clip_range: float = DEFAULT_VALUE_CLIP_RANGE
-    aggregation: str = "token-mean"
-    ppo_epochs: int = 1
-
-    def __post_init__(self) -> None:
-        if not self.clip_range > 0:
-            raise RoleConfigError(
-                f"CriticConfig.clip_range must be > 0 (inf turns clipping off), got {self.clip_range}"
-            )
-        check_name("CriticConfig.aggregation", self.aggregation, get_aggregation)
-        check_epochs_and_coefs("CriticConfig", self.ppo_epochs)
-
 
 class CriticRole(EngineRole):
     """The value model: per-token values, and updates of the clipped value loss onto the returns."""
 
     _SPEC = ForwardSpec(log_probs=False, values=True)
 
-    def __init__(self, engine: TrainEngine, config: CriticConfig) -> None:
+    def __init__(self, engine: TrainEngine, algorithm: AlgorithmConfig, *, ppo_epochs: int = 1) -> None:
+        """The critic around `engine`, minimising the value loss clipped at `algorithm.value_clip` (null: no clip),
+        aggregated by `algorithm.loss_agg_mode`; `ppo_epochs` passes per `update`."""
         if not engine.trainable or not engine.has_value_head:
             raise RoleConfigError(
                 "the critic needs a trainable engine with a value head: set ModelConfig.value_head=True and "
                 "TrainEngineConfig.optimizer"
             )
+        check_ppo_epochs("CriticRole", ppo_epochs)
         super().__init__(engine)
-        self.config = config
+        self.algorithm = algorithm
+        self.ppo_epochs = ppo_epochs
+        self.clip_range = algorithm.value_clip if algorithm.value_clip is not None else float("inf")
+        """How far a prediction may move from the batch's `values` before its error stops shrinking (inf: no clip)."""
 
     @classmethod
-    def from_config(cls, config: CriticConfig, engine: TrainEngine) -> CriticRole:
-        """The critic role around `engine`."""
-        return cls(engine, config)
+    def from_config(cls, config: RunConfig, engine: TrainEngine) -> CriticRole:
+        """The critic role of run `config` around `engine`: the `algorithm` section's value loss, `batch.ppo_epochs`."""
+        return cls(engine, config.algorithm, ppo_epochs=config.batch.ppo_epochs)
 
     def compute_values(self, batch: Batch) -> torch.Tensor:
         """`(B, T)` float32 values of the response tokens' preceding states, without gradients."""
@@ -90,8 +70,8 @@ class CriticRole(EngineRole):
             micro_batch[VALUES],
             micro_batch[RETURNS],
             mask,
-            clip_range=self.config.clip_range,
-            aggregation=self.config.aggregation,
+            clip_range=self.clip_range,
+            aggregation=self.algorithm.loss_agg_mode,
             normalizer=normalizer,
         )
         return LossOutput(loss, {"critic/vf_clipfrac": clipfrac, "critic/vpred_mean": masked_mean(values, mask)})
@@ -99,5 +79,6 @@ class CriticRole(EngineRole):
     def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
         """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
         optimizer step each), then one schedule step."""
-        loss = NormalizedLoss(self.loss, self.config.aggregation)  # one mode: the counts may come after the backward
-        return run_update(self._engine, batch, num_mini_batches, self.config.ppo_epochs, loss, self._SPEC)
+        # One mode for every term: the counts may come after the backward.
+        loss = NormalizedLoss(self.loss, self.algorithm.loss_agg_mode)
+        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, loss, self._SPEC)

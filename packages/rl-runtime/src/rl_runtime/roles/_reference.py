@@ -1,55 +1,43 @@
-"""The reference role: the frozen reference policy's log-probs, its engine optionally offloaded between uses."""
+"""The reference role: the frozen reference policy's log-probs, its engine optionally offloaded between uses
+(the run config's `algorithm.offload_reference`)."""
 
 from __future__ import annotations
-
-import math
-from dataclasses import dataclass
 
 import torch
 
 from rl_engines.training import Batch, ForwardSpec, TrainEngine
+from rl_runtime.config import AlgorithmConfig, RunConfig
+from rl_runtime.roles._common import check_temperature
 from rl_runtime.roles._errors import RoleConfigError
-
-
-@dataclass(frozen=True)
-class ReferenceConfig:
-    """The frozen reference policy.
-
-    Attributes:
-        offload_between_uses: keep the weights in CPU memory except while computing log-probs.
-        temperature: the sampler's temperature, applied to the logits.
-    """
-
-    offload_between_uses: bool = False
-    temperature: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.temperature) and self.temperature > 0):
-            raise RoleConfigError(f"ReferenceConfig.temperature must be a finite number > 0, got {self.temperature}")
 
 
 class ReferenceRole:
     """The reference policy: forward only, never updated, optionally offloaded between uses."""
 
-    def __init__(self, engine: TrainEngine, config: ReferenceConfig) -> None:
+    def __init__(self, engine: TrainEngine, algorithm: AlgorithmConfig, *, temperature: float = 1.0) -> None:
+        """The reference around frozen `engine`, offloaded between uses when `algorithm.offload_reference`;
+        `temperature` is the sampler's."""
         if engine.trainable:
             raise RoleConfigError(
                 "the reference model must be frozen: build its engine with TrainEngineConfig.optimizer=None"
             )
+        check_temperature("ReferenceRole", temperature)
         self._engine = engine
-        self.config = config
-        self._spec = ForwardSpec(temperature=config.temperature)
-        if config.offload_between_uses:
+        self.offload_between_uses = algorithm.offload_reference
+        self.temperature = temperature
+        self._spec = ForwardSpec(temperature=temperature)
+        if self.offload_between_uses:
             engine.offload()
 
     @classmethod
-    def from_config(cls, config: ReferenceConfig, engine: TrainEngine) -> ReferenceRole:
-        """The reference role around `engine`."""
-        return cls(engine, config)
+    def from_config(cls, config: RunConfig, engine: TrainEngine) -> ReferenceRole:
+        """The reference role of run `config` around `engine`: `algorithm.offload_reference`, the sampler's
+        `rollout.temperature`."""
+        return cls(engine, config.algorithm, temperature=config.rollout.temperature)
 
     def compute_ref_log_probs(self, batch: Batch) -> torch.Tensor:
         """`(B, T)` float32 log-probs of the response tokens under the reference policy."""
-        if not self.config.offload_between_uses:
+        if not self.offload_between_uses:
             return self._forward(batch)
         self._engine.onload()
         try:

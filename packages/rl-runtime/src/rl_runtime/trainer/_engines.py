@@ -2,8 +2,9 @@
 
 The engine sections of the run config are rl-engines' own `TrainEngineConfig`; what the runtime decides is
 filled in here: the device (`placement.device`), a cosine schedule's length (the run's steps), the critic's
-value head and the reference's frozen copy. The rollout engine is built by name through
-`rl_engines.rollout.ROLLOUT_ENGINES`.
+value head and the reference's frozen copy. Each role reads its loss from the run config itself
+(`ActorRole.from_config`: the `algorithm` section, `rollout.temperature`, `batch.ppo_epochs`). The rollout
+engine is built by name through `rl_engines.rollout.ROLLOUT_ENGINES`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ from rl_engines.training import (
 from rl_runtime.config import DeviceKind, KLMode, RunConfig
 from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
-from rl_runtime.roles._actor import ActorConfig as ActorLossConfig
-from rl_runtime.roles._critic import CriticConfig as CriticLossConfig
-from rl_runtime.roles._reference import ReferenceConfig as ReferenceRoleConfig
 
 _ENGINE_DTYPE_KEY = "dtype"
 """An engine's own `dtype` setting in `rollout.engine_kwargs` overrides the policy's compute dtype."""
@@ -55,18 +53,7 @@ def uses_reference(config: RunConfig) -> bool:
 
 def build_actor(config: RunConfig, total_steps: int) -> ActorRole:
     """The actor role: an FSDPEngine with the configured policy loss, KL loss and entropy bonus."""
-    algorithm = config.algorithm
-    loss = ActorLossConfig(
-        policy_loss=algorithm.policy_loss,
-        policy_loss_params=algorithm.policy_loss_params,
-        aggregation=algorithm.loss_agg_mode,
-        kl_coef=algorithm.kl.coef if algorithm.kl.mode is KLMode.AS_LOSS else 0.0,
-        kl_estimator=algorithm.kl.estimator,
-        entropy_coef=algorithm.entropy_coef,
-        temperature=config.rollout.temperature,
-        ppo_epochs=config.batch.ppo_epochs,
-    )
-    return ActorRole(FSDPEngine.from_config(placed(config.actor, config, total_steps)), loss)
+    return ActorRole.from_config(config, FSDPEngine.from_config(placed(config.actor, config, total_steps)))
 
 
 def build_reference(config: RunConfig) -> ReferenceRole | None:
@@ -74,10 +61,7 @@ def build_reference(config: RunConfig) -> ReferenceRole | None:
     if not uses_reference(config):
         return None
     engine_config = placed(reference_engine_config(config.actor, config.reference), config, None)
-    role_config = ReferenceRoleConfig(
-        offload_between_uses=config.algorithm.offload_reference, temperature=config.rollout.temperature
-    )
-    return ReferenceRole(FSDPEngine.from_config(engine_config), role_config)
+    return ReferenceRole.from_config(config, FSDPEngine.from_config(engine_config))
 
 
 def build_critic(config: RunConfig, total_steps: int) -> CriticRole | None:
@@ -85,14 +69,8 @@ def build_critic(config: RunConfig, total_steps: int) -> CriticRole | None:
     section = config.critic
     if section is None:
         return None
-    value_clip = config.algorithm.value_clip
-    loss = CriticLossConfig(
-        clip_range=value_clip if value_clip is not None else float("inf"),
-        aggregation=config.algorithm.loss_agg_mode,
-        ppo_epochs=config.batch.ppo_epochs,
-    )
     with_head = dataclasses.replace(section, model=dataclasses.replace(section.model, value_head=True))
-    return CriticRole(FSDPEngine.from_config(placed(with_head, config, total_steps)), loss)
+    return CriticRole.from_config(config, FSDPEngine.from_config(placed(with_head, config, total_steps)))
 
 
 def actor_hf_config(config: RunConfig) -> Any:

@@ -15,7 +15,7 @@ from rl_runtime.planning import WorkerAssignment
 from rl_runtime.workers._errors import NodeExecutionError, RoutingError, StepDataError
 from rl_runtime.workers._operations import NodeContext, NodeOperation, bind_operations
 from rl_runtime.workers._routing import WorkerRoutes
-from rl_runtime.workers._step_data import StepData
+from rl_runtime.workers._step_data import StepData, check_node_output
 from rl_runtime.workers._transport import get_edge, put_edge
 
 logger = logging.getLogger(__name__)
@@ -26,6 +26,9 @@ NODE_TIMING_PREFIX = "timing_s/"
 
 class GraphExecutor:
     """Runs the task graph of one WorkerAssignment, step by step, in the calling process.
+
+    The tensors each node makes are checked against the sample schema (`check_node_output`) before they are
+    routed on, so a wrong dtype, rank or size is named at the node that made it.
 
     `resources` is what every operation sees as `ctx.resources` (a WorkerResources' `nodes`).
 
@@ -48,6 +51,9 @@ class GraphExecutor:
         self.resources = resources
         self.client = client
         self._bound = bind_operations(assignment.graph, operations)
+        # The graph is fixed for the executor's life: each node and its data-parallel group, resolved once here
+        # rather than looked up in the graph on every step.
+        self._nodes = {node_id: (assignment.graph[node_id], assignment.dp_for_node(node_id)) for node_id in self._bound}
         if routes.uses_coordinator and client is None:
             raise RoutingError(
                 f"worker rank {assignment.rank} has coordinator edges but no coordinator client; pass one"
@@ -70,14 +76,13 @@ class GraphExecutor:
         return metrics
 
     def _run_node(self, node_id: str, operation: NodeOperation, step: int) -> StepData:
-        dp = self.assignment.dp_for_node(node_id)
+        node, dp = self._nodes[node_id]
         inputs: dict[str, StepData] = {}
         for route in self.routes.inputs[node_id]:
             if route.local:
                 inputs[route.src] = self._store.take(route.key, step)[1]
             else:
                 inputs[route.src] = get_edge(self.client, route, step, dp.rank)
-        node = self.assignment.graph[node_id]
         context = NodeContext(node, self.assignment.rank, dp, step, self.resources, self.client)
         output = operation(context, inputs)
         if inspect.isawaitable(output):
@@ -86,6 +91,7 @@ class GraphExecutor:
             raise StepDataError(
                 f"operation {node.operation!r} of node {node_id!r} returned {type(output).__name__}; return a StepData"
             )
+        check_node_output(output, inputs, f"the batch of node {node_id!r} (operation {node.operation!r})")
         for route in self.routes.outputs[node_id]:
             if route.local:
                 self._store.put(route.key, step, [], output)
