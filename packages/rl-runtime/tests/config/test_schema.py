@@ -317,6 +317,16 @@ def test_params_of_a_later_registered_estimator_are_accepted(
         ),
         (["placement.colocate=false"], r"placement.slots: expected >= 2 with placement.colocate=false"),
         (["algorithm.kl.target=0.1"], r"algorithm.kl.target: expected null unless kl.mode is 'in_reward'"),
+        (
+            ["algorithm.rollout_correction={mode: tis, lower: 0.5}"],
+            r"algorithm.rollout_correction.lower: expected null for mode 'tis'.*set mode=mis",
+        ),
+        (
+            ["algorithm.rollout_correction={mode: mis, upper: 2.0, lower: 3.0}"],
+            r"algorithm.rollout_correction.lower: expected a number in \(0, upper=2.0\]",
+        ),
+        (["algorithm.rollout_correction={mode: is}"], r"algorithm.rollout_correction.mode: .*'is'.*did you mean"),
+        (["algorithm.rollout_correction={level: tokens}"], r"algorithm.rollout_correction.level: .*'tokens'"),
         (["rollout.val_samples_per_prompt=4"], r"rollout.val_temperature: expected > 0 with val_samples_per_prompt=4"),
         (
             ["placement.slots=3", "placement.slots_per_node=2"],

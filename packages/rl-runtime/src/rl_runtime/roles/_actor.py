@@ -12,7 +12,14 @@ from typing import Any
 import torch
 
 from rl_core.kl import get_kl_estimator, kl_loss
-from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_aggregation, get_policy_loss
+from rl_core.losses import (
+    LossNormalizer,
+    PolicyLossInputs,
+    aggregate_loss,
+    get_aggregation,
+    get_policy_loss,
+    with_rollout_correction,
+)
 from rl_core.schema import ADVANTAGES, INPUT_IDS, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
 from rl_engines.training import (
     Batch,
@@ -34,6 +41,8 @@ from rl_runtime.roles._common import (
 )
 from rl_runtime.roles._errors import RoleConfigError, RoleError
 
+_CORRECTION_METRIC_PREFIX = "rollout_is_"
+"""Metrics of `rl_core.losses.rollout_correction`; reported under verl's `rollout_corr/`, not `actor/`."""
 _ROW_KEY = "_update_on_policy_row"
 """`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
 
@@ -51,6 +60,10 @@ class ActorConfig:
         entropy_coef: weight of the entropy bonus (subtracted from the loss); 0 turns it off.
         temperature: the sampler's temperature, applied to the logits.
         ppo_epochs: passes over the mini-batches per `update`.
+        rollout_correction: None, or the keyword settings of `rl_core.losses.with_rollout_correction` (mode,
+            level, upper, lower): the policy loss is then importance-weighted between the rollout engine's
+            log-probs (`rollout_log_probs`, required in the batch) and the old ones, and the weights' statistics
+            are reported as `rollout_corr/rollout_is_*`.
     """
 
     policy_loss: str = "ppo"
@@ -61,6 +74,7 @@ class ActorConfig:
     entropy_coef: float = 0.0
     temperature: float = 1.0
     ppo_epochs: int = 1
+    rollout_correction: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         check_name("ActorConfig.policy_loss", self.policy_loss, get_policy_loss)
@@ -69,6 +83,15 @@ class ActorConfig:
         check_epochs_and_coefs("ActorConfig", self.ppo_epochs, kl_coef=self.kl_coef, entropy_coef=self.entropy_coef)
         # Frozen means frozen: a read-only copy, so the caller's dict cannot change the loss later.
         object.__setattr__(self, "policy_loss_params", MappingProxyType(dict(self.policy_loss_params)))
+        if self.rollout_correction is not None:
+            try:
+                with_rollout_correction(self.policy_loss, **self.rollout_correction)
+            except (TypeError, ValueError) as exc:
+                raise RoleConfigError(
+                    f"ActorConfig.rollout_correction={dict(self.rollout_correction)!r} is refused: {exc}; give the "
+                    "keyword settings of rl_core.losses.with_rollout_correction (mode, level, upper, lower)"
+                ) from None
+            object.__setattr__(self, "rollout_correction", MappingProxyType(dict(self.rollout_correction)))
 
 
 class ActorRole(EngineRole):
@@ -81,6 +104,8 @@ class ActorRole(EngineRole):
         super().__init__(engine)
         self.config = config
         self._policy_loss = get_policy_loss(config.policy_loss)
+        if config.rollout_correction is not None:
+            self._policy_loss = with_rollout_correction(self._policy_loss, **config.rollout_correction)
         self._train_spec = ForwardSpec(entropy=config.entropy_coef > 0, temperature=config.temperature)
 
     @classmethod
@@ -114,7 +139,10 @@ class ActorRole(EngineRole):
         loss, policy_metrics = self._policy_loss(
             inputs, aggregation=config.aggregation, normalizer=normalizer, **config.policy_loss_params
         )
-        metrics = {f"actor/{name}": value for name, value in policy_metrics.items()}
+        metrics = {
+            f"{'rollout_corr' if name.startswith(_CORRECTION_METRIC_PREFIX) else 'actor'}/{name}": value
+            for name, value in policy_metrics.items()
+        }
         if config.kl_coef > 0:
             require_keys(micro_batch, (REF_LOG_PROBS,), "actor's KL loss (kl_coef > 0)")
             ref = micro_batch[REF_LOG_PROBS]

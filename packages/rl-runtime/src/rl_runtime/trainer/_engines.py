@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import attrs
 import torch
 
 from rl_engines.rollout import InferenceEngine, RolloutEngineSpec, build_rollout_engine
@@ -56,6 +57,7 @@ def uses_reference(config: RunConfig) -> bool:
 def build_actor(config: RunConfig, total_steps: int) -> ActorRole:
     """The actor role: an FSDPEngine with the configured policy loss, KL loss and entropy bonus."""
     algorithm = config.algorithm
+    correction = algorithm.rollout_correction
     loss = ActorLossConfig(
         policy_loss=algorithm.policy_loss,
         policy_loss_params=algorithm.policy_loss_params,
@@ -65,6 +67,7 @@ def build_actor(config: RunConfig, total_steps: int) -> ActorRole:
         entropy_coef=algorithm.entropy_coef,
         temperature=config.rollout.temperature,
         ppo_epochs=config.batch.ppo_epochs,
+        rollout_correction=None if correction is None else attrs.asdict(correction),
     )
     return ActorRole(FSDPEngine.from_config(placed(config.actor, config, total_steps)), loss)
 
