@@ -261,8 +261,8 @@ def test_wrong_type_names_the_field_the_expected_type_and_the_value(
         ("pipeline=grop", r"pipeline: expected a registered pipeline \(.*\) or a pipeline file .*'grpo'"),
         (  # built in rl-core but not registered until its embodied_sampling operation is bound
             "pipeline=embodied_srpo",
-            r"pipeline: expected a registered pipeline \(dapo, grpo, ppo\) or a pipeline file \(.yaml, .yml\), "
-            r"found 'embodied_srpo' \(str\); use one of: dapo, grpo, ppo",
+            r"pipeline: expected a registered pipeline \(dapo, grpo, ppo, remax\) or a pipeline file \(.yaml, .yml\), "
+            r"found 'embodied_srpo' \(str\); use one of: dapo, grpo, ppo, remax",
         ),
         ("rollout.engine=hff", r"rollout.engine: expected a registered rollout engine \(hf\), found 'hff'.*'hf'"),
         ("trainer.log_sinks=[console, tensorbord]", r"trainer.log_sinks.1: .*did you mean 'tensorboard'"),
@@ -327,6 +327,10 @@ def test_params_of_a_later_registered_estimator_are_accepted(
         ),
         (["algorithm.rollout_correction={mode: is}"], r"algorithm.rollout_correction.mode: .*'is'.*did you mean"),
         (["algorithm.rollout_correction={level: tokens}"], r"algorithm.rollout_correction.level: .*'tokens'"),
+        (
+            ["algorithm.adv_estimator=remax"],
+            r"pipeline: expected a pipeline with a compute_greedy_baseline node.*found 'grpo'.*set pipeline=remax",
+        ),
         (["rollout.val_samples_per_prompt=4"], r"rollout.val_temperature: expected > 0 with val_samples_per_prompt=4"),
         (
             ["placement.slots=3", "placement.slots_per_node=2"],

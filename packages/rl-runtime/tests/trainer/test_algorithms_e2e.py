@@ -1,6 +1,6 @@
-"""Algorithm settings that only a whole run exercises, each through 2 Trainer steps on 2 Ray CPU slots: the rollout
-importance-sampling correction (`algorithm.rollout_correction`), and a policy loss that an installed plugin
-registers through the `rl_core.plugins` entry point."""
+"""Algorithm settings that only a whole run exercises, each through 2 Trainer steps on 2 Ray CPU slots: ReMax (the
+greedy-baseline node), the rollout importance-sampling correction (`algorithm.rollout_correction`), and a policy
+loss that an installed plugin registers through the `rl_core.plugins` entry point."""
 
 from __future__ import annotations
 
@@ -52,6 +52,18 @@ def test_rollout_correction_trains_and_reports_verl_metrics(
         assert 0 < metrics["rollout_corr/rollout_is_eff_sample_size"] <= 1.0 + 1e-6
         assert metrics["rollout_corr/rollout_is_min"] <= metrics["rollout_corr/rollout_is_max"]
         assert 0 <= metrics[fraction] <= 1
+
+
+def test_remax_trains_against_the_greedy_baseline(tmp_path: Path, ray_runtime: None) -> None:
+    algorithm = {"adv_estimator": "remax", "kl": {"mode": "none", "coef": 0.0}}
+    config = tiny_config(tmp_path, pipeline="remax", algorithm=algorithm, total_steps=2, checkpoint_every=2)
+    result = Trainer(config, TokenTask).fit()
+
+    assert result.end_step == 2 and len(result.history) == 2
+    for metrics in result.history:
+        assert metrics["actor/grad_norm"] > 0
+        assert 0 <= metrics["reward/greedy_baseline/mean"] <= 1  # TokenTask scores 0 or 1
+        assert metrics["timing_s/greedy"] > 0
 
 
 PLUGIN_SITE = Path(__file__).parent / "plugin_site"
