@@ -27,6 +27,7 @@ WIRE_NAMES = {
     "uid": ("sequence", False),
     "group_id": ("sequence", False),
     "policy_version": ("sequence", False),
+    "baseline_rewards": ("sequence", False),
     "loss_mask": ("token", True),
     "token_policy_version": ("token", True),
     "turn_id": ("token", True),

@@ -77,9 +77,9 @@ def test_open_source_dispatches_on_suffix(tmp_path) -> None:
 def test_open_source_rejections(tmp_path) -> None:
     with pytest.raises(CoordinatorInputError, match="does not exist or is not a file"):
         open_source(tmp_path / "missing.jsonl")
-    (tmp_path / "rows.csv").write_text("prompt,answer\n")
-    with pytest.raises(CoordinatorInputError, match=r"cannot tell the format of .*rows.csv.* from its suffix '.csv'"):
-        open_source(tmp_path / "rows.csv")
+    (tmp_path / "rows.txt").write_text("prompt,answer\n")
+    with pytest.raises(CoordinatorInputError, match=r"cannot tell the format of .*rows.txt.* from its suffix '.txt'"):
+        open_source(tmp_path / "rows.txt")
     with pytest.raises(CoordinatorInputError, match="dataset must support len"):
         open_source(3.5)
 

@@ -44,6 +44,7 @@ __all__ = [
     "ACTION_TOKENS",
     "ADVANTAGES",
     "ATTENTION_MASK",
+    "BASELINE_REWARDS",
     "FINISH_STEP",
     "GROUP_ID",
     "INPUT_IDS",
@@ -87,6 +88,7 @@ RETURNS = "returns"
 UID = "uid"
 GROUP_ID = "group_id"
 POLICY_VERSION = "policy_version"
+BASELINE_REWARDS = "baseline_rewards"
 # Reserved for the next features.
 LOSS_MASK = "loss_mask"
 TOKEN_POLICY_VERSION = "token_policy_version"
@@ -153,6 +155,7 @@ _field(RETURNS, _FLOAT, _TOKENS, "token", "return of each response token (the cr
 _field(UID, _ID, _SEQUENCE, "sequence", "unique id of the sample")
 _field(GROUP_ID, _ID, _SEQUENCE, "sequence", "id shared by the samples of one prompt (GRPO siblings)")
 _field(POLICY_VERSION, _ID, _SEQUENCE, "sequence", "version of the weights that generated the response")
+_field(BASELINE_REWARDS, _FLOAT, _SEQUENCE, "sequence", "score of a greedy response to the sample's prompt (ReMax)")
 _field(
     LOSS_MASK,
     _MASK,

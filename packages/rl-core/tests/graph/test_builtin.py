@@ -49,6 +49,13 @@ EXPECTED = {
         ("calculate_advantages", R.ADVANTAGE, "compute_advantage"),
         *_POLICY_TAIL,
     ],
+    "remax": [
+        ("rollout_actor", R.ROLLOUT, "generate"),
+        ("function_reward", R.REWARD, "compute_reward"),
+        ("greedy_baseline", R.ROLLOUT, "compute_greedy_baseline"),
+        ("calculate_advantages", R.ADVANTAGE, "compute_advantage"),
+        *_POLICY_TAIL,
+    ],
 }
 UNREGISTERED = {
     "embodied_srpo": [
@@ -62,7 +69,7 @@ UNREGISTERED = {
 """Built but not registered: no runtime binds `embodied_sampling` yet (the SRPO work registers it)."""
 
 
-def test_the_three_runnable_builtins_are_registered_and_embodied_srpo_is_not() -> None:
+def test_the_runnable_builtins_are_registered_and_embodied_srpo_is_not() -> None:
     assert set(EXPECTED) <= set(PIPELINES)
     assert not set(UNREGISTERED) & set(PIPELINES)
 

@@ -55,6 +55,7 @@ def test_grpo_is_cut_after_the_reward() -> None:
     ("pipeline", "rollout", "first_training"),
     [
         ("dapo", ["rollout_actor", "function_reward", "dynamic_sampling"], "calculate_advantages"),
+        ("remax", ["rollout_actor", "function_reward", "greedy_baseline"], "calculate_advantages"),
         ("ppo", ["rollout_actor", "function_reward"], "compute_value"),  # the critic is on the training side
     ],
 )

@@ -49,6 +49,31 @@ def test_sequence_tis_uses_the_product_of_token_ratios() -> None:
     assert out.metrics["rollout_is_mean"].item() == pytest.approx((3 + 3 + 0.5) / 3)
 
 
+def test_verl_weight_statistics_over_the_level_units() -> None:
+    # Token level: the unbounded ratios 0.5, 3, 1, 2.5, 1.5 (7 is masked out); upper 2, lower defaults to 1/2.
+    out = _correct([[0.5, 3.0, 1.0], [2.5, 7.0, 1.5]], [[1, 1, 1], [1, 0, 1]])
+    ratios = torch.tensor([0.5, 3.0, 1.0, 2.5, 1.5], dtype=torch.float64)
+    expected = {
+        "rollout_is_std": ratios.std(correction=0).item(),
+        "rollout_is_min": 0.5,
+        "rollout_is_max": 3.0,
+        "rollout_is_eff_sample_size": 1 / ((ratios / ratios.mean()) ** 2).mean().item(),
+        "rollout_is_ratio_fraction_high": 2 / 5,
+        "rollout_is_ratio_fraction_low": 0.0,
+    }
+    for name, value in expected.items():
+        assert out.metrics[name].item() == pytest.approx(value), name
+    # Sequence level: one ratio per non-empty sequence (4 and 0.5; the empty row counts for nothing).
+    seq = _correct([[2.0, 2.0], [0.5, 100.0], [5.0, 5.0]], [[1, 1], [1, 0], [0, 0]], level="sequence", upper=3.0)
+    assert seq.metrics["rollout_is_max"].item() == pytest.approx(4.0)
+    assert seq.metrics["rollout_is_min"].item() == pytest.approx(0.5)
+    assert seq.metrics["rollout_is_ratio_fraction_high"].item() == pytest.approx(1 / 2)
+    assert seq.metrics["rollout_is_ratio_fraction_low"].item() == pytest.approx(0.0)  # 0.5 >= 1/3
+    # Nothing under the mask: every statistic is 0.
+    empty = _correct([[2.0]], [[0]])
+    assert all(value.item() == 0.0 for value in empty.metrics.values())
+
+
 def test_token_mis_masks_ratios_outside_the_bounds() -> None:
     # Default bounds [1 / 2, 2]: 0.25 and 3 fall out; the bounds themselves stay.
     out = _correct([[0.25, 1.5, 3.0], [0.5, 2.0, 1.0]], [[1, 1, 1], [1, 1, 0]], mode="mis")

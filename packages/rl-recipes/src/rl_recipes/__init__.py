@@ -1,4 +1,4 @@
-"""rl-recipes: turnkey GRPO / Dr. GRPO / RLOO / REINFORCE++ / PPO / DAPO recipes and the CLI."""
+"""rl-recipes: turnkey GRPO / Dr. GRPO / RLOO / REINFORCE++ / ReMax / PPO / DAPO recipes and the CLI."""
 
 from rl_recipes._errors import RecipeError
 

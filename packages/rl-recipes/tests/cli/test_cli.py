@@ -61,3 +61,17 @@ def test_an_engine_setting_the_engine_refuses_exits_2_naming_it(
 def test_eval_of_a_missing_dataset_exits_2(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     assert main(["eval", "--model", str(tmp_path), "--data", str(tmp_path / "nope.jsonl")]) == 2
     assert "nope.jsonl" in capsys.readouterr().err
+
+
+def test_an_error_embedding_a_worker_traceback_keeps_its_first_and_last_lines() -> None:
+    from rl_recipes.cli._logs import one_line
+
+    message = (
+        'worker rank 1 failed to start: the actor died\nTraceback (most recent call last):\n  File "x.py", line 3\n'
+        "    raise ModelSourceError(...)\nModelSourceError: ModelConfig.path='m' is not an existing folder; point it\n"
+    )
+    expected = "worker rank 1 failed to start: the actor died ... ModelSourceError: ModelConfig.path='m' is not an"
+    assert one_line(message) == expected + " existing folder; point it"
+    assert one_line("2 problems in the configuration:\n  - a: expected x\n  - b: expected y") == (
+        "2 problems in the configuration: - a: expected x - b: expected y"
+    )

@@ -16,10 +16,11 @@ EXPECTED = {
     "reinforce_plus_plus": ("grpo", "reinforce_plus_plus"),
     "ppo": ("ppo", "gae"),
     "dapo": ("dapo", "grpo"),
+    "remax": ("remax", "remax"),
 }
 
 
-def test_the_six_rl_recipes_are_registered() -> None:
+def test_the_seven_rl_recipes_are_registered() -> None:
     assert sorted(RECIPES) == sorted(EXPECTED)
 
 

@@ -16,7 +16,7 @@ from rl_recipes.tasks import load_tokenizer
 from rl_runtime.metrics import read_metrics_jsonl
 
 pytestmark = pytest.mark.slow
-RECIPES = ["grpo", "dr_grpo", "rloo", "reinforce_plus_plus", "ppo", "dapo"]
+RECIPES = ["grpo", "dr_grpo", "rloo", "reinforce_plus_plus", "ppo", "dapo", "remax"]
 NUM_CPUS = 2
 VARYING_REWARD = "def reward(response_text, ground_truth, **extra):\n    return float(len(response_text) % 3 == 0)\n"
 """A plug-in reward that varies between samples even for an untrained model, so DAPO's filter keeps groups."""
@@ -78,6 +78,8 @@ def test_two_steps_write_the_run_folder(recipe: str, workspace: Path, ray_cluste
         assert "critic/vf_loss" in result.train.history[-1]
     if recipe == "dapo":
         assert result.train.history[-1]["dynamic_sampling/num_draws"] >= 1
+    if recipe == "remax":
+        assert "reward/greedy_baseline/mean" in result.train.history[-1]
 
 
 def test_export_writes_a_folder_transformers_loads(workspace: Path, ray_cluster: None) -> None:

@@ -18,6 +18,7 @@ def reward_file(tmp_path: Path) -> Path:
         "def good(response_text, ground_truth, **extra):\n    return 1.0\n"
         "def two_args(response_text, ground_truth):\n    return 1.0\n"
         "def one_arg(response_text, **extra):\n    return 1.0\n"
+        "def three_args(response_text, ground_truth, tests):\n    return 1.0\n"
         "NOT_CALLABLE = 3\n"
     )
     return path
@@ -40,6 +41,20 @@ def test_file_path(reward_file: Path) -> None:
     fn = load_reward_function(f"{reward_file}:good")
     assert fn("a", "b") == 1.0
     assert load_reward_function(f"{reward_file}:good") is fn  # the file is imported once
+
+
+def test_documented_two_argument_form_drops_the_extras(tmp_path: Path) -> None:
+    path = tmp_path / "plain.py"
+    path.write_text("def reward(response, ground_truth):\n    return float(response == ground_truth)\n")
+    fn = load_reward_function(f"{path}:reward")
+    assert fn("7", "7", source="gsm8k", index=3) == 1.0
+    assert fn("7", "8") == 0.0
+
+
+def test_extras_form_receives_the_extras(tmp_path: Path) -> None:
+    path = tmp_path / "extras.py"
+    path.write_text("def reward(response, ground_truth, **extra):\n    return float(extra['bonus'])\n")
+    assert load_reward_function(f"{path}:reward")("a", "b", bonus=2) == 2.0
 
 
 def test_module_not_found() -> None:
@@ -77,9 +92,9 @@ def test_not_callable(reward_file: Path) -> None:
         load_reward_function(f"{reward_file}:NOT_CALLABLE")
 
 
-@pytest.mark.parametrize("name", ["two_args", "one_arg"])
+@pytest.mark.parametrize("name", ["three_args", "one_arg"])
 def test_wrong_signature(reward_file: Path, name: str) -> None:
-    with pytest.raises(RewardLoadError, match=r"has signature .*expected fn\(response_text: str, ground_truth: str"):
+    with pytest.raises(RewardLoadError, match=r"has signature .*expected fn\(response_text: str, ground_truth: str\)"):
         load_reward_function(f"{reward_file}:{name}")
 
 

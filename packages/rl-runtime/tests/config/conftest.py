@@ -45,6 +45,7 @@ def full_data() -> dict[str, Any]:
             "dynamic_sampling": {"epsilon": 0.01, "max_draws": 4},
             "overlong": {"buffer_length": 64, "penalty_factor": 0.5},
             "value_clip": 0.2,
+            "rollout_correction": {"mode": "mis", "level": "sequence", "upper": 3.0, "lower": 0.5},
             "offload_reference": True,
             "recompute_old_log_prob": "always",
         },

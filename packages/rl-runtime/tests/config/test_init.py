@@ -7,8 +7,8 @@ import rl_runtime.config as config
 PUBLIC = [
     "UNWIRED_ROLLOUT_ENGINES", "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
     "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig", "KLConfig", "KLMode", "OverlongConfig",
-    "PlacementConfig", "RankBalancing", "RecomputeOldLogProb", "RolloutConfig", "RunConfig", "TrainerConfig",
-    "config_from_dict", "dump_config", "dump_config_yaml", "load_config",
+    "PlacementConfig", "RankBalancing", "RecomputeOldLogProb", "RolloutConfig", "RolloutCorrectionConfig", "RunConfig",
+    "TrainerConfig", "config_from_dict", "dump_config", "dump_config_yaml", "load_config",
 ]  # fmt: skip
 
 

@@ -261,8 +261,8 @@ def test_wrong_type_names_the_field_the_expected_type_and_the_value(
         ("pipeline=grop", r"pipeline: expected a registered pipeline \(.*\) or a pipeline file .*'grpo'"),
         (  # built in rl-core but not registered until its embodied_sampling operation is bound
             "pipeline=embodied_srpo",
-            r"pipeline: expected a registered pipeline \(dapo, grpo, ppo\) or a pipeline file \(.yaml, .yml\), "
-            r"found 'embodied_srpo' \(str\); use one of: dapo, grpo, ppo",
+            r"pipeline: expected a registered pipeline \(dapo, grpo, ppo, remax\) or a pipeline file \(.yaml, .yml\), "
+            r"found 'embodied_srpo' \(str\); use one of: dapo, grpo, ppo, remax",
         ),
         ("rollout.engine=hff", r"rollout.engine: expected a registered rollout engine \(hf\), found 'hff'.*'hf'"),
         ("trainer.log_sinks=[console, tensorbord]", r"trainer.log_sinks.1: .*did you mean 'tensorboard'"),
@@ -317,6 +317,20 @@ def test_params_of_a_later_registered_estimator_are_accepted(
         ),
         (["placement.colocate=false"], r"placement.slots: expected >= 2 with placement.colocate=false"),
         (["algorithm.kl.target=0.1"], r"algorithm.kl.target: expected null unless kl.mode is 'in_reward'"),
+        (
+            ["algorithm.rollout_correction={mode: tis, lower: 0.5}"],
+            r"algorithm.rollout_correction.lower: expected null for mode 'tis'.*set mode=mis",
+        ),
+        (
+            ["algorithm.rollout_correction={mode: mis, upper: 2.0, lower: 3.0}"],
+            r"algorithm.rollout_correction.lower: expected a number in \(0, upper=2.0\]",
+        ),
+        (["algorithm.rollout_correction={mode: is}"], r"algorithm.rollout_correction.mode: .*'is'.*did you mean"),
+        (["algorithm.rollout_correction={level: tokens}"], r"algorithm.rollout_correction.level: .*'tokens'"),
+        (
+            ["algorithm.adv_estimator=remax"],
+            r"pipeline: expected a pipeline with a compute_greedy_baseline node.*found 'grpo'.*set pipeline=remax",
+        ),
         (["rollout.val_samples_per_prompt=4"], r"rollout.val_temperature: expected > 0 with val_samples_per_prompt=4"),
         (
             ["placement.slots=3", "placement.slots_per_node=2"],

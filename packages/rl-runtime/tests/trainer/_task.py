@@ -52,10 +52,13 @@ def tiny_config(
     *,
     placement: Mapping[str, Any] | None = None,
     actor: Mapping[str, Any] | None = None,
+    algorithm: Mapping[str, Any] | None = None,
+    pipeline: str = "grpo",
     **trainer: Any,
 ) -> RunConfig:
     """A 2-slot GRPO config of a 2-layer Qwen2, 4 prompts x 4 samples, 8 new tokens; colocated unless `placement`
-    overrides it; `actor` adds to the actor section, `trainer` to the trainer section."""
+    overrides it; `actor` adds to the actor section, `algorithm` to the algorithm section, `trainer` to the
+    trainer section; `pipeline` replaces grpo."""
     folder.mkdir(parents=True, exist_ok=True)
     train = write_rows(folder / "train.jsonl", 32, seed=1)
     val = write_rows(folder / "val.jsonl", 6, seed=2)
@@ -71,7 +74,7 @@ def tiny_config(
             "samples_per_prompt": 4,
             "mini_batches_per_step": 2,
         },
-        "algorithm": {"adv_estimator": "grpo", "kl": {"mode": "as_loss", "coef": 0.01}},
+        "algorithm": {"adv_estimator": "grpo", "kl": {"mode": "as_loss", "coef": 0.01}, **(algorithm or {})},
         "actor": {
             "model": {
                 "hf_config": {
@@ -98,5 +101,6 @@ def tiny_config(
             "validate_before_train": False,
             **trainer,
         },
+        "pipeline": pipeline,
     }
     return config_from_dict(RunConfig, data)

@@ -122,13 +122,19 @@ class DatasetSource(RowSource):
 
 
 def open_source(source: RowSource | str | os.PathLike[str] | Any) -> RowSource:
-    """Wrap `source` as a RowSource: a RowSource as is, a .jsonl/.ndjson or .parquet/.pq path, or a dataset."""
+    """Wrap `source` as a RowSource: a RowSource as is, a .jsonl/.ndjson or .parquet/.pq path, a Hugging Face
+    `datasets` folder (saved with `save_to_disk`, or of data files) or .csv/.json file (the `datasets` extra),
+    or an in-memory dataset."""
     if isinstance(source, RowSource):
         return source
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        if not path.is_file():
-            raise CoordinatorInputError(f"source file {str(path)!r} does not exist or is not a file")
+        if not path.exists():
+            raise CoordinatorInputError(f"source file {str(path)!r} does not exist or is not a file or a folder")
+        from rl_coordinator.loading._hf_datasets import BUILDER_SUFFIXES, needs_datasets, open_hf_dataset
+
+        if needs_datasets(path):
+            return open_hf_dataset(path)
         suffix = path.suffix.lower()
         if suffix in _JSONL_SUFFIXES:
             from rl_coordinator.loading._jsonl import JsonlSource
@@ -138,8 +144,9 @@ def open_source(source: RowSource | str | os.PathLike[str] | Any) -> RowSource:
             from rl_coordinator.loading._parquet import ParquetSource
 
             return ParquetSource(path)
+        known = [*_JSONL_SUFFIXES, *_PARQUET_SUFFIXES, *BUILDER_SUFFIXES]
         raise CoordinatorInputError(
             f"cannot tell the format of {str(path)!r} from its suffix {suffix!r}; "
-            f"use one of {list(_JSONL_SUFFIXES + _PARQUET_SUFFIXES)} or pass a RowSource"
+            f"use one of {known}, a datasets folder, or pass a RowSource"
         )
     return DatasetSource(source)

@@ -8,6 +8,7 @@ from rl_core.advantages._groups import broadcast_to_tokens
 from rl_core.advantages._registry import register_advantage_estimator
 from rl_core.advantages._returns import discounted_returns
 from rl_core.advantages._types import AdvantageInputs, AdvantageOutput
+from rl_core.schema import BASELINE_REWARDS
 
 _UNDISCOUNTED = 1.0
 
@@ -25,7 +26,7 @@ def remax(inputs: AdvantageInputs) -> AdvantageOutput:
     Returns:
         `(B, T)` advantages and returns (the reward-to-go), zero where `response_mask` is 0.
     """
-    baseline = inputs.require("baseline_rewards", "remax")
+    baseline = inputs.require(BASELINE_REWARDS, "remax")
     returns = discounted_returns(inputs.token_level_rewards, inputs.mask, _UNDISCOUNTED)
     advantages = returns - broadcast_to_tokens(baseline.to(returns.dtype), inputs.mask)
     return AdvantageOutput(advantages, returns)

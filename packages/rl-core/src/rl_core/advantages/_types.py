@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from rl_core._validation import as_bool_mask, check_same_device, check_tensor
-from rl_core.schema import RESPONSE_MASK, TOKEN_LEVEL_REWARDS, VALUES
+from rl_core.schema import BASELINE_REWARDS, RESPONSE_MASK, TOKEN_LEVEL_REWARDS, VALUES
 
 _GROUP_ID_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
@@ -42,7 +42,7 @@ class AdvantageInputs:
         if self.values is not None:
             check_tensor(VALUES, self.values, ("B", "T"), dims=dims, floating=True)
         if self.baseline_rewards is not None:
-            check_tensor("baseline_rewards", self.baseline_rewards, ("B",), dims=dims, floating=True)
+            check_tensor(BASELINE_REWARDS, self.baseline_rewards, ("B",), dims=dims, floating=True)
         check_same_device(
             token_level_rewards=self.token_level_rewards,
             response_mask=self.response_mask,

@@ -1,4 +1,4 @@
-"""The built-in pipelines (GRPO, PPO, DAPO) in a registry a user extends with one function.
+"""The built-in pipelines (GRPO, PPO, DAPO, ReMax) in a registry a user extends with one function.
 
     @register_pipeline("my_algo")
     def my_algo() -> TaskGraph:
@@ -34,6 +34,7 @@ OP_GENERATE = "generate"
 OP_COMPUTE_REWARD = "compute_reward"
 OP_COMPUTE_VALUE = "compute_value"
 OP_COMPUTE_ADVANTAGE = "compute_advantage"
+OP_COMPUTE_GREEDY_BASELINE = "compute_greedy_baseline"
 OP_DYNAMIC_SAMPLING = "dynamic_sampling"
 OP_EMBODIED_SAMPLING = "embodied_sampling"
 OP_COMPUTE_OLD_LOG_PROB = "compute_old_log_prob"
@@ -47,6 +48,7 @@ BUILTIN_OPERATIONS = frozenset(
         OP_COMPUTE_REWARD,
         OP_COMPUTE_VALUE,
         OP_COMPUTE_ADVANTAGE,
+        OP_COMPUTE_GREEDY_BASELINE,
         OP_DYNAMIC_SAMPLING,
         OP_COMPUTE_OLD_LOG_PROB,
         OP_COMPUTE_REF_LOG_PROB,
@@ -176,6 +178,33 @@ def dapo_pipeline() -> TaskGraph:
             OP_COMPUTE_ADVANTAGE,
             role=NodeRole.ADVANTAGE,
             dependencies=["dynamic_sampling"],
+        )
+    )
+    return _policy_update(pipeline, after="calculate_advantages").build()
+
+
+@register_pipeline("remax")
+def remax_pipeline() -> TaskGraph:
+    """ReMax: GRPO's flow plus a greedy response to each prompt, whose score is the baseline of its samples."""
+    pipeline = (
+        _rollout("remax", "ReMax: the greedy response's reward as each prompt's baseline")
+        .add_node(
+            "function_reward",
+            OP_COMPUTE_REWARD,
+            role=NodeRole.REWARD,
+            dependencies=["rollout_actor"],
+        )
+        .add_node(
+            "greedy_baseline",
+            OP_COMPUTE_GREEDY_BASELINE,
+            role=NodeRole.ROLLOUT,
+            dependencies=["function_reward"],
+        )
+        .add_node(
+            "calculate_advantages",
+            OP_COMPUTE_ADVANTAGE,
+            role=NodeRole.ADVANTAGE,
+            dependencies=["greedy_baseline"],
         )
     )
     return _policy_update(pipeline, after="calculate_advantages").build()

@@ -24,7 +24,20 @@ from rl_core.losses._gspo import gspo
 from rl_core.losses._kl_cov import kl_cov
 from rl_core.losses._ppo import ppo
 from rl_core.losses._registry import POLICY_LOSSES, get_policy_loss, register_policy_loss
-from rl_core.losses._rollout_correction import RolloutCorrection, rollout_correction, with_rollout_correction
+from rl_core.losses._rollout_correction import (
+    DEFAULT_UPPER as ROLLOUT_CORRECTION_DEFAULT_UPPER,
+)
+from rl_core.losses._rollout_correction import (
+    LEVELS as ROLLOUT_CORRECTION_LEVELS,
+)
+from rl_core.losses._rollout_correction import (
+    MODES as ROLLOUT_CORRECTION_MODES,
+)
+from rl_core.losses._rollout_correction import (
+    RolloutCorrection,
+    rollout_correction,
+    with_rollout_correction,
+)
 from rl_core.losses._sapo import sapo
 from rl_core.losses._types import PolicyLoss, PolicyLossInputs, PolicyLossOutput
 from rl_core.losses._value import ValueLossOutput, clipped_value_loss
@@ -33,6 +46,9 @@ __all__ = [
     "AGGREGATIONS",
     "AGGREGATION_DIVISORS",
     "POLICY_LOSSES",
+    "ROLLOUT_CORRECTION_DEFAULT_UPPER",
+    "ROLLOUT_CORRECTION_LEVELS",
+    "ROLLOUT_CORRECTION_MODES",
     "LossNormalizer",
     "PolicyLoss",
     "PolicyLossInputs",

@@ -47,9 +47,12 @@ class RolloutCorrection(NamedTuple):
         weights: `(B, T)` detached importance weights, 0 wherever `response_mask` is 0.
         response_mask: `(B, T)` mask of the tokens that stay in the loss, in the input mask's dtype:
             the input mask for "tis", the input mask less the rejected tokens for "mis".
-        metrics: detached 0-dim tensors: `rollout_is_mean` (mean weight over the input mask's tokens) and
+        metrics: detached 0-dim tensors: `rollout_is_mean` (mean weight over the input mask's tokens),
             `rollout_is_truncated_fraction` ("tis") or `rollout_is_masked_fraction` ("mis"): the fraction of
-            the level's units (response tokens, or non-empty sequences) whose ratio was out of bounds.
+            the level's units (response tokens, or non-empty sequences) whose ratio was out of bounds, and verl's
+            statistics of the unbounded ratios over those units: `rollout_is_std`, `_min`, `_max`,
+            `_eff_sample_size` (`1 / mean((w / mean(w))^2)`), `_ratio_fraction_high` (above `upper`) and
+            `_ratio_fraction_low` (below `lower`, or `1 / upper` when unset, as verl reports it for "tis" too).
     """
 
     weights: torch.Tensor
@@ -120,16 +123,51 @@ def rollout_correction(
         out_of_bounds = mask & ((raw < lower_bound) | (raw > upper))
         kept = mask & ~out_of_bounds
         weights = torch.where(kept, raw, zero)
+    # The level's units: response tokens, or non-empty sequences (each sequence's tokens share one ratio).
     if level == "token":
-        fraction = masked_mean(out_of_bounds.to(raw.dtype), mask)
+        units, unit_raw, unit_out = mask, raw, out_of_bounds
     else:
-        nonempty = mask.any(dim=-1)
-        fraction = out_of_bounds.any(dim=-1)[nonempty].to(raw.dtype).sum() / nonempty.sum().clamp(min=1)
+        units, unit_raw, unit_out = mask.any(dim=-1), raw.amax(dim=-1), out_of_bounds.any(dim=-1)
     metrics = {
         "rollout_is_mean": masked_mean(weights, mask),
-        f"rollout_is_{'truncated' if mode == TRUNCATED else 'masked'}_fraction": fraction,
+        f"rollout_is_{'truncated' if mode == TRUNCATED else 'masked'}_fraction": masked_mean(
+            unit_out.to(raw.dtype), units
+        ),
+        **_weight_statistics(unit_raw, units, upper, 1.0 / upper if lower is None else lower),
     }
     return RolloutCorrection(weights, kept.to(response_mask.dtype), metrics)
+
+
+def _weight_statistics(raw: torch.Tensor, units: torch.Tensor, upper: float, lower: float) -> dict[str, torch.Tensor]:
+    """verl's `rollout_corr/rollout_is_*` statistics of the unbounded (safety-clamped) weights over `units`.
+
+    std, min and max of the weights, the fractions above `upper` and below `lower`, and the effective sample
+    size `1 / mean((w / mean(w))^2)` as a fraction of the units (1: all weights equal).
+    """
+    values = raw[units]
+    if values.numel() == 0:
+        zero = raw.new_zeros(())
+        return {name: zero for name in _STATISTICS}
+    mean = values.mean()
+    normalised = values / mean.clamp(min=torch.finfo(values.dtype).tiny)
+    return {
+        "rollout_is_std": values.std(correction=0),
+        "rollout_is_min": values.min(),
+        "rollout_is_max": values.max(),
+        "rollout_is_eff_sample_size": 1.0 / normalised.square().mean(),
+        "rollout_is_ratio_fraction_high": (values > upper).to(values.dtype).mean(),
+        "rollout_is_ratio_fraction_low": (values < lower).to(values.dtype).mean(),
+    }
+
+
+_STATISTICS = (
+    "rollout_is_std",
+    "rollout_is_min",
+    "rollout_is_max",
+    "rollout_is_eff_sample_size",
+    "rollout_is_ratio_fraction_high",
+    "rollout_is_ratio_fraction_low",
+)
 
 
 def with_rollout_correction(

@@ -9,6 +9,7 @@ from pathlib import Path
 from rl_core.advantages import ADVANTAGE_ESTIMATORS
 from rl_core.graph import PIPELINES, get_pipeline
 from rl_core.losses import POLICY_LOSSES
+from rl_recipes.cli._logs import attach_run_log
 from rl_recipes.evaluation import evaluate_math
 from rl_recipes.recipes import RECIPES, config_path, get_recipe, load_recipe_config, run_recipe
 from rl_recipes.recipes import sft as sft_recipe
@@ -24,6 +25,8 @@ def train(args: argparse.Namespace) -> int:
     """Run a recipe; print the held-out reward before and after and where the run folder is."""
     recipe = get_recipe(args.recipe)
     config = load_recipe_config(recipe.name, args.config, args.overrides)
+    args.log_file = attach_run_log(Path(config.trainer.output_dir))
+    logger.info("rl-recipes train %s: log file %s", recipe.name, args.log_file)
     result = run_recipe(recipe, config)
     before, after = result.heldout_before, result.heldout_after
     lines = [f"recipe {recipe.name}: {result.train.end_step} steps, run folder {result.run_dir}"]

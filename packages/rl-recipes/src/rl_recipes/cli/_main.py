@@ -1,20 +1,22 @@
-"""Argument parsing and the entry point; logging handlers are configured here and nowhere else."""
+"""Argument parsing and the entry point; logging handlers are configured here and in `_logs` (the run's log file)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 from rl_recipes._errors import RecipeError
 from rl_recipes.cli import _commands
 from rl_recipes.cli._fields import describe_fields
+from rl_recipes.cli._logs import LOG_FORMAT, append_traceback, one_line
 from rl_recipes.recipes import RECIPES, RecipeConfig
 from rl_recipes.sft import SFTConfig
 from rl_runtime._errors import RLRuntimeError
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 EXIT_USAGE = 2
 """What argparse exits with for bad arguments; a config or data error is the user's input too."""
 
@@ -32,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The `rl-recipes` parser with its five subcommands."""
     parser = argparse.ArgumentParser(prog="rl-recipes", description=__doc__)
     parser.add_argument("--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING)")
+    parser.add_argument(
+        "--debug", action="store_true", help="on a config, data or reward error, print the traceback too"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     formatter = argparse.RawDescriptionHelpFormatter
 
@@ -68,14 +73,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; a config, data or reward error prints its message and exits with status 2."""
+    """Run the command line; a config, data or reward error prints one line (its message: the field, what was
+    wrong, the fix) and exits with status 2. The traceback goes to the run's log file (`train`, once the config
+    has loaded) and, with `--debug`, to stderr."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
+    args.log_file = None  # a command that opens a run log sets it (train: <trainer.output_dir>/train.log)
     try:
         return args.run(args)
     except (RecipeError, RLRuntimeError, ValueError, KeyError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"rl-recipes {args.command}: error: {message}", file=sys.stderr)  # noqa: T201
+        trace = traceback.format_exc()
+        log_file: Path | None = args.log_file
+        if log_file is not None:
+            append_traceback(log_file, args.command, trace)
+        if args.debug:
+            print(trace, file=sys.stderr)  # noqa: T201
+        where = ["--debug", *([str(log_file)] if log_file is not None else [])]
+        hint = "" if args.debug else f" (traceback: {' or '.join(where)})"
+        print(f"rl-recipes {args.command}: error: {one_line(str(message))}{hint}", file=sys.stderr)  # noqa: T201
         return EXIT_USAGE
 
 

@@ -9,10 +9,12 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from rl_recipes._errors import RecipeError
 from rl_recipes.recipes import sft
 from rl_recipes.recipes._config import RecipeConfig
 from rl_recipes.recipes._plot import plot_reward_curve
 from rl_recipes.recipes._registry import Recipe
+from rl_recipes.rewards import RewardLoadError, load_reward_function
 from rl_runtime.config import dump_config_yaml
 from rl_runtime.trainer import TrainResult
 
@@ -51,10 +53,35 @@ def prepare_warm_start(config: RecipeConfig) -> None:
     logger.info("warm start done: held-out exact match %s", result.heldout_exact_match)
 
 
+def check_reward(config: RecipeConfig) -> None:
+    """Load `task.reward` here, in the driver, so that a bad spec fails before the warm start and the workers
+    (which load it again) with a `RewardLoadError` naming the field."""
+    try:
+        load_reward_function(config.task.reward)
+    except RewardLoadError as error:
+        raise RewardLoadError(f"task.reward: {error}") from error
+
+
+def check_models(config: RecipeConfig) -> None:
+    """Every `<section>.model.path` that is set names a folder, or a `RecipeError` names the section; checked in the
+    driver after the warm start (which writes its model) so a typo stops the run before any worker starts."""
+    for section in ("actor", "critic", "reference"):
+        engine = getattr(config, section)
+        path = None if engine is None else engine.model.path
+        if path is not None and not Path(path).is_dir():
+            raise RecipeError(
+                f"{section}.model.path: {path!r} is not a folder (relative to {str(Path.cwd())!r}); point it at a "
+                "Hugging Face model folder, or at <warm_start.output_dir>/model with a warm start"
+            )
+
+
 def start_run(recipe: Recipe, config: RecipeConfig) -> Path:
-    """Check `config` against `recipe`, warm-start if configured, and write the run folder's config; the folder."""
+    """Check `config` against `recipe` and its reward, warm-start if configured, check the model folders and write
+    the run folder's config; the folder."""
     recipe.check(config)
+    check_reward(config)
     prepare_warm_start(config)
+    check_models(config)
     run_dir = Path(config.trainer.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / CONFIG_FILE).write_text(dump_config_yaml(config))

@@ -1,5 +1,8 @@
-"""GRPO: group-relative advantages normalised by the group's std, PPO-clip loss, KL to the reference as a loss
-(DeepSeekMath).
+"""GRPO: group-relative advantages normalised by the group's std, PPO-clip loss (DeepSeekMath).
+
+DeepSeekMath adds a KL-to-reference loss; the packaged config leaves it off (`algorithm.kl: {mode: none}`), as
+verl's GRPO examples on small models often do, so no reference model is built. Turn it on with
+`algorithm.kl.mode=as_loss algorithm.kl.coef=0.001`.
 
     rl-recipes train grpo                       # the embedded default: tiny model, CPU, a few minutes
     rl-recipes train grpo --config my.yaml actor.optimizer.lr=1e-6
@@ -37,8 +40,8 @@ RECIPE = register_recipe(
     Recipe(
         name="grpo",
         summary=(
-            "GRPO: group-relative advantages normalised by the group's std, PPO-clip loss, KL to the reference as"
-            " a loss (DeepSeekMath)."
+            "GRPO: group-relative advantages normalised by the group's std, PPO-clip loss (DeepSeekMath); the KL"
+            " loss is off (algorithm.kl.mode=as_loss turns it on)."
         ),
         config_file="grpo.yaml",
         run=run,

@@ -7,15 +7,18 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from rl_core import UnknownNameError
 from rl_recipes._errors import RecipeError
 from rl_recipes.rewards._builtin import AVAILABILITY_CHECKS
 from rl_recipes.rewards._registry import RewardFunction, get_reward_function
 
-EXPECTED_SIGNATURE = "fn(response_text: str, ground_truth: str, **extra) -> float"
+EXPECTED_SIGNATURE = "fn(response_text: str, ground_truth: str) -> float"
+"""The documented form; `fn(response_text, ground_truth, **extra)` is taken too, and then gets the sample's extras."""
 _SPEC_FORMS = "a registered name, a dotted path 'pkg.mod:fn', or a file path 'path/to/file.py:fn'"
 _FILE_MODULE_PREFIX = "_rl_recipes_reward_file_"
 
@@ -27,6 +30,8 @@ class RewardLoadError(RecipeError, ValueError):
 def load_reward_function(spec: str) -> RewardFunction:
     """Return the reward function named by `spec`: a registered name, `pkg.mod:fn` or `path/to/file.py:fn`.
 
+    The function takes `(response_text, ground_truth)` (`EXPECTED_SIGNATURE`), or that and `**extra` to receive
+    the sample's extras as keywords; one without `**extra` is wrapped so the extras are dropped.
     Every problem (unknown name, module or file not found, import failure, missing attribute, not
     callable, wrong signature, missing optional package) raises `RewardLoadError` before training starts.
     """
@@ -44,8 +49,18 @@ def load_reward_function(spec: str) -> RewardFunction:
             f"callables defined there: {', '.join(candidates) or 'none'}; fix the name after ':'"
         )
     fn = getattr(module, attribute)
-    _check_signature(spec, fn)
-    return fn
+    return fn if _check_signature(spec, fn) else _DropExtras(fn)
+
+
+class _DropExtras:
+    """A `fn(response_text, ground_truth) -> float` seen as a `RewardFunction`: the per-sample extras are dropped."""
+
+    def __init__(self, fn: Callable[[str, str], float]) -> None:
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, response_text: str, ground_truth: str, **extra: Any) -> float:
+        return self.fn(response_text, ground_truth)
 
 
 def _load_registered(spec: str) -> RewardFunction:
@@ -105,7 +120,8 @@ def _import_file(spec: str, path: Path) -> ModuleType:
     return module
 
 
-def _check_signature(spec: str, fn: object) -> None:
+def _check_signature(spec: str, fn: object) -> bool:
+    """Refuse `fn` unless it takes `(response_text, ground_truth)`; True when it also takes `**extra`."""
     if not callable(fn):
         raise RewardLoadError(
             f"reward function spec {spec!r} names a {type(fn).__name__}, which is not callable; "
@@ -114,14 +130,13 @@ def _check_signature(spec: str, fn: object) -> None:
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
-        return  # Some builtins hide their signature; they are checked per sample instead.
-    has_var_keyword = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+        return True  # Some builtins hide their signature; they are checked per sample instead.
     try:
         signature.bind("", "")
     except TypeError:
-        has_var_keyword = False
-    if not has_var_keyword:
         raise RewardLoadError(
             f"reward function spec {spec!r} has signature {signature}; expected {EXPECTED_SIGNATURE} "
-            "(two positional arguments and **extra for per-sample extras)"
-        )
+            "(two positional arguments: the response text and the ground truth; add **extra to also receive "
+            "the sample's extras as keywords)"
+        ) from None
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())

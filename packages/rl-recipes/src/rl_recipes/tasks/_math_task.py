@@ -47,7 +47,8 @@ class MathTaskConfig:
     """The math task: where questions and answers are, the prompt template and the reward."""
 
     reward: str = "gsm8k_exact_match"
-    """A registered reward name, `pkg.mod:fn`, or `path/to/file.py:fn` with `fn(response, ground_truth) -> float`."""
+    """A registered reward name, `pkg.mod:fn`, or `path/to/file.py:fn` with `fn(response, ground_truth) -> float`
+    (add `**extra` to receive the row's extras as keywords)."""
     format_weight: float = attrs.field(default=0.0, validator=_non_negative)
     """Weight of the `#### N` format reward added to the main reward; 0 disables it."""
     question_field: str = QUESTION_FIELD

@@ -20,6 +20,7 @@ from rl_runtime.config._schema_algorithm import (
     KLMode,
     OverlongConfig,
     RecomputeOldLogProb,
+    RolloutCorrectionConfig,
 )
 from rl_runtime.config._schema_sections import (
     UNWIRED_ROLLOUT_ENGINES,
@@ -51,6 +52,7 @@ __all__ = [
     "RankBalancing",
     "RecomputeOldLogProb",
     "RolloutConfig",
+    "RolloutCorrectionConfig",
     "RunConfig",
     "TrainerConfig",
     "config_from_dict",

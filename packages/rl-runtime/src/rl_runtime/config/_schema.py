@@ -20,6 +20,8 @@ PIPELINE_FILE_SUFFIXES = (".yaml", ".yml")
 
 DYNAMIC_SAMPLING_OPERATION = "dynamic_sampling"
 """The node operation that needs `algorithm.dynamic_sampling`."""
+BASELINE_OPERATIONS = {"remax": "compute_greedy_baseline"}
+"""Advantage estimators that need a baseline reward, and the node operation that computes it."""
 _MIN_SPLIT_SLOTS = 2
 """Split placement gives the rollout and the training their own slots, so it needs two at least."""
 
@@ -90,6 +92,18 @@ def _dynamic_sampling_problems(config: RunConfig) -> list[ConfigProblem]:
     return []
 
 
+def _baseline_problems(config: RunConfig) -> list[ConfigProblem]:
+    estimator = config.algorithm.adv_estimator
+    operation = BASELINE_OPERATIONS.get(estimator)
+    if operation is None or is_pipeline_file(config.pipeline):
+        return []
+    if operation not in {node.operation for node in get_pipeline(config.pipeline).nodes.values()}:
+        expected = f"a pipeline with a {operation} node: estimator {estimator!r} subtracts a greedy response's reward"
+        fix = f"set pipeline={estimator}, or add a {operation} node before the advantages"
+        return [ConfigProblem("pipeline", expected, repr(config.pipeline), fix)]
+    return []
+
+
 def _placement_problems(config: RunConfig) -> list[ConfigProblem]:
     if not config.placement.colocate and config.placement.slots < _MIN_SPLIT_SLOTS:
         expected = f">= {_MIN_SPLIT_SLOTS} with placement.colocate=false (rollout and training get their own slots)"
@@ -140,6 +154,7 @@ class RunConfig:
             _critic_problems,
             _length_problems,
             _dynamic_sampling_problems,
+            _baseline_problems,
             engine_problems,
             _placement_problems,
             _batch_problems,

@@ -16,7 +16,13 @@ import attrs
 
 from rl_core.advantages import ADVANTAGE_ESTIMATORS
 from rl_core.kl import KL_ESTIMATORS
-from rl_core.losses import AGGREGATIONS, POLICY_LOSSES
+from rl_core.losses import (
+    AGGREGATIONS,
+    POLICY_LOSSES,
+    ROLLOUT_CORRECTION_DEFAULT_UPPER,
+    ROLLOUT_CORRECTION_LEVELS,
+    ROLLOUT_CORRECTION_MODES,
+)
 from rl_runtime.config._errors import config_error
 from rl_runtime.config._types import Scalar
 from rl_runtime.config._validators import (
@@ -35,6 +41,8 @@ is unbounded by default; a bound turns a reward that never varies into an error 
 _DEFAULT_OVERLONG_PENALTY = 1.0
 _DEFAULT_VALUE_CLIP = 0.5
 """verl's critic `cliprange_value`."""
+_TRUNCATED = ROLLOUT_CORRECTION_MODES[0]
+"""rl-core's "tis"."""
 _DEFAULT_KL_HORIZON = 10_000
 """Samples over which the adaptive controller may change the coefficient by e^±0.2 (verl's default)."""
 
@@ -99,6 +107,43 @@ class OverlongConfig:
     """The penalty at the full response length."""
 
 
+def _check_lower(instance: RolloutCorrectionConfig, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is None:
+        return
+    if instance.mode == _TRUNCATED:
+        raise config_error(
+            attribute.name,
+            "null for mode 'tis' (truncated IS clamps the weights above at `upper` only)",
+            value,
+            "remove lower, or set mode=mis to mask ratios outside [lower, upper]",
+        )
+    if not 0 < value <= instance.upper:
+        raise config_error(attribute.name, f"a number in (0, upper={instance.upper}]", value)
+
+
+@attrs.frozen
+class RolloutCorrectionConfig:
+    """Importance sampling between the rollout engine's and the trainer's log-probs (`with_rollout_correction`).
+
+    Every policy loss is wrapped: the per-token loss is weighted by `w = pi_train / pi_rollout`, truncated ("tis")
+    or with out-of-bounds tokens (or sequences) masked out ("mis"); verl's `rollout_corr/rollout_is_*` metrics
+    are reported each step.
+    """
+
+    mode: str = attrs.field(
+        default=_TRUNCATED, validator=registered_name(ROLLOUT_CORRECTION_MODES, "rollout correction mode")
+    )
+    """"tis" (truncated importance sampling) or "mis" (masked: drop ratios outside [lower, upper])."""
+    level: str = attrs.field(
+        default="token", validator=registered_name(ROLLOUT_CORRECTION_LEVELS, "rollout correction level")
+    )
+    """"token" (a ratio per token) or "sequence" (the product of the sequence's token ratios)."""
+    upper: float = attrs.field(default=ROLLOUT_CORRECTION_DEFAULT_UPPER, validator=number_in(0, low_open=True))
+    """The truncation threshold ("tis") or the upper bound of the kept ratios ("mis"); verl's default 2.0."""
+    lower: float | None = attrs.field(default=None, validator=_check_lower)
+    """"mis" only: the lower bound of the kept ratios, in (0, upper]; null means 1 / upper."""
+
+
 def _check_kl_target(instance: AlgorithmConfig, attribute: attrs.Attribute[Any], value: KLConfig) -> None:
     # The adaptive controller steers a KL measured in the reward; a loss-side KL has nothing to steer.
     if value.target is not None and value.mode is not KLMode.IN_REWARD:
@@ -144,6 +189,11 @@ class AlgorithmConfig:
     """DAPO overlong reward shaping; null disables it."""
     value_clip: float | None = attrs.field(default=_DEFAULT_VALUE_CLIP, validator=optional(number_in(0, low_open=True)))
     """The critic's value loss clips new values to within this of the old ones; null disables the clip."""
+    rollout_correction: RolloutCorrectionConfig | None = attrs.field(
+        default=None, validator=optional(of_type(RolloutCorrectionConfig))
+    )
+    """Truncated or masked importance sampling of the policy loss between the rollout engine's and the trainer's
+    log-probs (TIS/MIS, verl `algorithm.rollout_correction`); null disables it."""
     offload_reference: bool = attrs.field(default=False, validator=of_type(bool))
     """Keep the reference policy's weights in CPU memory except while it computes log-probs (needs CUDA)."""
     recompute_old_log_prob: RecomputeOldLogProb = attrs.field(

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from rl_coordinator.loading import datasets_installed, needs_datasets
 from rl_core import nearest_name
 from rl_engines.rollout import ROLLOUT_ENGINES
 from rl_runtime.config._errors import config_error
@@ -45,6 +46,15 @@ _DEFAULT_STEP_TIMEOUT_S = 3600.0
 def _check_paths(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, tuple) or not all(isinstance(item, Path) for item in value):
         raise config_error(attribute.name, "a list of paths", value)
+    hf = [str(path) for path in value if needs_datasets(path)]
+    if hf and not datasets_installed():
+        raise config_error(
+            attribute.name,
+            "paths readable without the `datasets` package (jsonl or parquet files): folders and .csv/.json files "
+            "are read with Hugging Face datasets, which is not installed",
+            hf,
+            "pip install 'rl-coordinator[datasets]'",
+        )
 
 
 def _check_train_files(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -58,9 +68,11 @@ class DataConfig:
     """The prompt data set and how prompts are cut and ordered."""
 
     train_files: tuple[Path, ...] = attrs.field(validator=_check_train_files)
-    """Training prompt files (jsonl or parquet), relative to the working directory."""
+    """Training prompt files, relative to the working directory: jsonl or parquet files, or (with the `datasets`
+    extra) a Hugging Face datasets folder (`save_to_disk`, or a folder of data files) or .csv/.json files; sharded
+    over the ranks by row index, resumed exactly."""
     val_files: tuple[Path, ...] = attrs.field(default=(), validator=_check_paths)
-    """Held-out prompt files for validation; empty disables validation."""
+    """Held-out prompt files for validation, in the forms `train_files` takes; empty disables validation."""
     prompt_key: str = attrs.field(default="prompt", validator=non_empty_str)
     """Column holding the prompt (text or a chat message list)."""
     max_prompt_length: int = attrs.field(default=_DEFAULT_MAX_LENGTH, validator=int_at_least(1))

@@ -2,6 +2,7 @@
 
     generate               this rank's prompts, `batch.samples_per_prompt` samples each (rollout engine)
     compute_reward         the task's scores on each response's last token (`token_level_scores`)
+    compute_greedy_baseline  ReMax: a greedy response per prompt, its score as the samples' `baseline_rewards`
     dynamic_sampling       DAPO: keep groups whose scores vary, draw more prompts until the step is full
     compute_value          critic values (`values`)
     compute_advantage      KL-in-reward (optional) and the configured advantage estimator
@@ -19,7 +20,16 @@ Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. E
 """
 
 # The built-in operations register themselves in NODE_OPERATIONS when their modules are imported.
-from rl_runtime.nodes import _advantage, _dynamic_sampling, _generate, _log_probs, _rebalance, _reward, _train  # noqa: F401
+from rl_runtime.nodes import (  # noqa: F401
+    _advantage,
+    _dynamic_sampling,
+    _generate,
+    _greedy_baseline,
+    _log_probs,
+    _rebalance,
+    _reward,
+    _train,
+)
 from rl_runtime.nodes._batching import single_input, with_fields
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._task import PromptItem, ResponseSample, ScoreResult, Task, TaskFactory

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from rl_core.advantages import AdvantageInputs, get_advantage_estimator
 from rl_core.kl import REWARD_KL_METRIC, apply_kl_penalty
 from rl_core.schema import (
+    BASELINE_REWARDS,
     GROUP_ID,
     OLD_LOG_PROBS,
     REF_LOG_PROBS,
@@ -72,6 +73,7 @@ def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, Step
             response_mask=batch[RESPONSE_MASK],
             group_ids=batch[GROUP_ID],
             values=batch.get(VALUES),
+            baseline_rewards=batch.get(BASELINE_REWARDS),
         )
         output = estimator(advantage_inputs, **algorithm.adv_params)
     return with_fields(data, metrics, token_level_rewards=rewards, advantages=output.advantages, returns=output.returns)

@@ -11,10 +11,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import attrs
 import torch
 
 from rl_core.kl import get_kl_estimator, kl_loss
-from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_policy_loss
+from rl_core.losses import (
+    LossNormalizer,
+    PolicyLossInputs,
+    aggregate_loss,
+    get_policy_loss,
+    with_rollout_correction,
+)
 from rl_core.schema import ADVANTAGES, INPUT_IDS, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
 from rl_engines.training import (
     Batch,
@@ -37,6 +44,8 @@ from rl_runtime.roles._common import (
 )
 from rl_runtime.roles._errors import RoleConfigError, RoleError
 
+_CORRECTION_METRIC_PREFIX = "rollout_is_"
+"""Metrics of `rl_core.losses.rollout_correction`; reported under verl's `rollout_corr/`, not `actor/`."""
 _ROW_KEY = "_update_on_policy_row"
 """`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
 
@@ -63,6 +72,9 @@ class ActorRole(EngineRole):
         # A read-only copy, so the caller's dict cannot change the loss later.
         self._policy_loss_params = MappingProxyType(dict(algorithm.policy_loss_params))
         self._policy_loss = get_policy_loss(algorithm.policy_loss)
+        if algorithm.rollout_correction is not None:
+            settings = attrs.asdict(algorithm.rollout_correction)
+            self._policy_loss = with_rollout_correction(self._policy_loss, **settings)
         self._train_spec = ForwardSpec(entropy=algorithm.entropy_coef > 0, temperature=temperature)
 
     @classmethod
@@ -97,7 +109,10 @@ class ActorRole(EngineRole):
         loss, policy_metrics = self._policy_loss(
             inputs, aggregation=algorithm.loss_agg_mode, normalizer=normalizer, **self._policy_loss_params
         )
-        metrics = {f"actor/{name}": value for name, value in policy_metrics.items()}
+        metrics = {
+            f"{'rollout_corr' if name.startswith(_CORRECTION_METRIC_PREFIX) else 'actor'}/{name}": value
+            for name, value in policy_metrics.items()
+        }
         if self.kl_coef > 0:
             require_keys(micro_batch, (REF_LOG_PROBS,), "actor's KL loss (kl_coef > 0)")
             ref = micro_batch[REF_LOG_PROBS]

@@ -43,11 +43,15 @@ class ConcatSource(RowSource):
 
 
 def open_files(paths: Sequence[Path], setting: str) -> RowSource:
-    """The rows of `paths` (jsonl or parquet) as one source; a TrainerError names `setting` for a missing file."""
+    """The rows of `paths` (jsonl, parquet, csv or json files, or `datasets` folders) as one source; a TrainerError
+    names `setting` for a missing path."""
     sources = []
     for path in paths:
-        if not Path(path).is_file():
-            raise TrainerError(f"{setting}: {str(path)!r} is not a file; give jsonl or parquet files that exist")
+        if not Path(path).exists():
+            raise TrainerError(
+                f"{setting}: {str(path)!r} is not a file; give jsonl or parquet files that exist (or csv/json files, "
+                "or a Hugging Face datasets folder)"
+            )
         try:
             sources.append(open_source(path))
         except CoordinatorInputError as error:

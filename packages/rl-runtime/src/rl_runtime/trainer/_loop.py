@@ -80,6 +80,8 @@ class Trainer:
         train_dp = len(train_subgraph(self.placement).ranks)
         self.plan = BatchPlan.from_config(config, rollout_dp=rollout_dp, train_dp=train_dp)
         train_rows = len(open_files(config.data.train_files, "data.train_files"))
+        if config.data.val_files:  # opened here too, so a missing file stops the run before any worker starts
+            open_files(config.data.val_files, "data.val_files")
         self.steps_per_epoch = steps_per_epoch(train_rows, self.plan)
         self.total_steps = config.trainer.total_steps or config.trainer.total_epochs * self.steps_per_epoch
         self.run_dir = Path(config.trainer.output_dir)

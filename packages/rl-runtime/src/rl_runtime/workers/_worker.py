@@ -11,6 +11,7 @@ from typing import Any
 import ray
 
 from rl_coordinator.coordinator import DEFAULT_TIMEOUT_S, CoordinatorClient
+from rl_core import load_plugins
 from rl_runtime.planning import Placement, WorkerAssignment
 from rl_runtime.planning._placement_groups import SlotGroups
 from rl_runtime.workers._errors import WorkerError, WorkerStartError
@@ -63,6 +64,9 @@ def _no_resources(assignment: WorkerAssignment) -> WorkerResources[None]:
 class DAGWorker:
     """Runs one WorkerAssignment's graph every step; only metrics leave it.
 
+    It imports the `rl_core.plugins` entry points first (`rl_core.load_plugins`), as the driver does when it loads
+    a run config, so the registrations of installed plugins (losses, estimators, engines) exist here too.
+
     Args:
         assignment: this worker's place (rank, sub-graph, data-parallel info).
         routes: its edges, from `plan_routes`.
@@ -84,6 +88,9 @@ class DAGWorker:
         coordinator_timeout_s: float = DEFAULT_TIMEOUT_S,
         retain_host_memory: bool = False,
     ) -> None:
+        # Before anything looks a name up: the driver loaded the rl_core.plugins entry points when it read the
+        # config, but this is a fresh process, where a plugin's estimators and losses are otherwise unknown.
+        self.plugins = load_plugins()
         self.niceness = raise_priority()
         self.retains_host_memory = retain_host_memory and retain_freed_host_memory()
         client = None if coordinator is None else CoordinatorClient(coordinator, timeout_s=coordinator_timeout_s)
