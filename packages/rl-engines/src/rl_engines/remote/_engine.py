@@ -69,9 +69,13 @@ class RemoteEngine:
         self._lock = threading.Condition()
         self._in_flight: dict[str, int] = {}
         self._group_name: str | None = None
-        info = self._http.get("/model_info", timeout_s=config.timeout_s)
-        if not isinstance(info, dict):
-            raise ProtocolError(f"/model_info answered {str(info)[:200]!r}, expected a JSON object")
+        try:
+            info = self._http.get("/model_info", timeout_s=config.timeout_s)
+            if not isinstance(info, dict):
+                raise ProtocolError(f"/model_info answered {str(info)[:200]!r}, expected a JSON object")
+        except BaseException:
+            self._http.close()  # a refused connect (wrong key, wrong server) must not leak the pool's sockets
+            raise
         self.model_info: dict[str, Any] = info
         self._extended = "capabilities" in info
         """Our server (as opposed to SGLang): it has /engine_status, /weights_checksum and pause "wait"."""
