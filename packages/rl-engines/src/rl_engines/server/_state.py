@@ -26,6 +26,10 @@ class ServerState:
     config: ServerConfig
     group_name: str | None = None
     """The weight-update group the engine joined through `/init_weights_update_group`, if any."""
+    update_session: bool = False
+    """Between `/begin_weight_update` and `/end_weight_update`."""
+    session_paused: bool = False
+    """The session paused generation (it was serving), so its end resumes it."""
     generate_pool: concurrent.futures.ThreadPoolExecutor = field(init=False)
     control_pool: concurrent.futures.ThreadPoolExecutor = field(init=False)
 
