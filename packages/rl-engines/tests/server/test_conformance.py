@@ -8,6 +8,7 @@ numeric-string `master_port` refused, and a non-streaming request running on aft
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -19,6 +20,7 @@ from fastapi.testclient import TestClient
 from rl_engines.rollout import HFEngineConfig, InvalidRequestError
 from rl_engines.server import ServerConfig, build_hf_engine, create_app
 from rl_engines.server._routes_weights import _port
+from rl_engines.sync import free_port
 from rl_engines.testing import ConformanceModels, TinyModelSpec, reference_greedy
 
 PROMPT = [5, 17, 42, 9, 77]
@@ -145,3 +147,41 @@ def test_a_non_streaming_request_is_aborted_when_its_client_leaves(tmp_path_fact
         assert "client disconnected; aborting 1 requests" in server.log()
     finally:
         server.stop()
+
+
+def test_rendezvous_with_dead_peers_never_block_control_calls(models: ConformanceModels) -> None:
+    # Each init names a port nobody listens on; before, eight of them held every control thread for minutes.
+    server = ServerProcess(str(models.v1_dir))
+    try:
+        group = {"master_address": "127.0.0.1", "rank_offset": 1, "world_size": 2, "backend": "gloo"}
+        results: list[httpx.Response] = []
+
+        def join(port: int) -> None:
+            with httpx.Client(base_url=server.url, timeout=120.0) as http:
+                body = {**group, "master_port": str(port), "group_name": f"g{port}", "timeout_s": 20}
+                results.append(http.post("/init_weights_update_group", json=body))
+
+        waiting = [threading.Thread(target=join, args=(free_port(),)) for _ in range(2)]
+        for thread in waiting:
+            thread.start()
+        with httpx.Client(base_url=server.url, timeout=30.0) as http:
+            waiting_now = lambda: http.get("/server_info").json()["weight_group_rendezvous_waiting"]  # noqa: E731
+            _wait_until(lambda: waiting_now() == 2, "both rendezvous to be waiting")
+            assert "2 rendezvous are already waiting" in _third_join(http, group)  # refused at once, not queued
+            for _ in range(10):  # the control threads stay free meanwhile
+                assert http.post("/flush_cache").status_code == 200
+                assert http.post("/pause_generation", json={"mode": "abort"}).status_code == 200
+                assert http.post("/continue_generation").status_code == 200
+        for thread in waiting:
+            thread.join(timeout=120)
+        assert len(results) == 2 and all(r.status_code == 504 for r in results)
+        assert all(r.json()["success"] is False for r in results)
+    finally:
+        server.stop()
+
+
+def _third_join(http: httpx.Client, group: dict) -> str:
+    body = {**group, "master_port": free_port(), "group_name": "third", "timeout_s": 1}
+    answer = http.post("/init_weights_update_group", json=body)
+    assert answer.status_code == 409, answer.text
+    return str(answer.json()["message"])

@@ -47,6 +47,7 @@ def register_info_routes(app: FastAPI, state: ServerState) -> None:
             "max_request_bytes": state.config.max_request_bytes,
             "incremental_streaming_output": state.config.incremental_stream,
             "api_key_required": state.config.api_key is not None,
+            "weight_group_rendezvous_waiting": state.groups_joining,
             "version": _package_version(),
         }
 

@@ -177,7 +177,10 @@ def _weight_route(state: ServerState, where: str) -> Callable[[Request], Any]:
             body = await read_json(request, state.config.max_request_bytes)
             check_fields(body, known, where)
             _check_load_format(body, where)
-            message = await state.control(handle, state, body, where)
+            if where == "init_weights_update_group":
+                message = await state.rendezvous(handle, state, body, where)
+            else:
+                message = await state.control(handle, state, body, where)
         except Exception as error:
             return error_response(error, weights=True)
         message, extra = message if isinstance(message, tuple) else (message, {})
