@@ -9,6 +9,7 @@ from rl_engines.remote._config import SGLANG_CAPABILITIES, RemoteEngineConfig
 from rl_engines.remote._engine import RemoteEngine
 from rl_engines.remote._errors import (
     ERROR_TYPES,
+    AuthenticationError,
     PayloadTooLargeError,
     ProtocolError,
     RemoteError,
@@ -32,6 +33,7 @@ from rl_engines.remote._wire_tensors import deserialize_named_tensors, serialize
 __all__ = [
     "ERROR_TYPES",
     "SGLANG_CAPABILITIES",
+    "AuthenticationError",
     "PayloadTooLargeError",
     "ProtocolError",
     "RemoteEngine",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from rl_engines.rollout import InvalidRequestError
@@ -38,6 +38,8 @@ class RemoteEngineConfig:
     """SGLang refuses `/flush_cache` (400) while requests remain; retry this often until `timeout_s`."""
     max_connections: int = 256
     """Concurrent HTTP connections; each in-flight generate call holds one."""
+    api_key: str | None = field(default=None, repr=False)
+    """Sent as `Authorization: Bearer <key>` on every call (the server's `--api-key`, SGLang's too)."""
 
     def __post_init__(self) -> None:
         parsed = urlparse(self.base_url)
@@ -53,5 +55,7 @@ class RemoteEngineConfig:
             raise InvalidRequestError(f"RemoteEngineConfig.tp_size must be >= 1, got {self.tp_size}")
         if self.max_connections < 1:
             raise InvalidRequestError(f"RemoteEngineConfig.max_connections must be >= 1, got {self.max_connections}")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
+            raise InvalidRequestError("RemoteEngineConfig.api_key must be a non-empty string or None")
         if self.capabilities is not None:
             object.__setattr__(self, "capabilities", frozenset(self.capabilities))

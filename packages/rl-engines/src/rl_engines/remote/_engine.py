@@ -69,9 +69,13 @@ class RemoteEngine:
         self._lock = threading.Condition()
         self._in_flight: dict[str, int] = {}
         self._group_name: str | None = None
-        info = self._http.get("/model_info", timeout_s=config.timeout_s)
-        if not isinstance(info, dict):
-            raise ProtocolError(f"/model_info answered {str(info)[:200]!r}, expected a JSON object")
+        try:
+            info = self._http.get("/model_info", timeout_s=config.timeout_s)
+            if not isinstance(info, dict):
+                raise ProtocolError(f"/model_info answered {str(info)[:200]!r}, expected a JSON object")
+        except BaseException:
+            self._http.close()  # a refused connect (wrong key, wrong server) must not leak the pool's sockets
+            raise
         self.model_info: dict[str, Any] = info
         self._extended = "capabilities" in info
         """Our server (as opposed to SGLang): it has /engine_status, /weights_checksum and pause "wait"."""
@@ -201,10 +205,16 @@ class RemoteEngine:
         self._http.post("/resume_memory_occupation", body, timeout_s=self.config.timeout_s)
 
     # ---- weights ---------------------------------------------------------------------------------
+    def _strict(self) -> dict[str, Any]:
+        """Our server's `require_version` extension: generation waits for `set_weight_version` after an update
+        (the InferenceEngine contract) instead of moving the version on by one as SGLang does. Real SGLang
+        refuses unknown fields, so it is sent to our server only."""
+        return {"require_version": True} if self._extended else {}
+
     def update_weights_from_disk(self, path: str | os.PathLike[str]) -> None:
         """See `InferenceEngine.update_weights_from_disk`; `path` must be readable by the server."""
         self._check_open()
-        body = {"model_path": os.fspath(path), "flush_cache": False, "abort_all_requests": False}
+        body = {"model_path": os.fspath(path), "flush_cache": False, "abort_all_requests": False, **self._strict()}
         self._http.post("/update_weights_from_disk", body, timeout_s=self.config.timeout_s, weights=True)
 
     def update_weights_from_tensors(self, tensors: NamedTensors | SharedTensorBucket) -> frozenset[str]:
@@ -213,14 +223,14 @@ class RemoteEngine:
         Returns the lent buffers the server keeps as weights (`lent_buffers`; SGLang always copies)."""
         self._check_open()
         if isinstance(tensors, SharedTensorBucket):
-            body: dict[str, Any] = {"shared_bucket": tensors.to_json(), "flush_cache": False}
+            body: dict[str, Any] = {"shared_bucket": tensors.to_json(), "flush_cache": False, **self._strict()}
             answer = self._http.post("/update_weights_from_tensor", body, timeout_s=self.config.timeout_s, weights=True)
             return frozenset(answer.get("lent_buffers") or ()) if isinstance(answer, dict) else frozenset()
         named = list(tensors)
         if not named:
             raise InvalidRequestError("update_weights_from_tensors got no tensors; send at least one")
         payloads = [serialize_named_tensors(named) for _ in range(self.config.tp_size)]
-        body = {"serialized_named_tensors": payloads, "load_format": None, "flush_cache": False}
+        body = {"serialized_named_tensors": payloads, "load_format": None, "flush_cache": False, **self._strict()}
         # `named` keeps the tensors (and so their shared memory) alive until the server has copied them.
         self._http.post("/update_weights_from_tensor", body, timeout_s=self.config.timeout_s, weights=True)
         return frozenset()
@@ -249,6 +259,7 @@ class RemoteEngine:
             "shapes": [list(s) for s in meta.shapes],
             "group_name": self._group_name or DEFAULT_GROUP_NAME,
             "flush_cache": False,
+            **self._strict(),
         }
         self._http.post("/update_weights_from_distributed", body, timeout_s=self.config.timeout_s, weights=True)
 

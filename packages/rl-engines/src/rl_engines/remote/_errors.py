@@ -39,6 +39,11 @@ class ProtocolError(RemoteError):
     """The server answered with a status or body outside the protocol; the message quotes it."""
 
 
+class AuthenticationError(RemoteError, PermissionError):
+    """The server refused the call for a missing or wrong API key (HTTP 401/403): set `RemoteEngineConfig.api_key`
+    to the key the server was started with."""
+
+
 class PayloadTooLargeError(InvalidRequestError):
     """A request body exceeded the server's size limit (HTTP 413); raise the limit or send smaller buckets."""
 
@@ -84,6 +89,8 @@ def status_for(error: BaseException) -> HTTPStatus:
 
 
 def _fallback_class(status: int, weights: bool) -> type[RolloutError]:
+    if status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
+        return AuthenticationError
     if status == HTTPStatus.REQUEST_ENTITY_TOO_LARGE:
         return PayloadTooLargeError
     if status in (HTTPStatus.BAD_REQUEST, HTTPStatus.UNPROCESSABLE_ENTITY):
@@ -101,7 +108,8 @@ def _message_and_type(body: Any) -> tuple[str | None, str | None]:
         if isinstance(error, Mapping):
             return _text(error.get("message")), _text(error.get("type"))
         if isinstance(error, str):
-            return error, None
+            detail = body.get("message")
+            return (f"{error}: {detail}" if isinstance(detail, str) else error), None
         message = body.get("message", body.get("detail"))
         return _text(message), _text(body.get("error_type"))
     if isinstance(body, str) and body.strip():
@@ -118,4 +126,6 @@ def error_from_response(status: int, body: Any, what: str, *, weights: bool = Fa
     message, type_name = _message_and_type(body)
     cls = ERROR_TYPES.get(type_name or "") or _fallback_class(status, weights)
     detail = message or f"HTTP {status} with no message"
+    if cls is AuthenticationError:
+        detail += "; set RemoteEngineConfig.api_key to the server's --api-key"
     return cls(f"{what}: {detail} (HTTP {status})")

@@ -37,7 +37,8 @@ class HttpClient:
         self._httpx = import_httpx()
         self.config = config
         limits = self._httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=32)
-        self._client = self._httpx.Client(base_url=config.base_url, limits=limits, trust_env=False)
+        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key is not None else None
+        self._client = self._httpx.Client(base_url=config.base_url, limits=limits, trust_env=False, headers=headers)
 
     def _timeout(self, seconds: float) -> Any:
         return self._httpx.Timeout(seconds, connect=self.config.connect_timeout_s)

@@ -59,9 +59,9 @@ _IGNORED_REQUEST = {"priority", "log_metrics", "return_text_in_logprobs", "route
 _NEUTRAL_REQUEST: dict[str, tuple[Any, ...]] = {
     "text": (),
     "input_embeds": (),
-    "image_data": (),
-    "audio_data": (),
-    "video_data": (),
+    "image_data": ([],),
+    "audio_data": ([],),
+    "video_data": ([],),
     "lora_path": (),
     "lora_id": (),
     "custom_logit_processor": (),
@@ -76,12 +76,29 @@ _NEUTRAL_REQUEST: dict[str, tuple[Any, ...]] = {
 }
 
 
+def _neutral(value: Any, offs: tuple[Any, ...]) -> bool:
+    """Whether `value` means "off": None, one of `offs`, or (batch form) a list of such values."""
+    if value is None or any(value == ok and type(value) is type(ok) for ok in offs):
+        return True
+    # SGLang treats `[]` (and `[[], []]` in a batch, AReaL's form) as "no images".
+    return isinstance(value, list) and [] in offs and all(v is None or v == [] for v in value)
+
+
+def strict_bool(value: Any, name: str, where: str, default: bool = False) -> bool:
+    """`value` as a JSON boolean (None gives `default`); a string such as "false" is an error, never truthy."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidRequestError(f"{where}: {name} must be true or false (a JSON boolean), got {value!r}")
+    return value
+
+
 def _check_fields(body: Mapping[str, Any], known: set[str], ignored: set[str], neutral: dict, where: str) -> None:
     for key, value in body.items():
         if key in known or key in ignored:
             continue
         if key in neutral:
-            if value is None or any(value == ok and type(value) is type(ok) for ok in neutral[key]):
+            if _neutral(value, neutral[key]):
                 continue
             raise InvalidRequestError(f"{where}: {key}={value!r} is not supported by this server; omit it or send null")
         candidates = sorted(known | ignored | set(neutral))
@@ -121,7 +138,7 @@ def sampling_from_json(body: Any, where: str) -> SamplingParams:
         top_k=top_k,
         seed=body.get("sampling_seed"),
         stop_token_ids=tuple(body.get("stop_token_ids") or ()),
-        ignore_eos=bool(body.get("ignore_eos") or False),
+        ignore_eos=strict_bool(body.get("ignore_eos"), "sampling_params.ignore_eos", where),
     )
 
 
@@ -172,8 +189,9 @@ def parse_generate_payload(body: Mapping[str, Any]) -> tuple[list[GenerateReques
         sampling = sampling_from_json(samplings[i] if samplings[i] is not None else {}, where)
         if not isinstance(rid_list[i], str):
             raise InvalidRequestError(f"{where}: rid must be a str, got {rid_list[i]!r}")
-        requests.append(GenerateRequest(rid_list[i], tuple(prompt), sampling, bool(logprobs[i])))
-    return requests, batch, bool(body.get("stream", False))
+        return_logprob = strict_bool(logprobs[i], "return_logprob", where)
+        requests.append(GenerateRequest(rid_list[i], tuple(prompt), sampling, return_logprob))
+    return requests, batch, strict_bool(body.get("stream"), "stream", "generate")
 
 
 def finish_reason_json(output: GenerateOutput) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""`python -m rl_engines.server --model <dir | config.json> [--port N]`: serve an HFEngine over HTTP."""
+"""`python -m rl_engines.server --model <dir | config.json> [--port N] [--api-key KEY]`: serve an HFEngine over HTTP."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 import sys
 
 from rl_engines.rollout import HFEngineConfig
+from rl_engines.server._auth import API_KEY_ENV, bind_problem, resolve_api_key
 from rl_engines.server._config import DEFAULT_HOST, DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from rl_engines.server._model import build_hf_engine
 from rl_engines.server._run import serve
@@ -27,16 +28,32 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout-s", type=float, default=600.0, help="admission and drain timeouts")
     parser.add_argument("--seed", type=int, default=0, help="seeds random weights (config JSON) and sampling")
     parser.add_argument("--incremental-stream", action="store_true", help="stream deltas instead of cumulative")
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help=f"require 'Authorization: Bearer KEY' on every route but /health (default: ${API_KEY_ENV}, else none)",
+    )
+    parser.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve on a non-loopback --host without an API key (refused otherwise: anyone could replace weights)",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, configure logging, build the engine and serve until interrupted."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    api_key = resolve_api_key(args.api_key)
+    problem = bind_problem(args.host, api_key, args.allow_unauthenticated)
+    if problem is not None:
+        # Refuse before the model is built: a wrong start costs nothing.
+        parser.exit(2, f"error: {problem}\n")
     engine_config = HFEngineConfig(
         dtype=args.dtype,
         device=args.device,
@@ -55,6 +72,8 @@ def main(argv: list[str] | None = None) -> None:
         max_request_bytes=args.max_request_bytes,
         incremental_stream=args.incremental_stream,
         model_path=args.model,
+        api_key=api_key,
+        allow_unauthenticated=args.allow_unauthenticated,
     )
     serve(engine, config)
 

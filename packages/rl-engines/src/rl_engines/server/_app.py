@@ -4,9 +4,11 @@ Endpoints: `/generate` (JSON or SSE), `/health`, `/health_generate`, `/flush_cac
 `/update_weights_from_disk`, `/update_weights_from_tensor`, `/init_weights_update_group`,
 `/update_weights_from_distributed`, `/destroy_weights_update_group`, `/release_memory_occupation`,
 `/resume_memory_occupation`, `/pause_generation`, `/continue_generation`, `/abort_request`,
-`/update_weight_version`, `/get_weight_version`, `/model_info` (`/get_model_info`); our additions:
+`/update_weight_version`, `/get_weight_version`, `/model_info` (`/get_model_info`), `/server_info`
+(`/get_server_info`), `/v1/models`, `/begin_weight_update`, `/end_weight_update`; our additions:
 `/weights_checksum` and `/engine_status`. Bad input answers 4xx with a message naming the field (413 past the
-size limit), a state error 409 or 503 (e.g. generate while asleep), and the engine keeps serving.
+size limit), a state error 409 or 503 (e.g. generate while asleep), and the engine keeps serving. With
+`ServerConfig.api_key` set, every route but `/health` answers 401 without `Authorization: Bearer <key>`.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rl_engines.rollout import InferenceEngine, RolloutError
+from rl_engines.server._auth import ApiKeyMiddleware
 from rl_engines.server._config import ServerConfig
 from rl_engines.server._fastapi import FastAPI, Request
 from rl_engines.server._responses import error_response
 from rl_engines.server._routes_control import register_control_routes
 from rl_engines.server._routes_generate import register_generate_routes
+from rl_engines.server._routes_info import register_info_routes
+from rl_engines.server._routes_session import register_session_routes
 from rl_engines.server._routes_weights import register_weight_routes
 from rl_engines.server._state import ServerState
 
@@ -50,4 +55,8 @@ def create_app(engine: InferenceEngine, config: ServerConfig | None = None, *, o
     register_generate_routes(app, state)
     register_weight_routes(app, state)
     register_control_routes(app, state)
+    register_info_routes(app, state)
+    register_session_routes(app, state)
+    if state.config.api_key is not None:
+        app.add_middleware(ApiKeyMiddleware, api_key=state.config.api_key)
     return app

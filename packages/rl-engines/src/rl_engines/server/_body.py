@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -9,6 +10,9 @@ from typing import Any
 from rl_core import nearest_name
 from rl_engines.remote import PayloadTooLargeError
 from rl_engines.rollout import InvalidRequestError
+
+_PARSE_INLINE_BYTES = 64 * 1024
+"""Bodies below this are parsed on the event loop (a thread hop costs more than parsing them)."""
 
 
 async def read_json(request: Any, limit: int) -> dict[str, Any]:
@@ -36,7 +40,8 @@ async def read_json(request: Any, limit: int) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
+        # Off the event loop above a small size: parsing tens of MB would stall every other route (/health too).
+        body = json.loads(raw) if size < _PARSE_INLINE_BYTES else await asyncio.to_thread(json.loads, raw)
     except (UnicodeDecodeError, ValueError) as error:
         raise InvalidRequestError(f"malformed JSON body: {error}") from None
     if not isinstance(body, dict):

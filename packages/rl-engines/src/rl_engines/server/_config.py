@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rl_engines.rollout import InvalidRequestError
+from rl_engines.server._auth import bind_problem
 
 DEFAULT_HOST = "127.0.0.1"
 """Loopback only: the server accepts weight handles and runs collectives, so exposing it is a deliberate act."""
@@ -32,6 +33,10 @@ class ServerConfig:
     """Stream only the new tokens of each step (SGLang's `--incremental-streaming-output`); default cumulative."""
     model_path: str | None = None
     """Reported by `/model_info`."""
+    api_key: str | None = field(default=None, repr=False)
+    """Required as `Authorization: Bearer <key>` on every route but `/health`; None serves without a key."""
+    allow_unauthenticated: bool = False
+    """Serve off the loopback interface without a key (refused otherwise)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -41,5 +46,10 @@ class ServerConfig:
         for name in ("max_request_bytes", "generate_workers", "control_workers"):
             if getattr(self, name) < 1:
                 raise InvalidRequestError(f"ServerConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
+            raise InvalidRequestError("ServerConfig.api_key must be a non-empty string or None")
+        problem = bind_problem(self.host, self.api_key, self.allow_unauthenticated)
+        if problem is not None:
+            raise InvalidRequestError(problem)
         if not self.health_timeout_s > 0:
             raise InvalidRequestError(f"ServerConfig.health_timeout_s must be > 0, got {self.health_timeout_s}")

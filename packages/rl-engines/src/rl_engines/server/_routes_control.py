@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import Any
 
 from rl_engines.rollout import SLEEP_TAGS, InvalidRequestError
-from rl_engines.rollout._types import weight_version_to_wire
 from rl_engines.server._body import check_fields, field, read_json
 from rl_engines.server._fastapi import FastAPI, JSONResponse, PlainTextResponse, Request, Response
-from rl_engines.server._routes_weights import model_path_of
 from rl_engines.server._state import ServerState
 
 _PAUSE_MODES = {"abort": "abort", "in_place": "keep", "retract": "keep", "keep": "keep", "wait": "wait"}
 """SGLang's pause modes and ours. "retract" (recompute parked requests later) is served as "keep" (they keep
 their KV cache); "wait" (drain in-flight requests) is our addition."""
 _SLEEP_LEVELS = (1, 2)
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("rl-engines")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+        return "unknown"
 
 
 def _tags(body: dict[str, Any], where: str) -> list[str] | None:
@@ -74,14 +80,14 @@ def register_control_routes(app: FastAPI, state: ServerState) -> None:
         if level not in _SLEEP_LEVELS:
             raise InvalidRequestError(f"{where}: level must be 1 (offload weights) or 2 (discard them), got {level}")
         await state.control(engine.sleep, level)
-        return Response(status_code=200)
+        return JSONResponse(None)  # SGLang answers a JSON null; its adapters decode the body
 
     @app.api_route("/resume_memory_occupation", methods=["GET", "POST"])
     async def resume_memory_occupation(request: Request) -> Any:
         where = "resume_memory_occupation"
         body = await body_of(request, ("tags",), where)
         await state.control(engine.wake_up, _tags(body, where))
-        return Response(status_code=200)
+        return JSONResponse(None)
 
     @app.api_route("/flush_cache", methods=["GET", "POST"])
     async def flush_cache(request: Request) -> Any:
@@ -90,33 +96,3 @@ def register_control_routes(app: FastAPI, state: ServerState) -> None:
         await body_of(request, (), "flush_cache")
         await state.control(engine.flush_cache)
         return PlainTextResponse("Cache flushed.\n")
-
-    def info() -> dict[str, Any]:
-        return {
-            "model_path": model_path_of(state),
-            "tokenizer_path": None,
-            "is_generation": True,
-            "preferred_sampling_params": None,
-            "weight_version": weight_version_to_wire(engine.weight_version()),
-            "capabilities": sorted(engine.capabilities),
-            "logprob_mode": engine.logprob_mode,
-            "context_len": getattr(engine, "context_len", None),
-            "vocab_size": getattr(engine, "vocab_size", None),
-        }
-
-    app.get("/model_info")(lambda: JSONResponse(info()))
-    app.get("/get_model_info")(lambda: JSONResponse(info()))
-
-    @app.get("/engine_status")
-    async def engine_status() -> Any:
-        status = engine.status()
-        return JSONResponse(
-            {
-                "state": status.state,
-                "weight_version": weight_version_to_wire(status.weight_version),
-                "in_flight": status.in_flight,
-                "pause_mode": status.pause_mode,
-                "asleep": sorted(status.asleep),
-                "weights_loaded": status.weights_loaded,
-            }
-        )

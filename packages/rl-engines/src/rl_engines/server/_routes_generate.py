@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from rl_engines.remote import generate_output_json, output_to_json, parse_generate_payload
-from rl_engines.rollout import GenerateOutput, GenerateRequest, SamplingParams
+from rl_engines.rollout import GenerateOutput, GenerateRequest, InvalidRequestError, SamplingParams
 from rl_engines.server._body import read_json
 from rl_engines.server._fastapi import FastAPI, JSONResponse, Request, Response, StreamingResponse
 from rl_engines.server._responses import error_response
@@ -108,6 +109,44 @@ async def _stream(state: ServerState, requests: list[GenerateRequest], batch: bo
     return StreamingResponse(body(), media_type="text/event-stream")
 
 
+_DISCONNECT_POLL_S = 0.25
+"""How often a non-streaming request checks that its client is still there."""
+
+
+def _check_context(requests: Sequence[GenerateRequest], context_len: int | None, batch: bool) -> None:
+    """A 400 for a request whose prompt plus `max_new_tokens` does not fit the context (SGLang refuses it too);
+    the engine would otherwise cut the budget silently."""
+    if context_len is None:
+        return
+    for i, request in enumerate(requests):
+        prompt, budget = len(request.input_ids), request.sampling.max_new_tokens
+        # A prompt that alone fills the context is the engine's PromptTooLongError, raised as it generates.
+        if prompt < context_len < prompt + budget:
+            where = f"generate[{i}]" if batch else "generate"
+            raise InvalidRequestError(
+                f"{where}: sampling_params.max_new_tokens={budget} plus the prompt's {prompt} tokens exceeds the "
+                f"model's context length of {context_len} tokens; ask for at most {max(context_len - prompt, 0)} "
+                "new tokens"
+            )
+
+
+async def _until_done_or_disconnected(
+    state: ServerState, request: Request, requests: list[GenerateRequest]
+) -> list[GenerateOutput] | None:
+    """The outputs of `requests`, or None after aborting them because the client disconnected first."""
+    future = state.submit_generate(state.engine.generate, requests)
+    while True:
+        done, _ = await asyncio.wait({future}, timeout=_DISCONNECT_POLL_S)
+        if done:
+            return future.result()
+        if await request.is_disconnected():
+            logger.info("client disconnected; aborting %d requests", len(requests))
+            state.engine.abort([r.rid for r in requests])
+            with contextlib.suppress(Exception):
+                await future  # the aborted call returns early; its outputs have no reader
+            return None
+
+
 def register_generate_routes(app: FastAPI, state: ServerState) -> None:
     """Add `/generate`, `/health` and `/health_generate` to `app`."""
 
@@ -115,9 +154,12 @@ def register_generate_routes(app: FastAPI, state: ServerState) -> None:
     async def generate(request: Request) -> Any:
         body = await read_json(request, state.config.max_request_bytes)
         requests, batch, stream = parse_generate_payload(body)
+        _check_context(requests, getattr(state.engine, "context_len", None), batch)
         if stream:
             return await _stream(state, requests, batch)
-        outputs = await state.submit_generate(state.engine.generate, requests)
+        outputs = await _until_done_or_disconnected(state, request, requests)
+        if outputs is None:
+            return Response(status_code=499)  # nobody reads it: the client is gone
         results = [generate_output_json(o) for o in outputs]
         return JSONResponse(results if batch else results[0])
 

@@ -1,8 +1,10 @@
 """Weight routes: updates from disk / tensor handles / a broadcast group, versions and checksums.
 
 SGLang's optional fields are honoured: `flush_cache` flushes after a successful update, `abort_all_requests`
-aborts in-flight requests first and `weight_version` labels the new weights. Without a version the engine
-refuses `/generate` (503) until `/update_weight_version`, so no output claims weights it did not use.
+aborts in-flight requests first and `weight_version` labels the new weights. An update without a version keeps
+serving, as SGLang does (its clients never send one): the version becomes the previous one plus 1, so outputs
+still name a version that identifies the weights they came from. Our extension `require_version: true` (sent by
+`RemoteEngine`) keeps the InferenceEngine contract instead: `/generate` answers 503 until `/update_weight_version`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from rl_engines.server._fastapi import FastAPI, JSONResponse, Request
 from rl_engines.server._responses import error_response, success
 from rl_engines.server._state import ServerState
 
-_COMMON = ("flush_cache", "abort_all_requests", "weight_version", "load_format")
+_COMMON = ("flush_cache", "abort_all_requests", "weight_version", "load_format", "require_version")
 _DIRECT_FORMATS = (None, "direct")
 """Load formats meaning "tensors as named": SGLang's `flattened_bucket` needs its own classes, so it is refused."""
 
@@ -46,13 +48,18 @@ def _apply(state: ServerState, body: Mapping[str, Any], where: str, update: Call
     version = None if label is None else weight_version_from_wire(label, f"{where}: weight_version")
     if field(body, "abort_all_requests", bool, where, False):
         state.engine.abort(None)
+    previous = state.engine.weight_version()
     update()
     if field(body, "flush_cache", bool, where, True):
         state.engine.flush_cache()
     if version is not None:
         state.engine.set_weight_version(version)
         return f"Succeeded to update model weights. Weight version updated to {version}."
-    return "Succeeded to update model weights."
+    if field(body, "require_version", bool, where, False):
+        # Our client's contract: no output may carry a version until the sender names the new weights.
+        return "Succeeded to update model weights. Generation waits for /update_weight_version."
+    state.engine.set_weight_version(previous + 1)
+    return f"Succeeded to update model weights. No weight_version was sent; the version is now {previous + 1}."
 
 
 def _named_tensors(body: Mapping[str, Any], where: str) -> list[tuple[str, torch.Tensor]] | SharedTensorBucket:
@@ -91,11 +98,20 @@ def _from_tensor(state: ServerState, body: Mapping[str, Any], where: str) -> tup
     return message, {"lent_buffers": lent}
 
 
+def _port(value: int | str, where: str) -> int:
+    """`master_port` as an int: SGLang coerces numeric strings (AReaL sends one), so this server does too."""
+    if isinstance(value, str):
+        if not value.strip().isdigit():
+            raise InvalidRequestError(f"{where}: master_port must be an int or a numeric string, got {value!r}")
+        return int(value)
+    return value
+
+
 def _init_group(state: ServerState, body: Mapping[str, Any], where: str) -> str:
     timeout = field(body, "timeout_s", (int, float), where)
     spec = WeightGroupSpec(
         master_address=required(body, "master_address", str, where),
-        master_port=required(body, "master_port", int, where),
+        master_port=_port(required(body, "master_port", (int, str), where), where),
         rank_offset=required(body, "rank_offset", int, where),
         world_size=required(body, "world_size", int, where),
         group_name=field(body, "group_name", str, where, DEFAULT_GROUP_NAME),
@@ -161,7 +177,10 @@ def _weight_route(state: ServerState, where: str) -> Callable[[Request], Any]:
             body = await read_json(request, state.config.max_request_bytes)
             check_fields(body, known, where)
             _check_load_format(body, where)
-            message = await state.control(handle, state, body, where)
+            if where == "init_weights_update_group":
+                message = await state.rendezvous(handle, state, body, where)
+            else:
+                message = await state.control(handle, state, body, where)
         except Exception as error:
             return error_response(error, weights=True)
         message, extra = message if isinstance(message, tuple) else (message, {})

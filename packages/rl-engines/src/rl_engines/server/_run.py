@@ -6,6 +6,7 @@ import logging
 
 from rl_engines.rollout import InferenceEngine
 from rl_engines.server._app import create_app
+from rl_engines.server._auth import warn_if_exposed
 from rl_engines.server._config import ServerConfig
 
 logger = logging.getLogger(__name__)
@@ -17,6 +18,7 @@ def serve(engine: InferenceEngine, config: ServerConfig) -> None:
         import uvicorn
     except ImportError as error:  # pragma: no cover - exercised only without the extra
         raise ImportError("the rollout server needs uvicorn: pip install 'rl-engines[server]'") from error
+    warn_if_exposed(config.host, config.api_key)
     app = create_app(engine, config)
     logger.info("serving on http://%s:%d", config.host, config.port)
     # log_config=None: logging handlers are configured only by the command-line entry point.
