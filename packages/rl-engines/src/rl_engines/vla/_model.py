@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from rl_core.schema import INPUT_IDS
 from rl_engines.vla._config import TinyVLAConfig
 from rl_engines.vla._errors import VLAError
 
@@ -44,7 +45,7 @@ class TinyVLAPreTrainedModel(PreTrainedModel):
     config_class = TinyVLAConfig
     config: TinyVLAConfig
     base_model_prefix = "vla"
-    main_input_name = "input_ids"
+    main_input_name = INPUT_IDS
     _no_split_modules: ClassVar[list[str]] = ["TinyVLALayer"]
     _supports_sdpa = True
 
