@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from rl_core.schema import ACTION_TOKENS, ATTENTION_MASK, INPUT_IDS, PIXEL_VALUES, RESPONSE_MASK
-from rl_engines.training._config import ModelConfig
+from rl_engines.training._config_model import ModelConfig
 from rl_engines.training._errors import BatchError, ModelSourceError, TrainConfigError
 from rl_engines.training._model import load_hf_config
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec
