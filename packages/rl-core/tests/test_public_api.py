@@ -167,6 +167,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ACTION_TOKENS",
         "ADVANTAGES",
         "ATTENTION_MASK",
+        "BASELINE_REWARDS",
         "FINISH_STEP",
         "FieldSpec",
         "GROUP_ID",
