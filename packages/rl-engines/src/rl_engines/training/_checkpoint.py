@@ -171,7 +171,10 @@ def _read_meta(path: Path) -> dict[str, Any]:
             f"{str(path)!r} is not a checkpoint written by save_checkpoint (no {ENGINE_FILE}); "
             "pass the folder save_checkpoint was given"
         )
-    meta = json.loads(meta_file.read_text())
+    try:
+        meta = json.loads(meta_file.read_text())
+    except ValueError as error:
+        raise CheckpointError(f"{meta_file} is not valid JSON ({error}); the checkpoint is damaged") from None
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{meta_file} has format_version {meta.get('format_version')}, expected {FORMAT_VERSION}")
     return meta
@@ -231,9 +234,14 @@ def load_checkpoint(
     state = _app_state(network, optimizer, layout, rng_rank)
     with _single_process_quiet():
         # A public API that torch does not re-export explicitly.
-        dcp.load(  # pyright: ignore[reportPrivateImportUsage]
-            state, checkpoint_id=str(folder), no_dist=not layout.distributed
-        )
+        try:
+            dcp.load(  # pyright: ignore[reportPrivateImportUsage]
+                state, checkpoint_id=str(folder), no_dist=not layout.distributed
+            )
+        except Exception as error:  # DCP wraps a damaged shard or .metadata in several kinds; name the folder
+            raise CheckpointError(
+                f"{folder}: reading its shards (.distcp, .metadata) failed ({error!r:.400}); the checkpoint is damaged"
+            ) from None
     set_model_state_dict(network, state["model"])
     if optimizer is not None:
         set_optimizer_state_dict(network, optimizer, state["optimizer"])

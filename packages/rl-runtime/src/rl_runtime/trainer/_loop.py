@@ -90,9 +90,10 @@ class Trainer:
         if resume == RESUME_NEVER:
             return None
         if resume == RESUME_AUTO:
-            folder = checkpoints.latest_checkpoint(checkpoints.checkpoint_root(self.run_dir))
+            folder = checkpoints.newest_verified_checkpoint(checkpoints.checkpoint_root(self.run_dir))
         else:
             folder = Path(resume)
+            checkpoints.verify_checkpoint(folder)
         if folder is not None:
             self._check_checkpoint(folder)
         return folder
