@@ -24,6 +24,7 @@ from rl_runtime.planning._placement_groups import SlotGroups, create_slot_groups
 from rl_runtime.planning._rendezvous import ActorRendezvous
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._engines import device_name
+from rl_runtime.trainer._lock import acquire_run_lock, release_run_lock
 from rl_runtime.trainer._split import is_split, train_subgraph
 from rl_runtime.trainer._validation import reduce_validation
 from rl_runtime.trainer._worker_state import RunResourcesFactory
@@ -58,14 +59,17 @@ class TrainingSession:
         self._workers: list[Any] = []
         self._coordinator: Any = None
         self._driver: Driver | None = None
+        self._locked = False
 
     def __enter__(self) -> TrainingSession:
-        self._owns_ray = not ray.is_initialized()
-        if self._owns_ray:
-            # The raylet started here spawns the workers; unprivileged workers cannot lower their niceness later.
-            os.environ.setdefault(RAY_WORKER_NICENESS_ENV, str(WORKER_NICENESS))
-            ray.init(num_cpus=max(self.trainer.slots, os.cpu_count() or 1), include_dashboard=False)
+        acquire_run_lock(self.trainer.run_dir, take_over=self.config.trainer.take_over)
+        self._locked = True
         try:
+            self._owns_ray = not ray.is_initialized()
+            if self._owns_ray:
+                # The raylet started here spawns the workers; unprivileged workers cannot lower their niceness later.
+                os.environ.setdefault(RAY_WORKER_NICENESS_ENV, str(WORKER_NICENESS))
+                ray.init(num_cpus=max(self.trainer.slots, os.cpu_count() or 1), include_dashboard=False)
             self._start()
             self.start_step = self.next_step = self._restore()
         except BaseException:
@@ -196,3 +200,6 @@ class TrainingSession:
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False
+        if self._locked:  # last: no worker of ours can write into the folder any more
+            release_run_lock(self.trainer.run_dir)
+            self._locked = False
