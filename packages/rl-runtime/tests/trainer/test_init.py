@@ -8,7 +8,8 @@ import rl_runtime.trainer as trainer
 def test_public_api_is_pinned() -> None:
     assert sorted(trainer.__all__) == sorted(
         [
-            "CheckpointStateError", "ExtrasFactory", "TrainResult", "Trainer", "TrainerError", "build_actor",
+            "CheckpointCorruptError", "CheckpointStateError", "ExtrasFactory", "RunLock", "RunLockedError",
+            "TrainResult", "Trainer", "TrainerError", "TrainingInterrupted", "build_actor",
             "read_state",
         ]
     )  # fmt: skip

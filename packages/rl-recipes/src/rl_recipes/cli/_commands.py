@@ -19,11 +19,14 @@ from rl_runtime.config import load_config
 
 logger = logging.getLogger(__name__)
 
+TAKE_OVER_OVERRIDE = "trainer.take_over=true"
+
 
 def train(args: argparse.Namespace) -> int:
     """Run a recipe; print the held-out reward before and after and where the run folder is."""
     recipe = get_recipe(args.recipe)
-    config = load_recipe_config(recipe.name, args.config, args.overrides)
+    overrides = [*args.overrides, *([TAKE_OVER_OVERRIDE] if args.take_over else [])]
+    config = load_recipe_config(recipe.name, args.config, overrides)
     result = run_recipe(recipe, config)
     before, after = result.heldout_before, result.heldout_after
     lines = [f"recipe {recipe.name}: {result.train.end_step} steps, run folder {result.run_dir}"]

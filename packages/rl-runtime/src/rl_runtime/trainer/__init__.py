@@ -15,16 +15,22 @@ building only its sub-graph's engines, with the actor's updates broadcast to the
 
 from rl_runtime.trainer._checkpoints import read_state
 from rl_runtime.trainer._engines import build_actor
-from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
+from rl_runtime.trainer._errors import CheckpointStateError, TrainerError, TrainingInterrupted
+from rl_runtime.trainer._lock import RunLock, RunLockedError
 from rl_runtime.trainer._loop import Trainer, TrainResult
+from rl_runtime.trainer._manifest import CheckpointCorruptError
 from rl_runtime.trainer._worker_state import ExtrasFactory
 
 __all__ = [
+    "CheckpointCorruptError",
     "CheckpointStateError",
     "ExtrasFactory",
+    "RunLock",
+    "RunLockedError",
     "TrainResult",
     "Trainer",
     "TrainerError",
+    "TrainingInterrupted",
     "build_actor",
     "read_state",
 ]
