@@ -10,6 +10,6 @@ def test_public_api_is_pinned() -> None:
         [
             "CheckpointCorruptError", "CheckpointStateError", "ExtrasFactory", "RunLock", "RunLockedError",
             "TrainResult", "Trainer", "TrainerError", "TrainingInterrupted", "build_actor",
-            "read_state",
+            "read_state", "verify_checkpoint",
         ]
     )  # fmt: skip

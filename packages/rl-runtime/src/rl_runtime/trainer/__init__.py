@@ -13,7 +13,7 @@ building only its sub-graph's engines, with the actor's updates broadcast to the
 `trainer.resume: auto` continues from the newest.
 """
 
-from rl_runtime.trainer._checkpoints import read_state
+from rl_runtime.trainer._checkpoints import read_state, verify_checkpoint
 from rl_runtime.trainer._engines import build_actor
 from rl_runtime.trainer._errors import CheckpointStateError, TrainerError, TrainingInterrupted
 from rl_runtime.trainer._lock import RunLock, RunLockedError
@@ -33,4 +33,5 @@ __all__ = [
     "TrainingInterrupted",
     "build_actor",
     "read_state",
+    "verify_checkpoint",
 ]
