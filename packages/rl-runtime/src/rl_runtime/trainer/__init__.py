@@ -9,8 +9,9 @@ pipeline's node operations (`rl_runtime.nodes`); the driver only sends step numb
 `placement.colocate=true` runs the whole pipeline on every slot; `false` splits it into a rollout and a training
 sub-graph on slots of their own (`plan_placement`, `split_pipeline` over rl-core's `split_graph`), each slot
 building only its sub-graph's engines, with the actor's updates broadcast to the rollout slots (`WeightSender`,
-`WeightReceiver`). Checkpoints under `<output_dir>/checkpoints/step_N` are committed atomically;
-`trainer.resume: auto` continues from the newest.
+`WeightReceiver`). Checkpoints under `<output_dir>/checkpoints/step_N` are committed atomically with a manifest
+of every file's CRC-32; `trainer.resume: auto` continues from the newest that verifies. One run at a time holds
+`output_dir` (`RunLock`); SIGINT/SIGTERM stop a run after a saved step (`TrainingInterrupted`).
 """
 
 from rl_runtime.trainer._checkpoints import read_state, verify_checkpoint
