@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,9 @@ def commit_checkpoint(partial: Path, state: dict[str, Any]) -> Path:
     temporary = state_path.with_suffix(".tmp")
     temporary.write_text(json.dumps({**state, MANIFEST_KEY: MANIFEST_FILE}, indent=2, sort_keys=True))
     os.replace(temporary, state_path)
-    write_manifest(partial)
+    start = time.perf_counter()
+    manifest = write_manifest(partial)
+    logger.debug("wrote %s in %.4f s", manifest, time.perf_counter() - start)
     final = partial.with_name(partial.name.removesuffix(PARTIAL_SUFFIX))
     if final.exists():
         shutil.rmtree(final)

@@ -156,7 +156,7 @@ class TrainingSession:
 
     def save(self) -> Path:
         """Commit a checkpoint of the steps done so far; prune to `trainer.keep_last`."""
-        done = self.next_step
+        done, start = self.next_step, time.perf_counter()
         root = checkpoints.checkpoint_root(self.trainer.run_dir)
         partial = checkpoints.begin_checkpoint(root, done)
         ray.get([worker.save_checkpoint.remote(str(partial)) for worker in self._workers])
@@ -169,7 +169,12 @@ class TrainingSession:
         }
         folder = checkpoints.commit_checkpoint(partial, state)
         removed = checkpoints.prune_checkpoints(root, self.config.trainer.keep_last)
-        logger.info("saved checkpoint %s%s", folder, f" (removed {len(removed)} older)" if removed else "")
+        logger.info(
+            "saved checkpoint %s in %.3f s%s",
+            folder,
+            time.perf_counter() - start,
+            f" (removed {len(removed)} older)" if removed else "",
+        )
         return folder
 
     def _restore(self) -> int:
