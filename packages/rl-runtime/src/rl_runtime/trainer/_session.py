@@ -78,7 +78,8 @@ class TrainingSession:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+        abandoned = isinstance(error, KeyboardInterrupt) or getattr(error, "abandoned", False)
+        self.close(abandon=abandoned)
 
     def _start(self) -> None:
         placement = self.trainer.placement
@@ -186,11 +187,13 @@ class TrainingSession:
         logger.info("resumed from %s after %d steps", folder, state["step"])
         return int(state["step"])
 
-    def close(self) -> None:
-        """Close and kill the workers, release the slots, and stop Ray if this session started it."""
+    def close(self, *, abandon: bool = False) -> None:
+        """Close and kill the workers, release the slots, and stop Ray if this session started it; `abandon` kills
+        the workers at once (a step abandoned by a second Ctrl-C would otherwise finish before they close)."""
         if self._workers:
             try:
-                ray.get([worker.close.remote() for worker in self._workers], timeout=CLOSE_TIMEOUT_S)
+                if not abandon:
+                    ray.get([worker.close.remote() for worker in self._workers], timeout=CLOSE_TIMEOUT_S)
             except Exception as error:  # a dead or hung worker must not stop the others from being killed
                 logger.warning("closing the workers failed (%s); killing them", error)
             for worker in self._workers:
