@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -137,3 +139,37 @@ def test_sigint_mid_run_saves_a_checkpoint_and_resumes_exactly(tmp_path: Path, s
     expected = actor_weights(straight.last_checkpoint, tmp_path)
     for name, tensor in actor_weights(resumed.last_checkpoint, tmp_path).items():
         assert torch.equal(tensor, expected[name]), name
+
+
+_SESSION_SCRIPT = """
+import os, sys, time
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+import ray
+from _task import TokenTask, tiny_config
+from rl_runtime.trainer import Trainer
+with Trainer(tiny_config(Path({folder!r}), total_steps=4), TokenTask).session() as run:
+    pids = ray.get([worker.__ray_call__.remote(lambda self: os.getpid()) for worker in run._workers])
+    print(*pids, flush=True)
+    time.sleep(600)
+"""
+WORKER_DEATH_S = 1.0
+"""Within this of a SIGKILL of the driver's process group every DAG worker is gone (Ray alone took 1-3 s)."""
+
+
+def test_workers_die_with_their_killed_driver(tmp_path: Path) -> None:
+    from rl_runtime.workers._driver_watch import process_alive
+
+    script = _SESSION_SCRIPT.format(tests=str(Path(__file__).parent), folder=str(tmp_path))
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    command = [sys.executable, "-c", script]
+    with subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.PIPE, text=True) as driver:
+        assert driver.stdout is not None
+        workers = [int(pid) for pid in driver.stdout.readline().split()]
+        assert len(workers) == 2 and all(process_alive(pid) for pid in workers)
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    killed = time.monotonic()
+    while any(process_alive(pid) for pid in workers):
+        assert time.monotonic() - killed < WORKER_DEATH_S, "a DAG worker outlived its killed driver"
+        time.sleep(0.01)
