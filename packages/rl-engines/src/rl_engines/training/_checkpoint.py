@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -205,6 +206,13 @@ def check_compatible(meta: dict[str, Any], network: torch.nn.Module, hf_config: 
         )
 
 
+def _load_failure(error: BaseException) -> str:
+    """What went wrong in a failed DCP load, without the per-rank tracebacks DCP folds into its message."""
+    if isinstance(error, CheckpointException):
+        return "; ".join(f"rank {rank}: {failure!r}" for rank, failure in sorted(error.failures.items()))
+    return repr(error)
+
+
 def load_checkpoint(
     path: str | Path,
     network: torch.nn.Module,
@@ -238,9 +246,10 @@ def load_checkpoint(
             dcp.load(  # pyright: ignore[reportPrivateImportUsage]
                 state, checkpoint_id=str(folder), no_dist=not layout.distributed
             )
-        except Exception as error:  # DCP wraps a damaged shard or .metadata in several kinds; name the folder
+        except (Exception, CheckpointException) as error:  # DCP's own kind is a BaseException; name the folder
             raise CheckpointError(
-                f"{folder}: reading its shards (.distcp, .metadata) failed ({error!r:.400}); the checkpoint is damaged"
+                f"{folder}: reading its shards (.distcp, .metadata) failed ({_load_failure(error)}); the checkpoint "
+                "is damaged"
             ) from None
     set_model_state_dict(network, state["model"])
     if optimizer is not None:
