@@ -127,6 +127,22 @@ def test_checkpoint_without_optimizer_is_refused_by_a_trainable_engine(tmp_path:
         FSDPEngine.from_config(engine_config(optimizer=OptimizerConfig())).load_checkpoint(tmp_path / "ckpt")
 
 
+@pytest.mark.parametrize("damage", ["engine.json", "shard", "metadata"])
+def test_a_damaged_checkpoint_file_is_named(tmp_path: Path, damage: str) -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    engine.save_checkpoint(tmp_path / "ckpt")
+    if damage == "engine.json":
+        (tmp_path / "ckpt" / ENGINE_FILE).write_text('{"format_version": 1, "wor')
+        expected = r"ckpt/engine.json is not valid JSON .*the checkpoint is damaged"
+    else:
+        pattern = "*.distcp" if damage == "shard" else ".metadata"
+        target = next((tmp_path / "ckpt").glob(pattern))
+        target.write_bytes(target.read_bytes()[:40])
+        expected = r"ckpt: reading its shards \(\.distcp, \.metadata\) failed .*the checkpoint is damaged"
+    with pytest.raises(CheckpointError, match=expected):
+        FSDPEngine.from_config(engine_config()).load_checkpoint(tmp_path / "ckpt")
+
+
 def test_folder_that_is_no_checkpoint_is_refused(tmp_path: Path) -> None:
     engine = FSDPEngine.from_config(engine_config(model=ModelConfig(hf_config=qwen_config())))
     with pytest.raises(CheckpointError, match="not a checkpoint written by save_checkpoint"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -42,10 +43,14 @@ def test_each_recipe_module_names_its_pipeline_and_registers_its_run(name: str) 
     assert get_recipe(name).run is module.run and get_recipe(name).checks == module.CHECKS
 
 
-def test_run_recipe_runs_the_recipe_module_s_run() -> None:
+def test_run_recipe_runs_the_recipe_module_s_run_holding_the_run_folder(tmp_path: Path) -> None:
     calls: list[object] = []
-    recipe = Recipe("probe", "a probe", "grpo.yaml", run=lambda config: calls.append(config) or "done")
-    assert run_recipe(recipe, "config") == "done" and calls == ["config"]  # type: ignore[arg-type]
+    lock = tmp_path / ".run.lock"
+    recipe = Recipe(
+        "probe", "a probe", "grpo.yaml", run=lambda config: calls.append((config, lock.is_file())) or "done"
+    )
+    config = load_recipe_config("grpo", overrides=[f"trainer.output_dir={tmp_path}"])
+    assert run_recipe(recipe, config) == "done" and calls == [(config, True)]  # type: ignore[comparison-overlap]
 
 
 def test_dr_grpo_refuses_std_normalised_advantages() -> None:

@@ -107,6 +107,7 @@ def full_data() -> dict[str, Any]:
             "keep_last": 3,
             "resume": "/checkpoints/step_4",
             "output_dir": "/tmp/run",
+            "take_over": True,
             "log_sinks": ["jsonl", "tensorboard", "wandb"],
             "project_name": "project",
             "experiment_name": "experiment",

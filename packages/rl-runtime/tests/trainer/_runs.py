@@ -42,10 +42,14 @@ def actor_weights(checkpoint: Path, scratch: Path) -> dict[str, torch.Tensor]:
 
 
 def run_and_kill_after(
-    folder: Path, step: int, placement: Mapping[str, Any] | None = None, trainer: Mapping[str, Any] | None = None
-) -> None:
-    """Start a 4-step run in its own process group and SIGKILL it once checkpoint `step` is committed; `trainer`
-    adds to the config's trainer section."""
+    folder: Path,
+    step: int,
+    placement: Mapping[str, Any] | None = None,
+    trainer: Mapping[str, Any] | None = None,
+    sig: signal.Signals = signal.SIGKILL,
+) -> tuple[int, str]:
+    """Start a 4-step run in its own process group and send its group `sig` (SIGKILL) once checkpoint `step` is
+    committed; `trainer` adds to the config's trainer section. Returns the run's exit status and its stderr."""
     script = textwrap.dedent(
         f"""
         import sys
@@ -60,7 +64,9 @@ def run_and_kill_after(
         """
     )
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    process = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    stderr = folder.parent / f"{folder.name}.stderr.{len(list(folder.parent.glob(folder.name + '.stderr.*')))}"
+    with stderr.open("w") as sink:
+        process = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True, stderr=sink)
     root = checkpoint_root(folder / "run")
     deadline = time.monotonic() + KILL_WAIT_S
     try:
@@ -69,7 +75,8 @@ def run_and_kill_after(
             assert time.monotonic() < deadline, f"no checkpoint {step} within {KILL_WAIT_S} s"
             time.sleep(0.2)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        os.killpg(process.pid, sig)
+        process.wait(timeout=KILL_WAIT_S)
     state = json.loads((complete_checkpoints(root)[-1][1] / "trainer_state.json").read_text())
     assert state["step"] >= step
+    return process.returncode, stderr.read_text()

@@ -8,6 +8,7 @@ import pytest
 
 from rl_runtime.trainer import CheckpointStateError, read_state
 from rl_runtime.trainer._checkpoints import (
+    MANIFEST_KEY,
     begin_checkpoint,
     checkpoint_root,
     commit_checkpoint,
@@ -15,6 +16,7 @@ from rl_runtime.trainer._checkpoints import (
     latest_checkpoint,
     prune_checkpoints,
 )
+from rl_runtime.trainer._manifest import MANIFEST_FILE
 
 
 def _save(root: Path, step: int) -> Path:
@@ -29,7 +31,7 @@ def test_only_committed_checkpoints_count(tmp_path: Path) -> None:
     begin_checkpoint(root, 4)  # a crash mid-save leaves a .partial folder
     assert [step for step, _ in complete_checkpoints(root)] == [2]
     assert latest_checkpoint(root).name == "step_00000002"
-    assert read_state(latest_checkpoint(root)) == {"step": 2}
+    assert read_state(latest_checkpoint(root)) == {"step": 2, MANIFEST_KEY: MANIFEST_FILE}
 
 
 def test_keep_last_prunes_the_oldest(tmp_path: Path) -> None:
@@ -46,7 +48,7 @@ def test_resaving_a_step_replaces_it_whole(tmp_path: Path) -> None:
     root = checkpoint_root(tmp_path)
     _save(root, 2)
     folder = _save(root, 2)
-    assert read_state(folder) == {"step": 2} and len(complete_checkpoints(root)) == 1
+    assert read_state(folder) == {"step": 2, MANIFEST_KEY: MANIFEST_FILE} and len(complete_checkpoints(root)) == 1
 
 
 def test_an_incomplete_or_damaged_folder_is_named(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ GRPO advantages, old and reference log-probs, FSDP2 over gloo, weight sync), and
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,8 @@ def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: P
     resumed = Trainer(tiny_config(resumed_dir, **STRAIGHT), TokenTask).fit()
 
     assert resumed.start_step >= 2
+    lines = (resumed_dir / "run" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2, 3, 4]  # the replayed steps are not logged twice
     tail = len(resumed.history)
     for ours, reference in zip(resumed.history, straight.history[-tail:], strict=True):
         assert deterministic(ours) == deterministic(reference)

@@ -14,8 +14,9 @@ from ._task import TokenTask, tiny_config
 def test_public_api_is_pinned() -> None:
     assert sorted(trainer.__all__) == sorted(
         [
-            "CheckpointStateError", "ExtrasFactory", "TrainResult", "Trainer", "TrainerError", "build_actor",
-            "read_state",
+            "CheckpointCorruptError", "CheckpointStateError", "ExtrasFactory", "RunLock", "RunLockedError",
+            "TrainResult", "Trainer", "TrainerError", "TrainingInterrupted", "build_actor",
+            "read_state", "verify_checkpoint",
         ]
     )  # fmt: skip
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -171,7 +172,10 @@ def _read_meta(path: Path) -> dict[str, Any]:
             f"{str(path)!r} is not a checkpoint written by save_checkpoint (no {ENGINE_FILE}); "
             "pass the folder save_checkpoint was given"
         )
-    meta = json.loads(meta_file.read_text())
+    try:
+        meta = json.loads(meta_file.read_text())
+    except ValueError as error:
+        raise CheckpointError(f"{meta_file} is not valid JSON ({error}); the checkpoint is damaged") from None
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{meta_file} has format_version {meta.get('format_version')}, expected {FORMAT_VERSION}")
     return meta
@@ -200,6 +204,13 @@ def check_compatible(meta: dict[str, Any], network: torch.nn.Module, hf_config: 
             f"checkpoint {'has' if meta['optimizer'] else 'has no'} optimizer state but the engine "
             f"{'has' if has_optimizer else 'has no'} optimizer (TrainEngineConfig.optimizer); build them alike"
         )
+
+
+def _load_failure(error: BaseException) -> str:
+    """What went wrong in a failed DCP load, without the per-rank tracebacks DCP folds into its message."""
+    if isinstance(error, CheckpointException):
+        return "; ".join(f"rank {rank}: {failure!r}" for rank, failure in sorted(error.failures.items()))
+    return repr(error)
 
 
 def load_checkpoint(
@@ -231,9 +242,15 @@ def load_checkpoint(
     state = _app_state(network, optimizer, layout, rng_rank)
     with _single_process_quiet():
         # A public API that torch does not re-export explicitly.
-        dcp.load(  # pyright: ignore[reportPrivateImportUsage]
-            state, checkpoint_id=str(folder), no_dist=not layout.distributed
-        )
+        try:
+            dcp.load(  # pyright: ignore[reportPrivateImportUsage]
+                state, checkpoint_id=str(folder), no_dist=not layout.distributed
+            )
+        except (Exception, CheckpointException) as error:  # DCP's own kind is a BaseException; name the folder
+            raise CheckpointError(
+                f"{folder}: reading its shards (.distcp, .metadata) failed ({_load_failure(error)}); the checkpoint "
+                "is damaged"
+            ) from None
     set_model_state_dict(network, state["model"])
     if optimizer is not None:
         set_optimizer_state_dict(network, optimizer, state["optimizer"])

@@ -20,11 +20,14 @@ from rl_runtime.config import load_config
 
 logger = logging.getLogger(__name__)
 
+TAKE_OVER_OVERRIDE = "trainer.take_over=true"
+
 
 def train(args: argparse.Namespace) -> int:
     """Run a recipe; print the held-out reward before and after and where the run folder is."""
     recipe = get_recipe(args.recipe)
-    config = load_recipe_config(recipe.name, args.config, args.overrides)
+    overrides = [*args.overrides, *([TAKE_OVER_OVERRIDE] if args.take_over else [])]
+    config = load_recipe_config(recipe.name, args.config, overrides)
     args.log_file = attach_run_log(Path(config.trainer.output_dir))
     logger.info("rl-recipes train %s: log file %s", recipe.name, args.log_file)
     result = run_recipe(recipe, config)

@@ -10,7 +10,7 @@ from rl_recipes.recipes._run import CONFIG_FILE
 from rl_recipes.sft import export_model_folder
 from rl_recipes.tasks import load_tokenizer
 from rl_runtime.config import load_config
-from rl_runtime.trainer import build_actor, read_state
+from rl_runtime.trainer import build_actor, verify_checkpoint
 
 ACTOR_DIR = "actor"
 _RUN_DIR_DEPTH = 2
@@ -18,8 +18,9 @@ _RUN_DIR_DEPTH = 2
 
 
 def export_checkpoint(checkpoint: Path, out: Path) -> Path:
-    """Load the actor of `checkpoint` (any world size) in this process and write `out` with its tokenizer."""
-    state = read_state(checkpoint)
+    """Load the actor of `checkpoint` (any world size; its manifest verified first) in this process and write `out`
+    with its tokenizer."""
+    state = verify_checkpoint(checkpoint)
     config_file = checkpoint.parents[_RUN_DIR_DEPTH - 1] / CONFIG_FILE
     if not config_file.is_file():
         raise RecipeError(

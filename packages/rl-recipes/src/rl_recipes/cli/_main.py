@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -16,9 +17,12 @@ from rl_recipes.cli._logs import LOG_FORMAT, append_traceback, one_line
 from rl_recipes.recipes import RECIPES, RecipeConfig
 from rl_recipes.sft import SFTConfig
 from rl_runtime._errors import RLRuntimeError
+from rl_runtime.trainer import TrainingInterrupted
 
 EXIT_USAGE = 2
 """What argparse exits with for bad arguments; a config or data error is the user's input too."""
+EXIT_SIGNAL_BASE = 128
+"""A run stopped by a signal exits with 128 + its number (130 for SIGINT, 143 for SIGTERM), as a shell reports it."""
 
 
 def _fields_epilog(cls: type) -> str:
@@ -45,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("recipe", choices=sorted(RECIPES), help="which recipe")
     _config_arguments(train, "actor.optimizer.lr=1e-6")
+    train.add_argument(
+        "--take-over",
+        action="store_true",
+        help="start even though another live run holds trainer.output_dir (sets trainer.take_over=true)",
+    )
     train.set_defaults(run=_commands.train)
 
     sft = commands.add_parser(
@@ -81,6 +90,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.log_file = None  # a command that opens a run log sets it (train: <trainer.output_dir>/train.log)
     try:
         return args.run(args)
+    except TrainingInterrupted as stop:  # one line saying what was saved and how to resume, no traceback
+        print(f"rl-recipes {args.command}: {stop}", file=sys.stderr)  # noqa: T201
+        return EXIT_SIGNAL_BASE + stop.signal_number
+    except KeyboardInterrupt:  # a second Ctrl-C outside the training loop (starting or closing the workers)
+        print(  # noqa: T201
+            f"rl-recipes {args.command}: interrupted; committed checkpoints under trainer.output_dir/checkpoints are "
+            "kept: run the same command again to resume",
+            file=sys.stderr,
+        )
+        return EXIT_SIGNAL_BASE + signal.SIGINT
     except (RecipeError, RLRuntimeError, ValueError, KeyError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         trace = traceback.format_exc()

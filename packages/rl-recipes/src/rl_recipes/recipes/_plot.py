@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-
-from rl_runtime.trainer import TrainResult
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -14,8 +14,10 @@ _FIGURE_SIZE = (7.0, 4.0)
 _DPI = 120
 
 
-def plot_reward_curve(result: TrainResult, path: Path, *, heldout_key: str) -> Path | None:
-    """Write a PNG of the training score per step and the held-out reward per validation; None without matplotlib."""
+def plot_reward_curve(records: Mapping[int, Mapping[str, Any]], path: Path, *, heldout_key: str) -> Path | None:
+    """Write a PNG of the training score per step and the held-out reward per validation of `records` (a whole
+    run's metrics by step, as `read_metrics_jsonl` returns them, step 0 the validation before training); None
+    without matplotlib."""
     try:
         import matplotlib
 
@@ -24,11 +26,11 @@ def plot_reward_curve(result: TrainResult, path: Path, *, heldout_key: str) -> P
     except ImportError:
         logger.warning("matplotlib is not installed, so %s is not drawn; pip install matplotlib", path.name)
         return None
-    steps = range(result.start_step + 1, result.end_step + 1)
-    scores = [metrics.get(TRAIN_SCORE_METRIC, float("nan")) for metrics in result.history]
-    validations = [(step, metrics[heldout_key]) for step, metrics in result.validations if heldout_key in metrics]
+    steps = sorted(step for step in records if step > 0)
+    scores = [records[step].get(TRAIN_SCORE_METRIC, float("nan")) for step in steps]
+    validations = [(step, records[step][heldout_key]) for step in sorted(records) if heldout_key in records[step]]
     figure, axes = pyplot.subplots(figsize=_FIGURE_SIZE)
-    axes.plot(list(steps), scores, label="train score (mean)", alpha=0.7)
+    axes.plot(steps, scores, label="train score (mean)", alpha=0.7)
     if validations:
         axes.plot(*zip(*validations, strict=True), marker="o", label=f"held-out {heldout_key}")
     axes.set_xlabel("step")

@@ -8,6 +8,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rl_recipes._errors import RecipeError
 from rl_recipes.recipes import sft
@@ -16,7 +17,8 @@ from rl_recipes.recipes._plot import plot_reward_curve
 from rl_recipes.recipes._registry import Recipe
 from rl_recipes.rewards import RewardLoadError, load_reward_function
 from rl_runtime.config import dump_config_yaml
-from rl_runtime.trainer import TrainResult
+from rl_runtime.metrics import read_metrics_jsonl
+from rl_runtime.trainer import RunLock, TrainResult
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +27,7 @@ CONFIG_FILE = "config.yaml"
 CURVE_FILE = "reward_curve.png"
 METRICS_FILE = "metrics.jsonl"
 HELDOUT_METRIC = "val/reward/mean@{k}"
+JSONL_SINK = "jsonl"
 
 
 @dataclass(frozen=True)
@@ -77,38 +80,63 @@ def check_models(config: RecipeConfig) -> None:
 
 def start_run(recipe: Recipe, config: RecipeConfig) -> Path:
     """Check `config` against `recipe` and its reward, warm-start if configured, check the model folders and write
-    the run folder's config; the folder."""
+    the run folder's config (holding the folder's lock, so a second run into it is refused before it writes
+    anything); the folder."""
     recipe.check(config)
     check_reward(config)
-    prepare_warm_start(config)
-    check_models(config)
     run_dir = Path(config.trainer.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / CONFIG_FILE).write_text(dump_config_yaml(config))
+    with RunLock(run_dir, take_over=config.trainer.take_over):
+        prepare_warm_start(config)
+        check_models(config)
+        (run_dir / CONFIG_FILE).write_text(dump_config_yaml(config))
     return run_dir
 
 
+def run_records(config: RecipeConfig, result: TrainResult) -> dict[int, dict[str, Any]]:
+    """The whole run's metrics by step (0: the validation before training): `metrics.jsonl`, which spans every
+    resume, when the run writes it; otherwise only what this process ran."""
+    path = Path(config.trainer.output_dir) / METRICS_FILE
+    if JSONL_SINK in config.trainer.log_sinks and path.is_file():
+        return read_metrics_jsonl(path)
+    if result.start_step > 0:
+        logger.warning(
+            "trainer.log_sinks has no %s, so the steps before this resumed process (%d) are missing from %s and %s",
+            JSONL_SINK,
+            result.start_step,
+            SUMMARY_FILE,
+            CURVE_FILE,
+        )
+    records: dict[int, dict[str, Any]] = {step: dict(metrics) for step, metrics in result.validations}
+    for offset, metrics in enumerate(result.history):
+        records[result.start_step + 1 + offset] = dict(metrics)
+    return records
+
+
 def finish_run(recipe: Recipe, config: RecipeConfig, result: TrainResult) -> RecipeResult:
-    """The held-out reward before and after training, the reward curve and `summary.json` of `result`'s run."""
+    """The held-out reward before and after training, the reward curve and `summary.json` of `result`'s run, over
+    every step of the run (the held-out value before training survives any number of resumes)."""
     run_dir = Path(config.trainer.output_dir)
     key = HELDOUT_METRIC.format(k=config.rollout.val_samples_per_prompt)
-    before = next((metrics[key] for step, metrics in result.validations if step == 0 and key in metrics), None)
-    after = next((metrics[key] for _, metrics in reversed(result.validations) if key in metrics), None)
-    curve = plot_reward_curve(result, run_dir / CURVE_FILE, heldout_key=key)
-    summary = {
-        "recipe": recipe.name,
-        "steps": result.end_step,
-        "heldout_reward_before": before,
-        "heldout_reward_after": after,
-        "heldout_lift": None if before is None or after is None else after - before,
-        "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
-        "metrics_file": str(run_dir / METRICS_FILE),
-    }
-    (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+    records = run_records(config, result)
+    before = records.get(0, {}).get(key)
+    after = next((records[step][key] for step in sorted(records, reverse=True) if key in records[step]), None)
+    with RunLock(run_dir, take_over=config.trainer.take_over):
+        curve = plot_reward_curve(records, run_dir / CURVE_FILE, heldout_key=key)
+        summary = {
+            "recipe": recipe.name,
+            "steps": result.end_step,
+            "heldout_reward_before": before,
+            "heldout_reward_after": after,
+            "heldout_lift": None if before is None or after is None else after - before,
+            "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
+            "metrics_file": str(run_dir / METRICS_FILE),
+        }
+        (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
     return RecipeResult(recipe.name, result, before, after, run_dir, curve)
 
 
 def run_recipe(recipe: Recipe, config: RecipeConfig) -> RecipeResult:
     """Run `recipe` on `config`: its module's `run` (checks, warm start, task, Trainer, summary)."""
-    result: RecipeResult = recipe.run(config)
+    with RunLock(Path(config.trainer.output_dir), take_over=config.trainer.take_over):  # the whole run, one lock
+        result: RecipeResult = recipe.run(config)
     return result

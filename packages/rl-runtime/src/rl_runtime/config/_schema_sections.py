@@ -254,7 +254,9 @@ class TrainerConfig:
     resume: str = attrs.field(default=RESUME_AUTO, validator=_check_resume)
     """"auto" (the newest checkpoint under `output_dir`, if any), "never", or a checkpoint folder."""
     output_dir: Path = attrs.field(default=Path("outputs"), validator=of_type(Path))
-    """Folder of checkpoints and logs."""
+    """Folder of checkpoints and logs; one run at a time holds it (a lock file names the holder's pid and host)."""
+    take_over: bool = attrs.field(default=False, validator=of_type(bool))
+    """Start even though another live run holds `output_dir`'s lock; both then write there, so stop it first."""
     log_sinks: tuple[str, ...] = attrs.field(default=("console",), validator=registered_names(LOG_SINKS, "log sink"))
     """Where metrics go: any of console, jsonl, tensorboard, wandb, mlflow."""
     project_name: str = attrs.field(default="rl", validator=non_empty_str)

@@ -9,22 +9,30 @@ pipeline's node operations (`rl_runtime.nodes`); the driver only sends step numb
 `placement.colocate=true` runs the whole pipeline on every slot; `false` splits it into a rollout and a training
 sub-graph on slots of their own (`plan_placement`, `split_pipeline` over rl-core's `split_graph`), each slot
 building only its sub-graph's engines, with the actor's updates broadcast to the rollout slots (`WeightSender`,
-`WeightReceiver`). Checkpoints under `<output_dir>/checkpoints/step_N` are committed atomically;
-`trainer.resume: auto` continues from the newest.
+`WeightReceiver`). Checkpoints under `<output_dir>/checkpoints/step_N` are committed atomically with a manifest
+of every file's CRC-32; `trainer.resume: auto` continues from the newest that verifies. One run at a time holds
+`output_dir` (`RunLock`); SIGINT/SIGTERM stop a run after a saved step (`TrainingInterrupted`).
 """
 
-from rl_runtime.trainer._checkpoints import read_state
+from rl_runtime.trainer._checkpoints import read_state, verify_checkpoint
 from rl_runtime.trainer._engines import build_actor
-from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
+from rl_runtime.trainer._errors import CheckpointStateError, TrainerError, TrainingInterrupted
+from rl_runtime.trainer._lock import RunLock, RunLockedError
 from rl_runtime.trainer._loop import Trainer, TrainResult
+from rl_runtime.trainer._manifest import CheckpointCorruptError
 from rl_runtime.trainer._worker_state import ExtrasFactory
 
 __all__ = [
+    "CheckpointCorruptError",
     "CheckpointStateError",
     "ExtrasFactory",
+    "RunLock",
+    "RunLockedError",
     "TrainResult",
     "Trainer",
     "TrainerError",
+    "TrainingInterrupted",
     "build_actor",
     "read_state",
+    "verify_checkpoint",
 ]

@@ -4,6 +4,7 @@ validates, checkpoints and resumes. Only metrics and control calls pass through 
 from __future__ import annotations
 
 import logging
+import signal
 from pathlib import Path
 
 import attrs
@@ -22,6 +23,7 @@ from rl_runtime.trainer._data import open_files, steps_per_epoch
 from rl_runtime.trainer._errors import TrainerError
 from rl_runtime.trainer._session import TrainingSession
 from rl_runtime.trainer._split import plan_placement, rollout_subgraph, train_subgraph
+from rl_runtime.trainer._stop import StopOnSignal, stopped
 from rl_runtime.trainer._worker_state import ExtrasFactory
 
 logger = logging.getLogger(__name__)
@@ -92,9 +94,10 @@ class Trainer:
         if resume == RESUME_NEVER:
             return None
         if resume == RESUME_AUTO:
-            folder = checkpoints.latest_checkpoint(checkpoints.checkpoint_root(self.run_dir))
+            folder = checkpoints.newest_verified_checkpoint(checkpoints.checkpoint_root(self.run_dir))
         else:
             folder = Path(resume)
+            checkpoints.verify_checkpoint(folder)
         if folder is not None:
             self._check_checkpoint(folder)
         return folder
@@ -133,9 +136,12 @@ class Trainer:
         return TrainingSession(self)
 
     def fit(self) -> TrainResult:
-        """Train to `total_steps` (resuming first when asked); returns the metrics of the steps run here."""
+        """Train to `total_steps` (resuming first when asked); returns the metrics of the steps run here.
+
+        SIGINT or SIGTERM stops it cleanly (`StopOnSignal`): the current step finishes, a checkpoint is saved and
+        `TrainingInterrupted` says where; a second signal abandons the step (the newest checkpoint stays)."""
         trainer = self.config.trainer
-        with self.session() as run:
+        with StopOnSignal() as stop, self.session() as run:
             context = SinkContext(
                 run_dir=self.run_dir,
                 project_name=trainer.project_name,
@@ -147,21 +153,34 @@ class Trainer:
             history: list[dict[str, float]] = []
             validations: list[tuple[int, dict[str, float]]] = []
             last_checkpoint = self.resume_from
+            saved_step = run.start_step if self.resume_from is not None else None
             with MetricsLogger.from_names(trainer.log_sinks, context) as sinks:
-                if trainer.validate_before_train and run.start_step == 0 and self.config.data.val_files:
-                    validations.append((0, run.validate()))
-                    sinks.log(0, validations[-1][1])
-                while run.next_step < self.total_steps:
-                    chunk = run.steps(self._steps_in_next_call(run.next_step))
-                    for offset, metrics in enumerate(chunk):
-                        done = run.next_step - len(chunk) + offset + 1
-                        if offset == len(chunk) - 1 and self._validates_after(done):
-                            validations.append((done, run.validate()))
-                            metrics.update(validations[-1][1])
-                        sinks.log(done, metrics)
-                        history.append(metrics)
-                    if (trainer.checkpoint_every and done % trainer.checkpoint_every == 0) or done == self.total_steps:
-                        last_checkpoint = run.save()
+                try:
+                    if trainer.validate_before_train and run.start_step == 0 and self.config.data.val_files:
+                        validations.append((0, run.validate()))
+                        sinks.log(0, validations[-1][1])
+                    while run.next_step < self.total_steps and stop.signal_number is None:
+                        chunk = run.steps(self._steps_in_next_call(run.next_step))
+                        for offset, metrics in enumerate(chunk):
+                            done = run.next_step - len(chunk) + offset + 1
+                            if offset == len(chunk) - 1 and self._validates_after(done):
+                                validations.append((done, run.validate()))
+                                metrics.update(validations[-1][1])
+                            sinks.log(done, metrics)
+                            history.append(metrics)
+                        every = trainer.checkpoint_every
+                        if (every and run.next_step % every == 0) or run.next_step == self.total_steps:
+                            last_checkpoint, saved_step = run.save(), run.next_step
+                    if stop.signal_number is not None and run.next_step < self.total_steps:
+                        if saved_step != run.next_step and run.next_step > 0:
+                            last_checkpoint, saved_step = run.save(), run.next_step
+                        raise stopped(
+                            stop.signal_number, run.next_step, self.total_steps, last_checkpoint, abandoned=False
+                        )
+                except KeyboardInterrupt:
+                    newest = checkpoints.latest_checkpoint(checkpoints.checkpoint_root(self.run_dir))
+                    number = stop.signal_number or signal.SIGINT
+                    raise stopped(number, run.next_step, self.total_steps, newest, abandoned=True) from None
             return TrainResult(
                 self.run_dir, run.start_step, self.total_steps, tuple(history), tuple(validations), last_checkpoint
             )

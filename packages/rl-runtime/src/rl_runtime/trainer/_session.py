@@ -24,6 +24,7 @@ from rl_runtime.planning._placement_groups import SlotGroups, create_slot_groups
 from rl_runtime.planning._rendezvous import ActorRendezvous
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._engines import device_name
+from rl_runtime.trainer._lock import acquire_run_lock, release_run_lock
 from rl_runtime.trainer._split import is_split, train_subgraph
 from rl_runtime.trainer._validation import reduce_validation
 from rl_runtime.trainer._worker_state import RunResourcesFactory
@@ -58,14 +59,17 @@ class TrainingSession:
         self._workers: list[Any] = []
         self._coordinator: Any = None
         self._driver: Driver | None = None
+        self._locked = False
 
     def __enter__(self) -> TrainingSession:
-        self._owns_ray = not ray.is_initialized()
-        if self._owns_ray:
-            # The raylet started here spawns the workers; unprivileged workers cannot lower their niceness later.
-            os.environ.setdefault(RAY_WORKER_NICENESS_ENV, str(WORKER_NICENESS))
-            ray.init(num_cpus=max(self.trainer.slots, os.cpu_count() or 1), include_dashboard=False)
+        acquire_run_lock(self.trainer.run_dir, take_over=self.config.trainer.take_over)
+        self._locked = True
         try:
+            self._owns_ray = not ray.is_initialized()
+            if self._owns_ray:
+                # The raylet started here spawns the workers; unprivileged workers cannot lower their niceness later.
+                os.environ.setdefault(RAY_WORKER_NICENESS_ENV, str(WORKER_NICENESS))
+                ray.init(num_cpus=max(self.trainer.slots, os.cpu_count() or 1), include_dashboard=False)
             self._start()
             self.start_step = self.next_step = self._restore()
         except BaseException:
@@ -74,7 +78,8 @@ class TrainingSession:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+        abandoned = isinstance(error, KeyboardInterrupt) or getattr(error, "abandoned", False)
+        self.close(abandon=abandoned)
 
     def _start(self) -> None:
         placement = self.trainer.placement
@@ -152,7 +157,7 @@ class TrainingSession:
 
     def save(self) -> Path:
         """Commit a checkpoint of the steps done so far; prune to `trainer.keep_last`."""
-        done = self.next_step
+        done, start = self.next_step, time.perf_counter()
         root = checkpoints.checkpoint_root(self.trainer.run_dir)
         partial = checkpoints.begin_checkpoint(root, done)
         ray.get([worker.save_checkpoint.remote(str(partial)) for worker in self._workers])
@@ -165,7 +170,12 @@ class TrainingSession:
         }
         folder = checkpoints.commit_checkpoint(partial, state)
         removed = checkpoints.prune_checkpoints(root, self.config.trainer.keep_last)
-        logger.info("saved checkpoint %s%s", folder, f" (removed {len(removed)} older)" if removed else "")
+        logger.info(
+            "saved checkpoint %s in %.3f s%s",
+            folder,
+            time.perf_counter() - start,
+            f" (removed {len(removed)} older)" if removed else "",
+        )
         return folder
 
     def _restore(self) -> int:
@@ -177,11 +187,13 @@ class TrainingSession:
         logger.info("resumed from %s after %d steps", folder, state["step"])
         return int(state["step"])
 
-    def close(self) -> None:
-        """Close and kill the workers, release the slots, and stop Ray if this session started it."""
+    def close(self, *, abandon: bool = False) -> None:
+        """Close and kill the workers, release the slots, and stop Ray if this session started it; `abandon` kills
+        the workers at once (a step abandoned by a second Ctrl-C would otherwise finish before they close)."""
         if self._workers:
             try:
-                ray.get([worker.close.remote() for worker in self._workers], timeout=CLOSE_TIMEOUT_S)
+                if not abandon:
+                    ray.get([worker.close.remote() for worker in self._workers], timeout=CLOSE_TIMEOUT_S)
             except Exception as error:  # a dead or hung worker must not stop the others from being killed
                 logger.warning("closing the workers failed (%s); killing them", error)
             for worker in self._workers:
@@ -196,3 +208,6 @@ class TrainingSession:
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False
+        if self._locked:  # last: no worker of ours can write into the folder any more
+            release_run_lock(self.trainer.run_dir)
+            self._locked = False

@@ -228,14 +228,17 @@ class RunHooks:
         state_path = folder / _RANK_STATE.format(rank=self.rank)
         if not state_path.is_file():
             raise CheckpointStateError(
-                f"{folder} has no state for worker rank {self.rank} ({state_path.name}); it was written by a run with "
-                "fewer slots: resume with the same placement.slots"
+                f"{state_path} is missing: the state of worker rank {self.rank} was deleted, or the checkpoint was "
+                "written by a run with fewer slots; restore the file or resume with the same placement.slots"
             )
         if res.actor is not None:
             res.actor.load_checkpoint(folder / ACTOR_DIR)
         if res.critic is not None:
             res.critic.load_checkpoint(folder / CRITIC_DIR)
-        state = torch.load(state_path, weights_only=False)
+        try:
+            state = torch.load(state_path, weights_only=False)
+        except Exception as error:  # torch raises several kinds for a damaged file; name the file whichever
+            raise CheckpointStateError(f"{state_path} is unreadable ({error!r}); the checkpoint is damaged") from None
         if res.prompts is not None:
             res.prompts.load_state_dict(state["loader"])
         if res.kl_controller is not None and state["kl_controller"] is not None:

@@ -14,6 +14,7 @@ from rl_coordinator.coordinator import DEFAULT_TIMEOUT_S, CoordinatorClient
 from rl_core import load_plugins
 from rl_runtime.planning import Placement, WorkerAssignment
 from rl_runtime.planning._placement_groups import SlotGroups
+from rl_runtime.workers._driver_watch import DriverIdentity, watch_driver
 from rl_runtime.workers._errors import WorkerError, WorkerStartError
 from rl_runtime.workers._executor import GraphExecutor
 from rl_runtime.workers._host_memory import retain_freed_host_memory
@@ -76,6 +77,7 @@ class DAGWorker:
         operations: operation name -> function; None binds from this process's NODE_OPERATIONS.
         coordinator_timeout_s: how long a consumer waits for its share of a coordinator edge.
         retain_host_memory: keep freed host memory in this process's heap (`retain_freed_host_memory`).
+        driver: the driver process; this worker ends itself as soon as it is gone (`watch_driver`).
     """
 
     def __init__(
@@ -87,10 +89,12 @@ class DAGWorker:
         operations: Mapping[str, NodeOperation] | None = None,
         coordinator_timeout_s: float = DEFAULT_TIMEOUT_S,
         retain_host_memory: bool = False,
+        driver: DriverIdentity | None = None,
     ) -> None:
         # Before anything looks a name up: the driver loaded the rl_core.plugins entry points when it read the
         # config, but this is a fresh process, where a plugin's estimators and losses are otherwise unknown.
         self.plugins = load_plugins()
+        self.watches_driver = watch_driver(driver)
         self.niceness = raise_priority()
         self.retains_host_memory = retain_host_memory and retain_freed_host_memory()
         client = None if coordinator is None else CoordinatorClient(coordinator, timeout_s=coordinator_timeout_s)
@@ -164,7 +168,7 @@ def start_workers(
     Binding and routing are checked here first, so an unregistered operation or an unroutable edge fails before
     any actor starts. The operations bound in this process are shipped to the workers. `slots` pins each rank to
     its reserved slot; `actor_options` override DEFAULT_WORKER_OPTIONS; `retain_host_memory` is passed to every
-    worker.
+    worker. Every worker on this host ends itself as soon as this process is gone (`watch_driver`).
     """
     plans = []
     for assignment in placement.workers:
@@ -175,6 +179,7 @@ def start_workers(
     if coordinator is None and any(routes.uses_coordinator for _, routes, _ in plans):
         raise WorkerStartError("the placement has edges between sub-graphs; start a DataCoordinator and pass it")
     options = {**DEFAULT_WORKER_OPTIONS, **(actor_options or {})}
+    driver = DriverIdentity.of_this_process()
     workers = []
     for assignment, routes, operations in plans:
         rank_options = dict(options)
@@ -189,6 +194,7 @@ def start_workers(
                 operations,
                 coordinator_timeout_s,
                 retain_host_memory,
+                driver,
             )
         )
     _wait_until_ready(workers, ready_timeout_s)
