@@ -52,10 +52,12 @@ def tiny_config(
     *,
     placement: Mapping[str, Any] | None = None,
     actor: Mapping[str, Any] | None = None,
+    rollout: Mapping[str, Any] | None = None,
     **trainer: Any,
 ) -> RunConfig:
     """A 2-slot GRPO config of a 2-layer Qwen2, 4 prompts x 4 samples, 8 new tokens; colocated unless `placement`
-    overrides it; `actor` adds to the actor section, `trainer` to the trainer section."""
+    overrides it; `actor` adds to the actor section, `rollout` to the rollout section, `trainer` to the trainer
+    section."""
     folder.mkdir(parents=True, exist_ok=True)
     train = write_rows(folder / "train.jsonl", 32, seed=1)
     val = write_rows(folder / "val.jsonl", 6, seed=2)
@@ -90,7 +92,7 @@ def tiny_config(
             "micro_batch": {"max_tokens_per_micro_batch": 64},
             **(actor or {}),
         },
-        "rollout": {"temperature": 1.0, "max_new_tokens": 8},
+        "rollout": {"temperature": 1.0, "max_new_tokens": 8, **(rollout or {})},
         "placement": {"slots": 2, "device": "cpu", **(placement or {})},
         "trainer": {
             "output_dir": str(folder / "run"),

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
+import threading
+import time
 
 from rl_engines.rollout import HFEngineConfig
 from rl_engines.server._config import DEFAULT_HOST, DEFAULT_MAX_REQUEST_BYTES, ServerConfig
@@ -28,7 +32,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seeds random weights (config JSON) and sampling")
     parser.add_argument("--incremental-stream", action="store_true", help="stream deltas instead of cumulative")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--parent-pid", type=int, default=None, help="exit (as on SIGTERM) once this process is no longer the parent"
+    )
     return parser
+
+
+_PARENT_POLL_S = 1.0
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Send this process SIGTERM (a clean uvicorn shutdown) once `parent_pid` is no longer its parent: a server a
+    trainer worker started must not outlive the worker, even one that was killed."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_PARENT_POLL_S)
+        logging.getLogger(__name__).warning("parent process %d is gone; shutting down", parent_pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,6 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.parent_pid is not None:
+        _exit_with_parent(args.parent_pid)
     engine_config = HFEngineConfig(
         dtype=args.dtype,
         device=args.device,

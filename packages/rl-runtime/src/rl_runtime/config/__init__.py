@@ -21,6 +21,7 @@ from rl_runtime.config._schema_algorithm import (
     OverlongConfig,
     RecomputeOldLogProb,
 )
+from rl_runtime.config._schema_rollout import resolve_weight_sync, weight_sync_transports
 from rl_runtime.config._schema_sections import (
     UNWIRED_ROLLOUT_ENGINES,
     ApportionStrategy,
@@ -31,6 +32,7 @@ from rl_runtime.config._schema_sections import (
     RankBalancing,
     RolloutConfig,
     TrainerConfig,
+    WeightSyncKind,
 )
 
 __all__ = [
@@ -53,8 +55,11 @@ __all__ = [
     "RolloutConfig",
     "RunConfig",
     "TrainerConfig",
+    "WeightSyncKind",
     "config_from_dict",
     "dump_config",
     "dump_config_yaml",
     "load_config",
+    "resolve_weight_sync",
+    "weight_sync_transports",
 ]

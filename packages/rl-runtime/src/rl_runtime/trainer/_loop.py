@@ -79,6 +79,12 @@ class Trainer:
         rollout_dp = len(rollout_subgraph(self.placement).ranks)
         train_dp = len(train_subgraph(self.placement).ranks)
         self.plan = BatchPlan.from_config(config, rollout_dp=rollout_dp, train_dp=train_dp)
+        servers = config.rollout.servers
+        if servers and len(servers) < rollout_dp:
+            raise TrainerError(
+                f"rollout.servers: expected at least one address per rollout slot ({rollout_dp} under this placement), "
+                f"found {len(servers)}; add servers, or leave rollout.servers empty to start one on each slot"
+            )
         train_rows = len(open_files(config.data.train_files, "data.train_files"))
         self.steps_per_epoch = steps_per_epoch(train_rows, self.plan)
         self.total_steps = config.trainer.total_steps or config.trainer.total_epochs * self.steps_per_epoch

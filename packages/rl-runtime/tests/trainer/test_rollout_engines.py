@@ -1,0 +1,58 @@
+"""Rollout engines and weight-sync transports through the Trainer: GRPO steps with `rollout.engine: server` (our
+HTTP rollout server, one started on each slot or an external fleet), and a 2-step run per `rollout.weight_sync`
+transport, each sync verified (version and weights checksum) by the WeightSync."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rl_engines.remote import LocalServer
+from rl_engines.training import load_hf_config
+from rl_runtime.trainer import Trainer, TrainResult
+
+from ._task import TokenTask, tiny_config
+
+pytestmark = pytest.mark.slow
+_ONE_SLOT = {"slots": 1}
+_SHORT = {"total_steps": 2, "checkpoint_every": 2, "validate_every": 0}
+
+
+def _run(folder: Path, rollout: dict[str, Any], placement: dict[str, Any] | None = None) -> TrainResult:
+    return Trainer(tiny_config(folder, placement=placement, rollout=rollout, **_SHORT), TokenTask).fit()
+
+
+def _assert_trained_and_verified(result: TrainResult) -> None:
+    assert [result.start_step, result.end_step, len(result.history)] == [0, 2, 2]
+    for metrics in result.history:
+        assert metrics["actor/grad_norm"] > 0
+        assert metrics["sync/num_tensors"] > 0 and "sync/weights_checksum" in metrics
+        assert metrics["perf/total_num_tokens"] > 0
+
+
+def test_two_grpo_steps_through_a_rollout_server_on_each_slot(tmp_path: Path, ray_runtime: None) -> None:
+    result = _run(tmp_path, {"engine": "server"})
+    _assert_trained_and_verified(result)
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path) -> Iterator[list[LocalServer]]:
+    hf_config = load_hf_config(tiny_config(tmp_path / "probe").actor.model)
+    servers: list[LocalServer] = []
+    try:
+        servers += [LocalServer.start(hf_config), LocalServer.start(hf_config)]
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_two_grpo_steps_against_an_external_fleet_of_two_servers(
+    tmp_path: Path, ray_runtime: None, two_servers: list[LocalServer]
+) -> None:
+    addresses = [server.url for server in two_servers]
+    result = _run(tmp_path, {"engine": "server", "servers": addresses}, _ONE_SLOT)
+    _assert_trained_and_verified(result)
