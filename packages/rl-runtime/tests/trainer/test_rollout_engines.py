@@ -13,6 +13,7 @@ import pytest
 from rl_engines.remote import LocalServer
 from rl_engines.training import load_hf_config
 from rl_runtime.trainer import Trainer, TrainResult
+from rl_runtime.trainer._weight_transport import WEIGHT_SYNC_DIR
 
 from ._task import TokenTask, tiny_config
 
@@ -55,4 +56,33 @@ def test_two_grpo_steps_against_an_external_fleet_of_two_servers(
 ) -> None:
     addresses = [server.url for server in two_servers]
     result = _run(tmp_path, {"engine": "server", "servers": addresses}, _ONE_SLOT)
+    _assert_trained_and_verified(result)
+
+
+@pytest.fixture(scope="module")
+def by_reference(tmp_path_factory: pytest.TempPathFactory, ray_runtime: None) -> TrainResult:
+    """The in-process HF engine synced by reference, the run every other transport must reproduce."""
+    return _run(tmp_path_factory.mktemp("reference"), {"weight_sync": "reference"}, _ONE_SLOT)
+
+
+def _checksums(result: TrainResult) -> list[float]:
+    return [metrics["sync/weights_checksum"] for metrics in result.history]
+
+
+@pytest.mark.parametrize("transport", ["reference", "shared_memory", "disk", "broadcast"])
+def test_each_transport_into_the_hf_engine_trains_as_by_reference(
+    transport: str, tmp_path: Path, by_reference: TrainResult
+) -> None:
+    result = by_reference if transport == "reference" else _run(tmp_path, {"weight_sync": transport}, _ONE_SLOT)
+    _assert_trained_and_verified(result)
+    # The same weights reached the engine, so it sampled the same responses and the actor took the same steps.
+    assert _checksums(result) == _checksums(by_reference)
+    if transport == "disk":
+        published = tmp_path / "run" / WEIGHT_SYNC_DIR / "rank_0"
+        assert [path.name for path in published.glob("weights-*")] == ["weights-2"]  # keeps the newest only
+
+
+@pytest.mark.parametrize("transport", ["disk", "broadcast"])
+def test_each_transport_into_a_rollout_server_trains(transport: str, tmp_path: Path, ray_runtime: None) -> None:
+    result = _run(tmp_path, {"engine": "server", "weight_sync": transport}, _ONE_SLOT)
     _assert_trained_and_verified(result)
