@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from rl_engines.remote import LocalServer
+from rl_engines.sync import free_port
 from rl_engines.training import load_hf_config
 from rl_runtime.trainer import Trainer, TrainResult
 from rl_runtime.trainer._weight_transport import WEIGHT_SYNC_DIR
+from rl_runtime.workers._errors import WorkerStartError
 
 from ._task import TokenTask, tiny_config
 
@@ -57,6 +59,16 @@ def test_two_grpo_steps_against_an_external_fleet_of_two_servers(
     addresses = [server.url for server in two_servers]
     result = _run(tmp_path, {"engine": "server", "servers": addresses}, _ONE_SLOT)
     _assert_trained_and_verified(result)
+
+
+def test_a_server_that_does_not_answer_stops_the_run_before_step_one_naming_it(
+    tmp_path: Path, ray_runtime: None
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    rollout = {"engine": "server", "servers": [dead], "engine_kwargs": {"connect_attempts": 2, "retry_backoff_s": 0.1}}
+    with pytest.raises(WorkerStartError, match=rf"rollout server {dead} did not answer in 2 tries"):
+        _run(tmp_path, rollout, _ONE_SLOT)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()  # no step ran
 
 
 @pytest.fixture(scope="module")
