@@ -41,6 +41,16 @@ def test_two_grpo_steps_through_a_rollout_server_on_each_slot(tmp_path: Path, ra
     _assert_trained_and_verified(result)
 
 
+def test_split_placement_gives_the_rollout_slots_server_the_actors_weights(tmp_path: Path, ray_runtime: None) -> None:
+    result = _run(tmp_path, {"engine": "server"}, {"colocate": False, "strategy": "even"})
+    assert [result.start_step, result.end_step] == [0, 2]
+    for step, metrics in enumerate(result.history):
+        # The rollout slot's server holds what the training slot sent: its own sync verified the same checksum.
+        assert metrics["sync/weight_version"] == metrics["rollout/weight_version"] == step + 1
+        assert metrics["rollout/weights_checksum"] == metrics["sync/weights_checksum"]
+        assert metrics["actor/grad_norm"] > 0
+
+
 @pytest.fixture
 def two_servers(tmp_path: Path) -> Iterator[list[LocalServer]]:
     hf_config = load_hf_config(tiny_config(tmp_path / "probe").actor.model)

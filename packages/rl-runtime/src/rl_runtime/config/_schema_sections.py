@@ -163,7 +163,8 @@ class RolloutConfig:
     127.0.0.1."""
     weight_sync: WeightSyncKind = attrs.field(default=WeightSyncKind.AUTO, validator=of_type(WeightSyncKind))
     """"auto", "reference", "shared_memory", "disk" or "broadcast": how weights reach the engine after an update;
-    a transport the engine's placement cannot use is refused at load time."""
+    a transport the engine's placement cannot use is refused at load time. Under split placement the weights
+    cross from the training slots to each rollout slot by broadcast first; this is the last hop, into its engine."""
     temperature: float = attrs.field(default=1.0, validator=number_in(0))
     """Sampling temperature; 0 is greedy."""
     top_p: float = attrs.field(default=1.0, validator=number_in(0, 1, low_open=True))
