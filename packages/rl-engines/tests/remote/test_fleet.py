@@ -3,7 +3,13 @@ requests dealt over the servers, an unreachable one retried elsewhere, a dead ad
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from transformers import Qwen2Config
@@ -100,3 +106,30 @@ def test_a_missing_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(ENGINE_EXTRAS, "server", (("no_such_module_rl",), "pip install 'rl-engines[server]'"))
     message = missing_engine_extra("server")
     assert message is not None and "no_such_module_rl" in message and "pip install 'rl-engines[server]'" in message
+
+
+def test_a_started_server_exits_when_the_process_that_started_it_dies(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import os
+        from transformers import Qwen2Config
+        from rl_engines.remote import LocalServer
+        server = LocalServer.start(Qwen2Config(**{_HF_CONFIG.to_diff_dict()!r}))
+        print(server.process.pid, flush=True)
+        os._exit(0)  # no stop(): as a killed trainer worker
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    pid = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 60
+    while _alive(pid):
+        assert time.monotonic() < deadline, f"the orphaned rollout server {pid} is still running"
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -37,9 +37,10 @@ class ServerEngineConfig:
     """Bound on one generate call (`RemoteEngineConfig.generate_timeout_s`)."""
 
     def __post_init__(self) -> None:
-        for name in ("connect_attempts",):
-            if getattr(self, name) < 1:
-                raise InvalidRequestError(f"ServerEngineConfig.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.connect_attempts < 1:
+            raise InvalidRequestError(
+                f"ServerEngineConfig.connect_attempts must be >= 1, got {self.connect_attempts!r}"
+            )
         if self.request_retries < 0:
             raise InvalidRequestError(f"ServerEngineConfig.request_retries must be >= 0, got {self.request_retries!r}")
         for name in ("retry_backoff_s", "start_timeout_s", "health_interval_s", "timeout_s", "generate_timeout_s"):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rl_engines.remote._errors import RemoteError
+from rl_engines.sync import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -36,14 +37,6 @@ _STOP_WAIT_S = 10.0
 
 class ServerStartError(RemoteError):
     """A rollout server child process exited or did not become healthy in time; the message quotes its log."""
-
-
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _healthy(url: str) -> bool:
@@ -84,7 +77,7 @@ class LocalServer:
         model.write_text(json.dumps(hf_config.to_dict()))
         try:
             for attempt in range(_PORT_ATTEMPTS):
-                port = _free_port(LOOPBACK)
+                port = free_port(LOOPBACK)
                 command = [
                     sys.executable, "-m", "rl_engines.server", "--model", str(model), "--host", LOOPBACK,
                     "--port", str(port), "--dtype", dtype, "--device", device, "--seed", str(seed),
