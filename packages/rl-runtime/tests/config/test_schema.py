@@ -373,9 +373,9 @@ def test_params_of_a_later_registered_estimator_are_accepted(
             r"critic.micro_batch.max_tokens_per_micro_batch: expected at least one full sequence: .* = 1024",
         ),
         (
-            ["rollout.engine=vllm"],
-            r"rollout.engine: expected an engine the trainer can build \(rl_engines.rollout.ROLLOUT_ENGINES: 'hf'\), "
-            r"found 'vllm' \(str\); rl_engines.vllm.VLLMEngine runs standalone, but no trainer builder",
+            ["rollout.engine=sglang"],
+            r"rollout.engine: expected an engine the trainer can build \(rl_engines.rollout.ROLLOUT_ENGINES: 'hf', "
+            r"'server', 'vllm'\), found 'sglang' \(str\); rl_engines.sglang.SGLangEngine needs CUDA builds of sglang",
         ),
     ],
 )
