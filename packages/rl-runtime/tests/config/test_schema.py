@@ -264,7 +264,10 @@ def test_wrong_type_names_the_field_the_expected_type_and_the_value(
             r"pipeline: expected a registered pipeline \(dapo, grpo, ppo, remax\) or a pipeline file \(.yaml, .yml\), "
             r"found 'embodied_srpo' \(str\); use one of: dapo, grpo, ppo, remax",
         ),
-        ("rollout.engine=hff", r"rollout.engine: expected a registered rollout engine \(hf\), found 'hff'.*'hf'"),
+        (
+            "rollout.engine=hff",
+            r"rollout.engine: expected a registered rollout engine \(hf, server, vllm\), found 'hff'.*'hf'",
+        ),
         ("trainer.log_sinks=[console, tensorbord]", r"trainer.log_sinks.1: .*did you mean 'tensorboard'"),
         ("trainer.log_sinks=[console, console]", r"trainer.log_sinks: expected distinct log sink names"),
         ("placement.strategy=param-aware", r"placement.strategy: .*did you mean 'param_aware'"),
@@ -387,9 +390,9 @@ def test_params_of_a_later_registered_estimator_are_accepted(
             r"critic.micro_batch.max_tokens_per_micro_batch: expected at least one full sequence: .* = 1024",
         ),
         (
-            ["rollout.engine=vllm"],
-            r"rollout.engine: expected an engine the trainer can build \(rl_engines.rollout.ROLLOUT_ENGINES: 'hf'\), "
-            r"found 'vllm' \(str\); rl_engines.vllm.VLLMEngine runs standalone, but no trainer builder",
+            ["rollout.engine=sglang"],
+            r"rollout.engine: expected an engine the trainer can build \(rl_engines.rollout.ROLLOUT_ENGINES: 'hf', "
+            r"'server', 'vllm'\), found 'sglang' \(str\); rl_engines.sglang.SGLangEngine needs CUDA builds of sglang",
         ),
     ],
 )
@@ -408,8 +411,8 @@ def test_pipeline_may_be_a_pipeline_file(minimal_data: dict[str, Any]) -> None:
 
 
 def test_configs_built_in_code_are_validated_too() -> None:
-    with pytest.raises(ConfigError, match=r"engine: expected an engine the trainer can build .*found .vllm."):
-        RolloutConfig(engine="vllm")
+    with pytest.raises(ConfigError, match=r"engine: expected an engine the trainer can build .*found .sglang."):
+        RolloutConfig(engine="sglang")
     with pytest.raises(ConfigError, match=r"log_sinks: expected a list of log sink names, found \['console'\]"):
         TrainerConfig(log_sinks=["console"])  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"actor: expected a mapping \(TrainEngineConfig\), found '/m' \(str\)"):

@@ -54,11 +54,12 @@ def tiny_config(
     actor: Mapping[str, Any] | None = None,
     algorithm: Mapping[str, Any] | None = None,
     pipeline: str = "grpo",
+    rollout: Mapping[str, Any] | None = None,
     **trainer: Any,
 ) -> RunConfig:
     """A 2-slot GRPO config of a 2-layer Qwen2, 4 prompts x 4 samples, 8 new tokens; colocated unless `placement`
-    overrides it; `actor` adds to the actor section, `algorithm` to the algorithm section, `trainer` to the
-    trainer section; `pipeline` replaces grpo."""
+    overrides it; `actor` adds to the actor section, `algorithm` to the algorithm section, `rollout` to the rollout
+    section, `trainer` to the trainer section; `pipeline` replaces grpo."""
     folder.mkdir(parents=True, exist_ok=True)
     train = write_rows(folder / "train.jsonl", 32, seed=1)
     val = write_rows(folder / "val.jsonl", 6, seed=2)
@@ -93,7 +94,7 @@ def tiny_config(
             "micro_batch": {"max_tokens_per_micro_batch": 64},
             **(actor or {}),
         },
-        "rollout": {"temperature": 1.0, "max_new_tokens": 8},
+        "rollout": {"temperature": 1.0, "max_new_tokens": 8, **(rollout or {})},
         "placement": {"slots": 2, "device": "cpu", **(placement or {})},
         "trainer": {
             "output_dir": str(folder / "run"),

@@ -7,9 +7,16 @@ from typing import Any
 
 import pytest
 
-from rl_engines.rollout import HFEngine
+from rl_engines.rollout import ENGINE_EXTRAS, HFEngine
 from rl_engines.training import load_hf_config
-from rl_runtime.config import RunConfig, config_from_dict
+from rl_runtime.config import (
+    ConfigError,
+    RunConfig,
+    WeightSyncKind,
+    config_from_dict,
+    resolve_weight_sync,
+    weight_sync_transports,
+)
 from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.trainer._engines import build_critic, make_rollout_engine, placed, rollout_dtype, rollout_spec
 
@@ -77,7 +84,72 @@ def test_the_rollout_engine_is_built_by_name_with_the_actors_dtype() -> None:
     assert rollout_dtype(_config("rollout.engine_kwargs={dtype: bfloat16}")) == "bfloat16"
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "server"])
-def test_engines_without_a_trainer_builder_are_refused_at_load(engine: str) -> None:
-    with pytest.raises(ValueError, match=rf"rollout.engine: expected an engine the trainer can build .*'{engine}'"):
-        _config(f"rollout.engine={engine}")
+def test_sglang_is_refused_at_load_with_the_reason() -> None:
+    with pytest.raises(
+        ValueError, match=r"rollout.engine: expected an engine the trainer can build .*'sglang'.*untested"
+    ):
+        _config("rollout.engine=sglang")
+
+
+def test_an_engine_whose_extra_is_missing_is_refused_at_load_naming_the_pip_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(ENGINE_EXTRAS, "vllm", (("no_such_vllm_module",), "pip install 'rl-engines[vllm]'"))
+    with pytest.raises(ConfigError, match=r"rollout.engine: .*no_such_vllm_module.*pip install 'rl-engines\[vllm\]'"):
+        _config("rollout.engine=vllm")
+
+
+def test_server_addresses_are_dealt_among_the_rollout_slots() -> None:
+    servers = ["http://10.0.0.1:30000", "http://10.0.0.2:30000", "http://10.0.0.3:30000"]
+    config = _config("rollout.engine=server", rollout={"engine": "server", "servers": servers})
+    assert rollout_spec(config, None, 0, 2).servers == (servers[0], servers[2])
+    assert rollout_spec(config, None, 1, 2).servers == (servers[1],)
+    assert rollout_spec(_config("rollout.engine=server"), None).servers == ()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "path", "fix"),
+    [
+        (["rollout.servers=[http://127.0.0.1:1]"], "rollout.servers", "set rollout.engine=server"),
+        (["rollout.engine=server", "rollout.servers=[localhost]"], "rollout.servers", ""),
+        (
+            ["rollout.engine=server", "placement.slots=2", "rollout.servers=[http://127.0.0.1:1]"],
+            "rollout.servers",
+            "leave rollout.servers empty",
+        ),
+        (
+            ["rollout.engine=server", "rollout.weight_sync=reference"],
+            "rollout.weight_sync",
+            "auto (here shared_memory)",
+        ),
+        (
+            ["rollout.engine=server", "rollout.servers=[http://10.1.2.3:30000]", "rollout.weight_sync=shared_memory"],
+            "rollout.weight_sync",
+            "auto (here broadcast)",
+        ),
+        (["placement.device=cuda", "rollout.weight_sync=broadcast"], "rollout.weight_sync", "auto (here reference)"),
+    ],
+)
+def test_servers_and_transports_the_placement_cannot_use_are_refused_at_load(
+    overrides: list[str], path: str, fix: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _config(*overrides)
+    assert path in str(caught.value) and fix in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "auto", "allowed"),
+    [
+        ([], "reference", ["reference", "shared_memory", "broadcast", "disk"]),
+        (["rollout.engine=server"], "shared_memory", ["shared_memory", "broadcast", "disk"]),
+        (["rollout.engine=server", "rollout.servers=[http://10.1.2.3:30000]"], "broadcast", ["broadcast", "disk"]),
+        (["placement.device=cuda"], "reference", ["reference", "shared_memory", "disk"]),
+    ],
+)
+def test_auto_takes_the_fastest_transport_the_placement_allows(
+    overrides: list[str], auto: str, allowed: list[str]
+) -> None:
+    config = _config(*overrides)
+    assert [kind.value for kind in weight_sync_transports(config)] == allowed
+    assert resolve_weight_sync(config) is WeightSyncKind(auto)

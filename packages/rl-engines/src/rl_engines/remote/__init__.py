@@ -1,10 +1,13 @@
 """`RemoteEngine`: an `InferenceEngine` client of SGLang's native HTTP protocol, plus that protocol's wire format.
 
 `RemoteEngine(RemoteEngineConfig(base_url))` drives our rollout server (`rl_engines.server`) or a real SGLang
-server. The wire helpers (`/generate` JSON both ways, named tensors as shared-memory / CUDA IPC handles,
-typed errors as HTTP answers) are shared with the server. httpx comes with the `rl-engines[server]` extra.
+server; `ServerFleet` balances requests over several servers (the trainer's "server" engine, built by
+`build_server_fleet`), and `LocalServer` starts one of ours as a child process. The wire helpers (`/generate`
+JSON both ways, named tensors as shared-memory / CUDA IPC handles, typed errors as HTTP answers) are shared with
+the server. httpx comes with the `rl-engines[server]` extra.
 """
 
+from rl_engines.remote._build import ServerEngineConfig, build_server_fleet
 from rl_engines.remote._config import SGLANG_CAPABILITIES, RemoteEngineConfig
 from rl_engines.remote._engine import RemoteEngine
 from rl_engines.remote._errors import (
@@ -17,6 +20,8 @@ from rl_engines.remote._errors import (
     error_from_response,
     status_for,
 )
+from rl_engines.remote._fleet import ServerFleet
+from rl_engines.remote._launch import LocalServer, ServerStartError
 from rl_engines.remote._wire_generate import (
     finish_reason_json,
     generate_output_json,
@@ -34,12 +39,17 @@ __all__ = [
     "ERROR_TYPES",
     "SGLANG_CAPABILITIES",
     "AuthenticationError",
+    "LocalServer",
     "PayloadTooLargeError",
     "ProtocolError",
     "RemoteEngine",
     "RemoteEngineConfig",
     "RemoteError",
     "ServerConnectionError",
+    "ServerEngineConfig",
+    "ServerFleet",
+    "ServerStartError",
+    "build_server_fleet",
     "deserialize_named_tensors",
     "error_from_response",
     "finish_reason_json",

@@ -6,6 +6,7 @@ name (`ROLLOUT_ENGINES`, `register_rollout_engine`, `build_rollout_engine`, `Rol
 `SharedTensorBucket`) and `weights_checksum`, which trainer and engine both compute to prove a sync.
 """
 
+from rl_engines.rollout._builders import ENGINE_EXTRAS, missing_engine_extra
 from rl_engines.rollout._checksum import tensor_checksum, weights_checksum
 from rl_engines.rollout._errors import (
     EngineAsleepError,
@@ -61,6 +62,7 @@ from rl_engines.rollout._weight_types import (
 
 __all__ = [
     "DEFAULT_GROUP_NAME",
+    "ENGINE_EXTRAS",
     "ROLLOUT_ENGINES",
     "SLEEP_TAGS",
     "SLOT_ALIGNMENT",
@@ -105,6 +107,7 @@ __all__ = [
     "check_requests",
     "dtype_name",
     "hf_engine_config",
+    "missing_engine_extra",
     "open_shared_bucket",
     "parse_dtype",
     "register_rollout_engine",

@@ -37,9 +37,16 @@ class RolloutEngineSpec:
     engine_kwargs: Mapping[str, Any] = field(default_factory=dict)
     """The engine's own settings (a run config's `rollout.engine_kwargs`); they take precedence over the fields
     above where the engine's config has the same name."""
+    servers: tuple[str, ...] = ()
+    """Addresses (`http://host:port`) of running rollout servers this engine should use (the "server" engine);
+    empty: an engine that needs a server starts its own."""
+    model_path: str | None = None
+    """A local checkpoint of the policy, for engines that must load one at start (vLLM); None: the engine starts
+    from a fresh model of `hf_config`."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "engine_kwargs", MappingProxyType(dict(self.engine_kwargs)))
+        object.__setattr__(self, "servers", tuple(self.servers))
 
 
 RolloutEngineBuilder = Callable[[RolloutEngineSpec], InferenceEngine]

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
+import threading
+import time
 
 from rl_engines.rollout import HFEngineConfig
 from rl_engines.server._auth import API_KEY_ENV, bind_problem, resolve_api_key
@@ -39,7 +43,26 @@ def _parser() -> argparse.ArgumentParser:
         help="serve on a non-loopback --host without an API key (refused otherwise: anyone could replace weights)",
     )
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--parent-pid", type=int, default=None, help="exit (as on SIGTERM) once this process is no longer the parent"
+    )
     return parser
+
+
+_PARENT_POLL_S = 1.0
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Send this process SIGTERM (a clean uvicorn shutdown) once `parent_pid` is no longer its parent: a server a
+    trainer worker started must not outlive the worker, even one that was killed."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_PARENT_POLL_S)
+        logging.getLogger(__name__).warning("parent process %d is gone; shutting down", parent_pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,6 +77,8 @@ def main(argv: list[str] | None = None) -> None:
     if problem is not None:
         # Refuse before the model is built: a wrong start costs nothing.
         parser.exit(2, f"error: {problem}\n")
+    if args.parent_pid is not None:
+        _exit_with_parent(args.parent_pid)
     engine_config = HFEngineConfig(
         dtype=args.dtype,
         device=args.device,

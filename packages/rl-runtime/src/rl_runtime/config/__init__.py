@@ -22,6 +22,7 @@ from rl_runtime.config._schema_algorithm import (
     RecomputeOldLogProb,
     RolloutCorrectionConfig,
 )
+from rl_runtime.config._schema_rollout import resolve_weight_sync, weight_sync_transports
 from rl_runtime.config._schema_sections import (
     UNWIRED_ROLLOUT_ENGINES,
     ApportionStrategy,
@@ -32,6 +33,7 @@ from rl_runtime.config._schema_sections import (
     RankBalancing,
     RolloutConfig,
     TrainerConfig,
+    WeightSyncKind,
 )
 
 __all__ = [
@@ -55,8 +57,11 @@ __all__ = [
     "RolloutCorrectionConfig",
     "RunConfig",
     "TrainerConfig",
+    "WeightSyncKind",
     "config_from_dict",
     "dump_config",
     "dump_config_yaml",
     "load_config",
+    "resolve_weight_sync",
+    "weight_sync_transports",
 ]

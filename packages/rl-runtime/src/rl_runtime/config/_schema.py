@@ -12,6 +12,7 @@ from rl_runtime.config._batch_plan import BatchPlan
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._schema_algorithm import AlgorithmConfig
 from rl_runtime.config._schema_engines import engine_problems
+from rl_runtime.config._schema_rollout import rollout_problems
 from rl_runtime.config._schema_sections import BatchConfig, DataConfig, PlacementConfig, RolloutConfig, TrainerConfig
 from rl_runtime.config._validators import of_type, optional, registered_name
 
@@ -156,6 +157,7 @@ class RunConfig:
             _dynamic_sampling_problems,
             _baseline_problems,
             engine_problems,
+            rollout_problems,
             _placement_problems,
             _batch_problems,
         )

@@ -6,6 +6,7 @@ import enum
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import attrs
 
@@ -25,9 +26,10 @@ from rl_runtime.config._validators import (
 from rl_runtime.metrics import LOG_SINKS
 
 UNWIRED_ROLLOUT_ENGINES = {
-    "vllm": "rl_engines.vllm.VLLMEngine runs standalone, but no trainer builder is registered for it yet",
-    "sglang": "rl_engines.sglang.SGLangEngine runs standalone, but no trainer builder is registered for it yet",
-    "server": "rl_engines.remote.RemoteEngine talks to a running server, but no trainer builder is registered for it",
+    "sglang": (
+        "rl_engines.sglang.SGLangEngine needs CUDA builds of sglang and has never run through the trainer (it is "
+        "untested here: the CI machines have no GPU), so no trainer builder is registered for it"
+    ),
 }
 """rl-engines' inference engines that the trainer cannot build yet, each with the reason; `rollout.engine` refuses
 them at load time, saying so, until a builder is registered in rl_engines.rollout.ROLLOUT_ENGINES."""
@@ -85,6 +87,31 @@ class DataConfig:
     """Shuffle the prompts every epoch."""
 
 
+class WeightSyncKind(enum.Enum):
+    """How the actor's weights reach the rollout engine after every update (rl_engines.sync's transports)."""
+
+    AUTO = "auto"
+    """The fastest transport the rollout engine's placement allows (see rl_runtime.config.weight_sync_transports)."""
+    REFERENCE = "reference"
+    """Tensors handed over by reference: an engine in the worker's own process ("hf", "vllm")."""
+    SHARED_MEMORY = "shared_memory"
+    """Buckets packed into shared memory (CUDA IPC on GPU), handles sent: an engine on the same host."""
+    DISK = "disk"
+    """A safetensors checkpoint per update under the run's output folder, which the engine loads: any engine that
+    can read that folder."""
+    BROADCAST = "broadcast"
+    """A gloo (CPU) or NCCL (GPU) group of the worker and its engines, every tensor broadcast."""
+
+
+def _check_servers(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+        raise config_error(attribute.name, "a list of server addresses (http://host:port)", value)
+    for address in value:
+        parsed = urlparse(address)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.port is None:
+            raise config_error(attribute.name, "addresses of the form http://host:port", address)
+
+
 class RankBalancing(enum.Enum):
     """Whether and how a step's samples are re-partitioned over the train ranks before the actor's passes."""
 
@@ -139,7 +166,17 @@ class RolloutConfig:
     """How responses are sampled (the group size is `batch.samples_per_prompt`)."""
 
     engine: str = attrs.field(default="hf", validator=_check_rollout_engine)
-    """Inference engine, a name in rl_engines.rollout.ROLLOUT_ENGINES (the engines the trainer can build): "hf"."""
+    """Inference engine, a name in rl_engines.rollout.ROLLOUT_ENGINES (the engines the trainer can build): "hf"
+    (in-process transformers), "vllm" (in-process vllm.LLM), "server" (our HTTP rollout server, one started on
+    each rollout slot, or the fleet in `servers`)."""
+    servers: tuple[str, ...] = attrs.field(default=(), validator=_check_servers)
+    """With engine "server": addresses (http://host:port) of rollout servers already running, dealt among the
+    rollout slots (each slot balances its requests over its share); empty starts one server per rollout slot on
+    127.0.0.1."""
+    weight_sync: WeightSyncKind = attrs.field(default=WeightSyncKind.AUTO, validator=of_type(WeightSyncKind))
+    """"auto", "reference", "shared_memory", "disk" or "broadcast": how weights reach the engine after an update;
+    a transport the engine's placement cannot use is refused at load time. Under split placement the weights
+    cross from the training slots to each rollout slot by broadcast first; this is the last hop, into its engine."""
     temperature: float = attrs.field(default=1.0, validator=number_in(0))
     """Sampling temperature; 0 is greedy."""
     top_p: float = attrs.field(default=1.0, validator=number_in(0, 1, low_open=True))
@@ -153,7 +190,8 @@ class RolloutConfig:
     val_temperature: float = attrs.field(default=0.0, validator=number_in(0))
     """Sampling temperature of validation; must be > 0 when `val_samples_per_prompt` > 1."""
     engine_kwargs: dict[str, Any] = attrs.field(factory=dict, validator=of_type(dict))
-    """Engine-specific settings, passed to the engine's own config (checked there)."""
+    """Engine-specific settings, passed to the engine's own config (checked there): HFEngineConfig fields for "hf",
+    VLLMEngineConfig fields for "vllm", ServerEngineConfig fields (timeouts, retries) for "server"."""
 
     def __attrs_post_init__(self) -> None:
         if self.val_samples_per_prompt > 1 and self.val_temperature == 0:

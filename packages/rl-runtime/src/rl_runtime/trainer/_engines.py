@@ -10,12 +10,13 @@ engine is built by name through `rl_engines.rollout.ROLLOUT_ENGINES`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from rl_engines.rollout import InferenceEngine, RolloutEngineSpec, build_rollout_engine
-from rl_engines.sync import ReferenceTransport, WeightSync, WeightSyncConfig
+from rl_engines.sync import ReferenceTransport, WeightSync, WeightSyncConfig, WeightTransport
 from rl_engines.training import (
     FSDPEngine,
     TrainEngineConfig,
@@ -84,34 +85,50 @@ def rollout_dtype(config: RunConfig) -> str:
     return config.rollout.engine_kwargs.get(_ENGINE_DTYPE_KEY, precision.compute_dtype or precision.param_dtype)
 
 
-def rollout_spec(config: RunConfig, hf_config: Any) -> RolloutEngineSpec:
-    """What the run decides about its rollout engine: the policy's config and dtype, the device and the seed,
-    then `rollout.engine_kwargs`."""
+def rollout_servers(config: RunConfig, rank: int, ranks: int) -> tuple[str, ...]:
+    """Rollout slot `rank`'s share of `rollout.servers` (every `ranks`-th address from its own); empty when the run
+    lists none (the "server" engine then starts its own)."""
+    return tuple(config.rollout.servers[rank::ranks])
+
+
+def rollout_spec(config: RunConfig, hf_config: Any, rank: int = 0, ranks: int = 1) -> RolloutEngineSpec:
+    """What the run decides about rollout slot `rank`'s engine (of `ranks`): the policy's config, checkpoint and
+    dtype, the device, the seed, its servers, then `rollout.engine_kwargs`."""
     precision = config.actor.precision
+    path = config.actor.model.path
     return RolloutEngineSpec(
         hf_config,
         dtype=precision.compute_dtype or precision.param_dtype,
         device=device_name(config),
         seed=config.trainer.seed,
         engine_kwargs=config.rollout.engine_kwargs,
+        servers=rollout_servers(config, rank, ranks),
+        model_path=None if path is None else str(path),
     )
 
 
-def make_rollout_engine(config: RunConfig, hf_config: Any) -> InferenceEngine:
-    """The `rollout.engine` engine on a fresh model of `hf_config`; its weights are the actor's only after the
-    first sync."""
-    return build_rollout_engine(config.rollout.engine, rollout_spec(config, hf_config))
+def make_rollout_engine(config: RunConfig, hf_config: Any, rank: int = 0, ranks: int = 1) -> InferenceEngine:
+    """The `rollout.engine` engine of rollout slot `rank` (of `ranks`) on a fresh model of `hf_config`; its weights
+    are the actor's only after the first sync."""
+    return build_rollout_engine(config.rollout.engine, rollout_spec(config, hf_config, rank, ranks))
 
 
-def build_rollout(config: RunConfig, actor: ActorRole) -> tuple[InferenceEngine, WeightSync]:
-    """This worker's rollout engine, holding the actor's current weights, and the sync that keeps it so."""
-    engine = make_rollout_engine(config, actor.hf_config)
-    return engine, local_weight_sync(engine, rollout_dtype(config))
+def build_rollout(
+    config: RunConfig, actor: ActorRole, rank: int = 0, ranks: int = 1, transport: WeightTransport | None = None
+) -> tuple[InferenceEngine, WeightSync]:
+    """This worker's rollout engine (slot `rank` of `ranks`), holding the actor's current weights, and the sync that
+    keeps it so over `transport` (None: by reference)."""
+    engine = make_rollout_engine(config, actor.hf_config, rank, ranks)
+    return engine, local_weight_sync(engine, rollout_dtype(config), transport)
 
 
-def local_weight_sync(engine: InferenceEngine, dtype: str) -> WeightSync:
-    """A sync of tensors into `engine` in this process, cast to `dtype` and verified by checksum. The engine's calls
-    run on this thread when it bounds its own waits (the "bounded_calls" capability)."""
-    inline = "bounded_calls" in engine.capabilities
+def local_weight_sync(
+    engine: InferenceEngine | Sequence[InferenceEngine], dtype: str, transport: WeightTransport | None = None
+) -> WeightSync:
+    """A sync of tensors into `engine` (or each of several engines: a server fleet's servers) over `transport` (None:
+    by reference, in this process), cast to `dtype` and verified by checksum. The engines' calls run on this thread
+    when they bound their own waits (the "bounded_calls" capability)."""
+    engines = list(engine) if isinstance(engine, Sequence) else [engine]
+    inline = all("bounded_calls" in target.capabilities for target in engines)
     config = WeightSyncConfig(pause_mode="wait", dtype=dtype, inline_calls=inline)
-    return WeightSync([engine], ReferenceTransport(), config)
+    return WeightSync(engines, transport or ReferenceTransport(), config)

@@ -81,6 +81,12 @@ class Trainer:
         rollout_dp = len(rollout_subgraph(self.placement).ranks)
         train_dp = len(train_subgraph(self.placement).ranks)
         self.plan = BatchPlan.from_config(config, rollout_dp=rollout_dp, train_dp=train_dp)
+        servers = config.rollout.servers
+        if servers and len(servers) < rollout_dp:
+            raise TrainerError(
+                f"rollout.servers: expected at least one address per rollout slot ({rollout_dp} under this placement), "
+                f"found {len(servers)}; add servers, or leave rollout.servers empty to start one on each slot"
+            )
         train_rows = len(open_files(config.data.train_files, "data.train_files"))
         if config.data.val_files:  # opened here too, so a missing file stops the run before any worker starts
             open_files(config.data.val_files, "data.val_files")

@@ -33,7 +33,6 @@ from rl_runtime.trainer._engines import (
     build_actor,
     build_critic,
     build_reference,
-    build_rollout,
     device_name,
     local_weight_sync,
     make_rollout_engine,
@@ -44,6 +43,7 @@ from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
 from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
+from rl_runtime.trainer._weight_transport import sync_targets, weight_transport
 from rl_runtime.workers import WorkerResources
 
 logger = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class RunResourcesFactory:
             init_distributed(dp.rank, dp.size, self.exchange, ProcessGroupConfig(backend=backend))
             group = dist.group.WORLD
         actor = build_actor(config, self.total_steps) if engines.actor else None
-        rollout, weight_sync, receiver = self._rollout_side(engines, actor, dp.rank)
+        rollout, weight_sync, receiver = self._rollout_side(engines, actor, dp.rank, dp.size)
         loader = None
         if engines.rollout:
             loader = ShardedLoader(
@@ -164,22 +164,27 @@ class RunResourcesFactory:
         return WorkerResources(resources, hooks)
 
     def _rollout_side(
-        self, engines: SlotEngines, actor: ActorRole | None, dp_rank: int
+        self, engines: SlotEngines, actor: ActorRole | None, dp_rank: int, dp_size: int
     ) -> tuple[InferenceEngine | None, WeightPublisher | None, WeightSubscriber | None]:
-        """(rollout engine, weight publisher, weight receiver) of this worker; see the class doc."""
+        """(rollout engine, weight publisher, weight receiver) of this worker; see the class doc. The weights reach
+        the engine over the transport `rollout.weight_sync` chose."""
         config = self.config
         if not self.split:
             assert actor is not None, "a colocated worker builds every engine"
-            rollout, weight_sync = build_rollout(config, actor)
+            rollout = make_rollout_engine(config, actor.hf_config, dp_rank, dp_size)
+            transport = weight_transport(config, dp_rank)
+            weight_sync = local_weight_sync(sync_targets(config, rollout), rollout_dtype(config), transport)
             return rollout, weight_sync, None
         assert self.weight_exchange is not None, "split placement needs a weight exchange"
         rollout_ranks = self.plan.rollout_dp
         timeout_s = config.trainer.step_timeout_s
         dtype = rollout_dtype(config)
         if engines.rollout:
-            rollout = make_rollout_engine(config, actor_hf_config(config))
+            rollout = make_rollout_engine(config, actor_hf_config(config), dp_rank, rollout_ranks)
             group = join_weight_group(self.weight_exchange, 1 + dp_rank, rollout_ranks, timeout_s)
-            return rollout, None, WeightReceiver(group, local_weight_sync(rollout, dtype))
+            transport = weight_transport(config, dp_rank)
+            sync = local_weight_sync(sync_targets(config, rollout), dtype, transport)
+            return rollout, None, WeightReceiver(group, sync)
         group = join_weight_group(self.weight_exchange, SENDER_RANK, rollout_ranks, timeout_s) if dp_rank == 0 else None
         return None, WeightSender(group, dtype), None
 

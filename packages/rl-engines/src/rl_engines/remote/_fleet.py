@@ -1,0 +1,283 @@
+"""`ServerFleet`: several rollout servers behind one `InferenceEngine`, balanced per request.
+
+Generation deals each request to the next server that answers its health check (round robin over the fleet);
+a server that cannot be reached is marked down, its requests go to the others (up to `retries` times), and it
+is probed again after `health_interval_s`. Every other call (pause, weights, version, flush) goes to every
+server, because each must hold the same weights: a server that misses an update fails the call rather than serve
+old weights. Weight transports that address engines one by one (shared memory, broadcast) sync the `members`
+directly. `shutdown` closes the clients and stops the servers the fleet started (`owned`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Literal, TypeVar
+
+from rl_engines.remote._engine import RemoteEngine
+from rl_engines.remote._errors import ServerConnectionError
+from rl_engines.remote._launch import LocalServer
+from rl_engines.rollout import (
+    EngineStateError,
+    EngineStatus,
+    EngineTimeoutError,
+    GenerateOutput,
+    GenerateRequest,
+    LogprobMode,
+    NamedTensors,
+    PauseMode,
+    SharedTensorBucket,
+    TokenCallback,
+    WeightGroupSpec,
+    WeightsMeta,
+    check_requests,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class ServerFleet:
+    """An `InferenceEngine` over `members` (one `RemoteEngine` per server); see the module doc."""
+
+    def __init__(
+        self,
+        members: Sequence[RemoteEngine],
+        *,
+        retries: int = 2,
+        health_interval_s: float = 5.0,
+        owned: Sequence[LocalServer] = (),
+    ) -> None:
+        if not members:
+            raise EngineStateError("ServerFleet needs at least one server")
+        modes = {member.logprob_mode for member in members}
+        if len(modes) > 1:
+            raise EngineStateError(f"the fleet's servers disagree on logprob_mode: {sorted(modes)}")
+        self.members = list(members)
+        """The servers' clients, in the order given."""
+        self.owned = list(owned)
+        self.retries = retries
+        self.health_interval_s = health_interval_s
+        self._down: dict[int, float] = {}  # member index -> when it was last found unreachable
+        self._next = 0
+        self._lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(2, 2 * len(members)), thread_name_prefix="fleet"
+        )
+        self._capabilities = frozenset.intersection(*(member.capabilities for member in members))
+        self._closed = False
+
+    @property
+    def addresses(self) -> list[str]:
+        """The servers' base URLs."""
+        return [member.config.base_url for member in self.members]
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What every server of the fleet supports."""
+        return self._capabilities
+
+    @property
+    def logprob_mode(self) -> LogprobMode:
+        """The servers' (common) log-prob mode."""
+        return self.members[0].logprob_mode
+
+    # ---- generation ------------------------------------------------------------------------------
+    def _healthy(self) -> list[int]:
+        """Indexes of the members to use now: those not down, and those down whose re-probe succeeds."""
+        now = time.monotonic()
+        usable = []
+        for index, member in enumerate(self.members):
+            since = self._down.get(index)
+            if since is None:
+                usable.append(index)
+            elif now - since >= self.health_interval_s:
+                if member.health():
+                    logger.info("rollout server %s answers again", member.config.base_url)
+                    self._down.pop(index, None)
+                    usable.append(index)
+                else:
+                    self._down[index] = now
+        return usable
+
+    def _deal(self, batch: list[GenerateRequest], usable: list[int]) -> dict[int, list[int]]:
+        """Request positions per member index, round robin from where the last call stopped."""
+        shares: dict[int, list[int]] = {}
+        with self._lock:
+            for position in range(len(batch)):
+                member = usable[self._next % len(usable)]
+                self._next += 1
+                shares.setdefault(member, []).append(position)
+        return shares
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], *, on_tokens: TokenCallback | None = None
+    ) -> list[GenerateOutput]:
+        """See `InferenceEngine.generate`: the requests are dealt over the healthy servers; those of a server that
+        cannot be reached are retried on the others."""
+        batch = check_requests(requests)
+        outputs: list[GenerateOutput | None] = [None] * len(batch)
+        pending = list(range(len(batch)))
+        last_error: Exception | None = None
+        for _ in range(self.retries + 1):
+            usable = self._healthy()
+            if not usable:
+                break
+            shares = self._deal([batch[i] for i in pending], usable)
+            futures = {
+                member: self._pool.submit(
+                    self.members[member].generate, [batch[pending[i]] for i in share], on_tokens=on_tokens
+                )
+                for member, share in shares.items()
+            }
+            failed: list[int] = []
+            for member, future in futures.items():
+                positions = [pending[i] for i in shares[member]]
+                try:
+                    for position, output in zip(positions, future.result(), strict=True):
+                        outputs[position] = output
+                except ServerConnectionError as error:
+                    logger.warning(
+                        "rollout server %s is unreachable; retrying its requests: %s", self.addresses[member], error
+                    )
+                    self._down[member] = time.monotonic()
+                    last_error = error
+                    failed += positions
+            if not failed:
+                return [output for output in outputs if output is not None]
+            pending = sorted(failed)
+        raise ServerConnectionError(
+            f"{len(pending)} of {len(batch)} requests found no rollout server that answers among {self.addresses} "
+            f"after {self.retries} retries: {last_error}"
+        )
+
+    # ---- every server ----------------------------------------------------------------------------
+    def _each(self, call: Callable[[RemoteEngine], T]) -> list[T]:
+        futures = [self._pool.submit(call, member) for member in self.members]
+        results, first_error = [], None
+        for future in futures:
+            try:
+                results.append(future.result())
+            except Exception as error:  # every call ends before the first failure is raised
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+        return results
+
+    def _same(self, values: list[T], what: str) -> T:
+        if any(value != values[0] for value in values[1:]):
+            raise EngineStateError(
+                f"the fleet's servers disagree on {what}: {dict(zip(self.addresses, values, strict=True))}"
+            )
+        return values[0]
+
+    def pause(self, mode: PauseMode = "abort", *, timeout_s: float | None = None) -> None:
+        """Pause every server."""
+        self._each(lambda member: member.pause(mode, timeout_s=timeout_s))
+
+    def resume(self) -> None:
+        """Resume every server."""
+        self._each(lambda member: member.resume())
+
+    def abort(self, rids: Collection[str] | None = None) -> None:
+        """Abort `rids` (None: all) on every server."""
+        self._each(lambda member: member.abort(rids))
+
+    def sleep(self, level: Literal[1, 2] = 1) -> None:
+        """Put every server to sleep."""
+        self._each(lambda member: member.sleep(level))
+
+    def wake_up(self, tags: Collection[str] | None = None) -> None:
+        """Wake every server."""
+        self._each(lambda member: member.wake_up(tags))
+
+    def update_weights_from_disk(self, path: str | os.PathLike[str]) -> None:
+        """Every server loads the checkpoint at `path` (which each must be able to read)."""
+        self._each(lambda member: member.update_weights_from_disk(path))
+
+    def update_weights_from_tensors(self, tensors: NamedTensors | SharedTensorBucket) -> Collection[str] | None:
+        """Named tensors go to every server; a `SharedTensorBucket` is one lender's buffer for one engine: send it
+        to the `members` one by one (`WeightSync(fleet.members, ...)`)."""
+        if isinstance(tensors, SharedTensorBucket):
+            raise EngineStateError("a SharedTensorBucket addresses one engine; sync a ServerFleet through its members")
+        self._each(lambda member: member.update_weights_from_tensors(tensors))
+        return None
+
+    def init_weights_update_group(self, spec: WeightGroupSpec) -> None:
+        """A weight group gives each engine its own rank: sync a fleet through its `members`."""
+        raise EngineStateError("a weight-update group gives each server its own rank; sync a ServerFleet's members")
+
+    def update_weights_from_distributed(self, meta: WeightsMeta) -> None:
+        """See `init_weights_update_group`."""
+        raise EngineStateError("a weight-update group gives each server its own rank; sync a ServerFleet's members")
+
+    def destroy_weights_update_group(self) -> None:
+        """Every server leaves its weight group (a no-op where it has none)."""
+        self._each(lambda member: member.destroy_weights_update_group())
+
+    def flush_cache(self) -> None:
+        """Flush every server's prefix cache."""
+        self._each(lambda member: member.flush_cache())
+
+    def set_weight_version(self, version: int) -> None:
+        """Label every server's weights `version`."""
+        self._each(lambda member: member.set_weight_version(version))
+
+    def weight_version(self) -> int:
+        """The servers' weight version; `EngineStateError` if they differ."""
+        return self._same(self._each(lambda member: member.weight_version()), "the weight version")
+
+    def weights_checksum(self, names: Collection[str] | None = None) -> str:
+        """The servers' weights checksum; `EngineStateError` if they differ."""
+        return self._same(self._each(lambda member: member.weights_checksum(names)), "the weights checksum")
+
+    def status(self) -> EngineStatus:
+        """The first server's status, with the in-flight count of the whole fleet."""
+        statuses = self._each(lambda member: member.status())
+        return EngineStatus(
+            state=statuses[0].state,
+            weight_version=statuses[0].weight_version,
+            in_flight=sum(status.in_flight for status in statuses),
+            pause_mode=statuses[0].pause_mode,
+            asleep=statuses[0].asleep,
+            weights_loaded=all(status.weights_loaded for status in statuses),
+        )
+
+    def health(self) -> bool:
+        """True while at least one server answers."""
+        return not self._closed and any(member.health() for member in self.members)
+
+    def shutdown(self) -> None:
+        """Close every client and stop the servers the fleet started."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for member in self.members:
+                member.shutdown()
+        finally:
+            for server in self.owned:
+                server.stop()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def connect(config_for: Callable[[str], Any], address: str, *, attempts: int, backoff_s: float) -> RemoteEngine:
+    """A `RemoteEngine` of the server at `address` (`config_for(address)` its `RemoteEngineConfig`), trying
+    `attempts` times `backoff_s` apart; `ServerConnectionError` naming the address when it never answers."""
+    last: Exception | None = None
+    for attempt in range(attempts):
+        try:
+            return RemoteEngine(config_for(address))
+        except (ServerConnectionError, EngineTimeoutError) as error:
+            last = error
+            if attempt + 1 < attempts:
+                time.sleep(backoff_s)
+    raise ServerConnectionError(
+        f"rollout server {address} did not answer in {attempts} tries {backoff_s} s apart ({last}); start it, or "
+        "fix the address"
+    )

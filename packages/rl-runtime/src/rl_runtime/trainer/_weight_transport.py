@@ -1,0 +1,63 @@
+"""The weight-sync transport of a worker's rollout engine, as `rollout.weight_sync` chose it (see
+rl_runtime.config.weight_sync_transports for which the placement allows), and the engines it addresses.
+
+A "server" engine's `ServerFleet` is synced server by server: each server is one engine of the `WeightSync`, so
+shared-memory buffers and broadcast ranks are per server and each server's weights are verified on their own.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+from rl_engines.rollout import InferenceEngine
+from rl_engines.sync import (
+    BroadcastTransport,
+    DiskTransport,
+    ReferenceTransport,
+    SharedMemoryTransport,
+    WeightTransport,
+)
+from rl_runtime.config import RunConfig, WeightSyncKind, resolve_weight_sync
+from rl_runtime.config._schema_rollout import SERVER_ENGINE, EngineLocation, engine_location
+from rl_runtime.trainer._engines import device_name
+
+WEIGHT_SYNC_DIR = "weight_sync"
+"""Folder under the run's output folder where the disk transport publishes each rollout slot's weights."""
+_LOOPBACK = "127.0.0.1"
+_PROBE_PORT = 80
+
+
+def sync_targets(config: RunConfig, engine: InferenceEngine) -> list[InferenceEngine]:
+    """The engines a `WeightSync` into `engine` addresses: a server fleet's servers, else the engine itself."""
+    if config.rollout.engine == SERVER_ENGINE:
+        from rl_engines.remote import ServerFleet
+
+        if isinstance(engine, ServerFleet):
+            return list(engine.members)
+    return [engine]
+
+
+def _address_towards(address: str) -> str:
+    """This host's IP address on the route to the host of `address` (no packet is sent: UDP connect only)."""
+    host = urlparse(address).hostname or _LOOPBACK
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((host, _PROBE_PORT))
+        return str(probe.getsockname()[0])
+
+
+def weight_transport(config: RunConfig, rank: int) -> WeightTransport:
+    """A fresh transport of the kind `rollout.weight_sync` resolves to, for rollout slot `rank`."""
+    kind = resolve_weight_sync(config)
+    if kind is WeightSyncKind.REFERENCE:
+        return ReferenceTransport()
+    if kind is WeightSyncKind.SHARED_MEMORY:
+        return SharedMemoryTransport()
+    if kind is WeightSyncKind.DISK:
+        return DiskTransport(Path(config.trainer.output_dir) / WEIGHT_SYNC_DIR / f"rank_{rank}", keep_last=1)
+    master = _LOOPBACK
+    if engine_location(config) is EngineLocation.REMOTE_SERVER:
+        master = _address_towards(config.rollout.servers[0])
+    backend = "nccl" if device_name(config) == "cuda" else "gloo"
+    return BroadcastTransport(master_address=master, backend=backend, group_name=f"rollout_weights_{rank}")
