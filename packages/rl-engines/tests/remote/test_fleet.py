@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 from transformers import Qwen2Config
 
-from rl_engines.remote import LocalServer, RemoteEngine, RemoteEngineConfig, ServerConnectionError, ServerFleet
+from rl_engines.remote import (
+    LocalServer,
+    RemoteEngine,
+    RemoteEngineConfig,
+    ServerConnectionError,
+    ServerEngineConfig,
+    ServerFleet,
+)
 from rl_engines.rollout import (
     ENGINE_EXTRAS,
     GenerateRequest,
@@ -133,3 +140,15 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_the_fleet_sends_the_configured_key_or_the_environment_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rl_engines.remote import API_KEY_ENV
+    from rl_engines.remote._build import _remote_config
+
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    assert _remote_config(ServerEngineConfig(), "http://127.0.0.1:1").api_key is None
+    assert _remote_config(ServerEngineConfig(api_key="k1"), "http://127.0.0.1:1").api_key == "k1"
+    monkeypatch.setenv(API_KEY_ENV, "k2")  # servers started here inherit it, so the client must send it
+    assert _remote_config(ServerEngineConfig(), "http://127.0.0.1:1").api_key == "k2"
+    assert _remote_config(ServerEngineConfig(api_key="k1"), "http://127.0.0.1:1").api_key == "k1"

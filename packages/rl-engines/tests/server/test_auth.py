@@ -16,10 +16,10 @@ import pytest
 from _rollout_server import ServerProcess
 from fastapi.testclient import TestClient
 
-from rl_engines.remote import AuthenticationError, RemoteEngine, RemoteEngineConfig
+from rl_engines.remote import API_KEY_ENV, AuthenticationError, RemoteEngine, RemoteEngineConfig
 from rl_engines.rollout import GenerateRequest, HFEngineConfig, InvalidRequestError, SamplingParams
 from rl_engines.server import ServerConfig, build_hf_engine, create_app
-from rl_engines.server._auth import API_KEY_ENV, OPEN_PATHS, bind_problem, is_loopback
+from rl_engines.server._auth import OPEN_PATHS, bind_problem, is_loopback
 from rl_engines.testing import ConformanceModels, reference_greedy
 
 KEY = "s3cret-key"

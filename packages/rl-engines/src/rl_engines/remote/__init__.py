@@ -8,7 +8,7 @@ the server. httpx comes with the `rl-engines[server]` extra.
 """
 
 from rl_engines.remote._build import ServerEngineConfig, build_server_fleet
-from rl_engines.remote._config import SGLANG_CAPABILITIES, RemoteEngineConfig
+from rl_engines.remote._config import API_KEY_ENV, SGLANG_CAPABILITIES, RemoteEngineConfig
 from rl_engines.remote._engine import RemoteEngine
 from rl_engines.remote._errors import (
     ERROR_TYPES,
@@ -36,6 +36,7 @@ from rl_engines.remote._wire_generate import (
 from rl_engines.remote._wire_tensors import deserialize_named_tensors, serialize_named_tensors
 
 __all__ = [
+    "API_KEY_ENV",
     "ERROR_TYPES",
     "SGLANG_CAPABILITIES",
     "AuthenticationError",

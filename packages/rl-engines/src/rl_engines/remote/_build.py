@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from dataclasses import dataclass
 
-from rl_engines.remote._config import DEFAULT_GENERATE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RemoteEngineConfig
+from rl_engines.remote._config import API_KEY_ENV, DEFAULT_GENERATE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RemoteEngineConfig
 from rl_engines.remote._fleet import ServerFleet, connect
 from rl_engines.remote._launch import LocalServer
 from rl_engines.rollout import InvalidRequestError, RolloutEngineSpec
@@ -35,6 +36,9 @@ class ServerEngineConfig:
     """Bound on control and weight calls (`RemoteEngineConfig.timeout_s`)."""
     generate_timeout_s: float = DEFAULT_GENERATE_TIMEOUT_S
     """Bound on one generate call (`RemoteEngineConfig.generate_timeout_s`)."""
+    api_key: str | None = dataclasses.field(default=None, repr=False)
+    """The servers' `--api-key`; None reads `RL_ENGINES_API_KEY` (servers started here inherit that variable and
+    so require it too). Prefer the variable: a key in a run config is written into the run folder's config."""
 
     def __post_init__(self) -> None:
         if self.connect_attempts < 1:
@@ -60,7 +64,10 @@ def server_engine_config(spec: RolloutEngineSpec) -> ServerEngineConfig:
 
 
 def _remote_config(config: ServerEngineConfig, address: str) -> RemoteEngineConfig:
-    return RemoteEngineConfig(address, timeout_s=config.timeout_s, generate_timeout_s=config.generate_timeout_s)
+    api_key = config.api_key if config.api_key is not None else (os.environ.get(API_KEY_ENV) or None)
+    return RemoteEngineConfig(
+        address, timeout_s=config.timeout_s, generate_timeout_s=config.generate_timeout_s, api_key=api_key
+    )
 
 
 def build_server_fleet(spec: RolloutEngineSpec) -> ServerFleet:

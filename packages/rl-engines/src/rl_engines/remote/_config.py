@@ -11,6 +11,9 @@ DEFAULT_TIMEOUT_S = 600.0
 """Weight updates and drains of a large model take minutes; longer than that means the server is stuck."""
 DEFAULT_GENERATE_TIMEOUT_S = 3600.0
 """A long generation (thousands of tokens under load) may take this long; it must still end eventually."""
+API_KEY_ENV = "RL_ENGINES_API_KEY"
+"""Environment variable holding a rollout server's API key: the server's `--api-key` default, and what the
+trainer's "server" engine sends when its config names no key."""
 SGLANG_CAPABILITIES = frozenset(
     {"disk", "tensor", "distributed", "sleep", "pause", "abort", "prefix_cache", "seed", "stream"}
 )

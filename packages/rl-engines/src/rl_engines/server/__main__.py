@@ -10,8 +10,9 @@ import sys
 import threading
 import time
 
+from rl_engines.remote import API_KEY_ENV
 from rl_engines.rollout import HFEngineConfig
-from rl_engines.server._auth import API_KEY_ENV, bind_problem, resolve_api_key
+from rl_engines.server._auth import bind_problem, resolve_api_key
 from rl_engines.server._config import DEFAULT_HOST, DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from rl_engines.server._model import build_hf_engine
 from rl_engines.server._run import serve

@@ -15,10 +15,10 @@ import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from rl_engines.remote import API_KEY_ENV
+
 logger = logging.getLogger(__name__)
 
-API_KEY_ENV = "RL_ENGINES_API_KEY"
-"""Environment variable read when `--api-key` is not given (keeps the key out of the process list)."""
 OPEN_PATHS = frozenset({"/health"})
 """Routes answered without a key: liveness only."""
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
