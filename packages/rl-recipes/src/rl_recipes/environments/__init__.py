@@ -1,9 +1,11 @@
 """Embodied environments registered with `rl_core.envs`: BabyAI (minigrid, the CPU default) and LIBERO (extra).
 
 Importing this package registers "babyai" and "libero" in `rl_core.envs.ENVIRONMENTS`; build them with
-`rl_core.envs.make_env(EnvConfig(name=...))`.
+`rl_core.envs.make_env(EnvConfig(name=...))`. It also imports `rl_engines.embedders`, so every video embedder
+("pixel_pyramid", "privileged_state", "vjepa2") is registered once this package is imported.
 """
 
+import rl_engines.embedders  # noqa: F401 - registers the "vjepa2" video embedder
 from rl_recipes.environments._babyai import (
     DEFAULT_LEVELS,
     STATE_DIM,
