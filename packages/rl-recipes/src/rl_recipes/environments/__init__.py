@@ -16,15 +16,35 @@ from rl_recipes.environments._babyai import (
     trial_seed,
 )
 from rl_recipes.environments._demos import Demonstration, babyai_demos
+from rl_recipes.environments._libero import (
+    LiberoApi,
+    LiberoEpisodeEnv,
+    decode_bins,
+    libero_options,
+    libero_spec,
+    libero_vector_env,
+    load_libero_api,
+    make_libero,
+    write_libero_config,
+)
 
 __all__ = [
     "DEFAULT_LEVELS",
     "STATE_DIM",
     "BabyAIEpisodeEnv",
     "Demonstration",
+    "LiberoApi",
+    "LiberoEpisodeEnv",
     "babyai_demos",
     "babyai_factory",
     "babyai_spec",
+    "decode_bins",
+    "libero_options",
+    "libero_spec",
+    "libero_vector_env",
+    "load_libero_api",
     "make_babyai",
+    "make_libero",
     "trial_seed",
+    "write_libero_config",
 ]
