@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from rl_core.envs import EnvConfig, EnvConfigError, LocalVectorEnv, make_env
+from rl_core.testing import check_vector_env
 from rl_recipes.environments import LiberoApi, decode_bins, libero_vector_env, write_libero_config
 
 
@@ -64,7 +65,7 @@ class _FakeSim:
     def _obs(self) -> Mapping[str, Any]:
         image = np.zeros((self._size, self._size, 3), dtype=np.uint8)
         image[0, 0, 0] = int(self._init) % 256  # top-left before LIBERO's flip -> bottom-right after
-        image[0, 1, 1] = min(int(self._x * 100), 255)
+        image[0, 1, 1] = min(max(int(self._x * 100), 0), 255)
         return {
             "agentview_image": image,
             "robot0_eef_pos": np.array([self._x, 0.0, 0.0]),
@@ -113,6 +114,7 @@ def test_adapter_runs_episodes_on_the_fake(tmp_path: Path) -> None:
         asyncio.run(env.reset([1, 1], [0, 1]))
         # one simulator per (env, task), reused across resets: env 0 keeps task 1's, env 1 adds task 1's
         assert sorted(_FakeSim.built) == [f"/fake/bddl_files/fake_suite/task_{t}.bddl" for t in (0, 1, 1)]
+        assert check_vector_env(env, chunk=2) > 0
     finally:
         env.close()
 

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing as mp
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection, wait
@@ -90,6 +91,7 @@ class EnvPool:
         self._last = [SlotAnswer(blank, "", False, False, 0, blank[:0].unsqueeze(0)[:0], None) for _ in range(num_envs)]
         self._lost: set[int] = set()
         self._closed = False
+        self._lock = threading.Lock()  # one exchange with the workers at a time (calls run in threads)
         self.worker_failures = 0
         """Workers killed and restarted (crash, error or timeout) since the pool started."""
         self.failed_episodes = 0
@@ -115,7 +117,6 @@ class EnvPool:
         self._check_open()
         check_reset_args(self._spec, self._num_envs, task_ids, trial_ids)
         requests = {slot: (task, trial) for slot, (task, trial) in enumerate(zip(task_ids, trial_ids, strict=True))}
-        self._lost.difference_update(requests)
         return await asyncio.to_thread(self._exchange, "reset", requests)
 
     async def step(self, indices: Sequence[int], actions: torch.Tensor) -> EnvObservation:
@@ -139,6 +140,14 @@ class EnvPool:
 
     def _exchange(self, command: str, requests: Mapping[int, tuple[int, int] | list[list[int]]]) -> EnvObservation:
         """Send each worker its part of `requests`, gather answers until the deadline, fail the rest."""
+        with self._lock:
+            return self._exchange_locked(command, requests)
+
+    def _exchange_locked(
+        self, command: str, requests: Mapping[int, tuple[int, int] | list[list[int]]]
+    ) -> EnvObservation:
+        if command == "reset":
+            self._lost.difference_update(requests)
         by_worker: dict[_Worker, list[int]] = {}
         for slot in requests:
             if slot not in self._lost:
