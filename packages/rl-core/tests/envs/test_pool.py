@@ -88,6 +88,7 @@ def test_sigkilled_worker_is_replaced_and_counted() -> None:
         stay = torch.ones((4, 1, 1), dtype=torch.int64)
         asyncio.run(pool.step([0, 1, 2, 3], stay))
         os.kill(pool.worker_pids[1], signal.SIGKILL)
+        time.sleep(1.0)  # dead before the next call: the pool finds a closed pipe rather than a silent worker
         obs = asyncio.run(pool.step([0, 1, 2, 3], stay))
         assert obs.failed.tolist() == [False, False, True, True]
         assert obs.active.tolist() == [True, True, False, False]

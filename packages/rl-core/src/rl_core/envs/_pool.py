@@ -156,10 +156,12 @@ class EnvPool:
         failed: set[int] = set(slot for slot in requests if slot in self._lost)
         pending: dict[Connection, _Worker] = {}
         for worker, slots in by_worker.items():
-            if not self._await_ready(worker):
-                failed.update(slots)
+            self._await_ready(worker)
+            try:
+                worker.conn.send((command, [(slot - worker.slots.start, requests[slot]) for slot in slots]))
+            except OSError:  # the worker died since its last answer (a closed pipe)
+                self._fail(worker, f"worker exited with code {worker.process.exitcode}", failed, slots)
                 continue
-            worker.conn.send((command, [(slot - worker.slots.start, requests[slot]) for slot in slots]))
             pending[worker.conn] = worker
         deadline = time.monotonic() + self._step_timeout_s
         while pending:
@@ -190,9 +192,10 @@ class EnvPool:
             self._last[slot] = answers[slot]
         return assemble(order, [answers[s] for s in order], [s in failed for s in order])
 
-    def _await_ready(self, worker: _Worker) -> bool:
+    def _await_ready(self, worker: _Worker) -> None:
+        """Wait for a (re)started worker's "ready"; one that dies or stays silent means its envs cannot be built."""
         if worker.ready:
-            return True
+            return
         if worker.conn.poll(self._start_timeout_s):
             try:
                 kind, _ = worker.conn.recv()
@@ -206,7 +209,6 @@ class EnvPool:
                 f"{self._spec.name!r} env worker did not start within {self._start_timeout_s}s (exit code {code}); "
                 "see its traceback above, and check that the env builds in this process (env.num_workers: 0)"
             )
-        return True
 
     def _fail(self, worker: _Worker, reason: str, failed: set[int], requested: list[int]) -> None:
         """Kill and restart `worker`; its requested slots fail now, its other running episodes on their next call."""
