@@ -114,3 +114,38 @@ def full_data() -> dict[str, Any]:
             "steps_per_call": 3,
         },
     }
+
+
+@pytest.fixture
+def full_embodied_data(minimal_data: dict[str, Any]) -> dict[str, Any]:
+    """An embodied run config whose embodied settings (env, embedder, reward, band) all differ from the defaults."""
+    from ..nodes.embodied_doubles import CORRIDOR, LAST_FRAME  # registers the test-double env and embedder
+
+    return {
+        **minimal_data,
+        "pipeline": "embodied_srpo",
+        "algorithm": {
+            "kl": {"mode": "none"},
+            "reward": "srpo",
+            "embodied_sampling": {"lower": 0.2, "upper": 0.8, "filter_truncated": True},
+        },
+        "env": {
+            "name": CORRIDOR,
+            "tasks": ["reach 2"],
+            "num_envs": 3,
+            "max_steps": 9,
+            "num_trials": 5,
+            "seed": 4,
+            "num_workers": 2,
+            "step_timeout_s": 5.0,
+            "options": {"size": 4},
+        },
+        "embedder": {
+            "name": LAST_FRAME,
+            "path": "/models/embedder",
+            "num_frames": 4,
+            "dim": 36,
+            "device": "cuda",
+            "options": {"levels": 2},
+        },
+    }

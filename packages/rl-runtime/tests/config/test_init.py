@@ -6,9 +6,10 @@ import rl_runtime.config as config
 
 PUBLIC = [
     "UNWIRED_ROLLOUT_ENGINES", "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
-    "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig", "KLConfig", "KLMode", "OverlongConfig",
-    "PlacementConfig", "RankBalancing", "RecomputeOldLogProb", "RolloutConfig", "RunConfig", "TrainerConfig",
-    "config_from_dict", "dump_config", "dump_config_yaml", "load_config",
+    "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig", "EmbodiedSamplingConfig", "KLConfig",
+    "KLMode", "OverlongConfig", "PlacementConfig", "RankBalancing", "RecomputeOldLogProb", "RewardKind",
+    "RolloutConfig", "RunConfig", "TrainerConfig", "config_from_dict", "dump_config", "dump_config_yaml",
+    "load_config",
 ]  # fmt: skip
 
 

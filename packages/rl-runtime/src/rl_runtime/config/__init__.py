@@ -16,10 +16,12 @@ from rl_runtime.config._schema import RunConfig
 from rl_runtime.config._schema_algorithm import (
     AlgorithmConfig,
     DynamicSamplingConfig,
+    EmbodiedSamplingConfig,
     KLConfig,
     KLMode,
     OverlongConfig,
     RecomputeOldLogProb,
+    RewardKind,
 )
 from rl_runtime.config._schema_sections import (
     UNWIRED_ROLLOUT_ENGINES,
@@ -44,12 +46,14 @@ __all__ = [
     "DataConfig",
     "DeviceKind",
     "DynamicSamplingConfig",
+    "EmbodiedSamplingConfig",
     "KLConfig",
     "KLMode",
     "OverlongConfig",
     "PlacementConfig",
     "RankBalancing",
     "RecomputeOldLogProb",
+    "RewardKind",
     "RolloutConfig",
     "RunConfig",
     "TrainerConfig",
