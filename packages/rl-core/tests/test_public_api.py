@@ -75,8 +75,13 @@ PUBLIC_API: dict[str, list[str]] = {
         "EnvError",
         "EnvFactory",
         "EnvObservation",
+        "EnvPool",
         "EnvSpec",
+        "EnvTick",
+        "EpisodeEnv",
+        "EpisodeEnvFactory",
         "FRAMES_INPUT",
+        "LocalVectorEnv",
         "STATE_INPUT",
         "VIDEO_EMBEDDERS",
         "VectorEnv",
@@ -213,9 +218,11 @@ PUBLIC_API: dict[str, list[str]] = {
         "check_sample",
     ],
     "rl_core.testing": [
+        "ToyEpisodeEnv",
         "modules_loaded_by_import",
         "public_modules",
         "third_party",
+        "toy_spec",
     ],
 }
 

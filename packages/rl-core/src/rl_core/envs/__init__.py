@@ -4,6 +4,9 @@ Types only plus torch-only helpers, so other frameworks can implement the seam: 
 (BabyAI, LIBERO), rl-engines learned embedders.
 """
 
+from rl_core.envs._episode import EnvTick, EpisodeEnv, EpisodeEnvFactory
+from rl_core.envs._local import LocalVectorEnv
+from rl_core.envs._pool import EnvPool
 from rl_core.envs._protocols import (
     FRAMES_INPUT,
     STATE_INPUT,
@@ -36,7 +39,12 @@ __all__ = [
     "EnvError",
     "EnvFactory",
     "EnvObservation",
+    "EnvPool",
     "EnvSpec",
+    "EnvTick",
+    "EpisodeEnv",
+    "EpisodeEnvFactory",
+    "LocalVectorEnv",
     "VectorEnv",
     "VideoEmbedder",
     "VideoEmbedderFactory",

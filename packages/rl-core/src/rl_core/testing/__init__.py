@@ -1,5 +1,6 @@
-"""Test helpers shipped with rl-core so every package checks its imports the same way."""
+"""Test helpers shipped with rl-core so every package checks its imports, and drives envs, the same way."""
 
+from rl_core.testing._envs import ToyEpisodeEnv, toy_spec
 from rl_core.testing._imports import modules_loaded_by_import, public_modules, third_party
 
-__all__ = ["modules_loaded_by_import", "public_modules", "third_party"]
+__all__ = ["ToyEpisodeEnv", "modules_loaded_by_import", "public_modules", "third_party", "toy_spec"]
