@@ -1,0 +1,29 @@
+"""A vision-language-action policy for embodied RL.
+
+`TinyVLAForActionChunking` (a conv-stem + transformer VLA with an OFT-style parallel action-chunk head, loadable
+by the FSDP2/ddp train engine from a folder whose config has `model_type: tiny_vla`), `action_log_probs`
+(restricted softmax over the action bins at the sampling temperature), OpenVLA's `ActionTokenizer`, a
+`WordTokenizer` for closed instruction vocabularies, and `check_policy_matches_env`.
+"""
+
+from rl_engines.vla._action_tokenizer import ActionTokenizer, normalize, unnormalize
+from rl_engines.vla._config import MODEL_TYPE, TinyVLAConfig
+from rl_engines.vla._env_check import check_policy_matches_env
+from rl_engines.vla._errors import VLAError
+from rl_engines.vla._logprobs import action_log_probs
+from rl_engines.vla._model import TinyVLAForActionChunking
+from rl_engines.vla._word_tokenizer import TOKENIZER_FILE, WordTokenizer
+
+__all__ = [
+    "MODEL_TYPE",
+    "TOKENIZER_FILE",
+    "ActionTokenizer",
+    "TinyVLAConfig",
+    "TinyVLAForActionChunking",
+    "VLAError",
+    "WordTokenizer",
+    "action_log_probs",
+    "check_policy_matches_env",
+    "normalize",
+    "unnormalize",
+]
