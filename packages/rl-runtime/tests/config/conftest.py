@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from rl_runtime.testing import CORRIDOR, LAST_FRAME, register_embodied_doubles
+
 
 @pytest.fixture
 def minimal_data() -> dict[str, Any]:
@@ -119,7 +121,7 @@ def full_data() -> dict[str, Any]:
 @pytest.fixture
 def full_embodied_data(minimal_data: dict[str, Any]) -> dict[str, Any]:
     """An embodied run config whose embodied settings (env, embedder, reward, band) all differ from the defaults."""
-    from ..nodes.embodied_doubles import CORRIDOR, LAST_FRAME  # registers the test-double env and embedder
+    register_embodied_doubles()
 
     return {
         **minimal_data,

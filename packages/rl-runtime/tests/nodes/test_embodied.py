@@ -20,11 +20,11 @@ from rl_runtime.nodes._advantage import compute_advantage
 from rl_runtime.nodes._embodied import embodied_reward, embodied_rollout, embodied_sampling
 from rl_runtime.nodes._embodied_batch import EMBEDDING_KEY, SUCCESS_KEY, TASK_ID_KEY, valid_token_mask
 from rl_runtime.planning._placement import DataParallelInfo
+from rl_runtime.testing import CORRIDOR, LAST_FRAME, RandomPolicy, WordTask, register_embodied_doubles
 from rl_runtime.workers import NodeContext, NodeOperation, StepData, StepDataError
 
-from .embodied_doubles import CORRIDOR, LAST_FRAME, RandomPolicy, WordTask
-
 CHUNK = 2
+register_embodied_doubles()
 
 
 def _call(operation: NodeOperation, ctx: NodeContext[NodeResources], inputs: dict[str, StepData]) -> StepData:

@@ -19,6 +19,8 @@ from rl_runtime.nodes import TaskFactory
 from rl_runtime.nodes._rebalance import with_rebalance
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._data import open_files, steps_per_epoch
+from rl_runtime.trainer._embodied import check_embodied_run
+from rl_runtime.trainer._engines import actor_hf_config
 from rl_runtime.trainer._errors import TrainerError
 from rl_runtime.trainer._session import TrainingSession
 from rl_runtime.trainer._split import plan_placement, rollout_subgraph, train_subgraph
@@ -79,6 +81,8 @@ class Trainer:
         rollout_dp = len(rollout_subgraph(self.placement).ranks)
         train_dp = len(train_subgraph(self.placement).ranks)
         self.plan = BatchPlan.from_config(config, rollout_dp=rollout_dp, train_dp=train_dp)
+        if config.env is not None:
+            check_embodied_run(config, actor_hf_config(config))
         train_rows = len(open_files(config.data.train_files, "data.train_files"))
         self.steps_per_epoch = steps_per_epoch(train_rows, self.plan)
         self.total_steps = config.trainer.total_steps or config.trainer.total_epochs * self.steps_per_epoch

@@ -1,6 +1,8 @@
-"""Test doubles of the embodied seam: a corridor `VectorEnv`, a random action policy, a word task.
+"""Test doubles of the embodied seam: a corridor `VectorEnv`, a last-frame embedder, a random action policy and a
+word task, for testing embodied operations and configs without a simulator or a VLA.
 
 Not the real BabyAI env or VLA (rl-recipes and rl-engines own those); small enough to reason about by hand.
+`register_embodied_doubles()` registers the env and the embedder under `CORRIDOR` and `LAST_FRAME`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rl_core.envs import (
     VIDEO_EMBEDDERS,
     EmbedderConfig,
     EnvConfig,
+    EnvConfigError,
     EnvObservation,
     EnvSpec,
     check_reset_args,
@@ -25,7 +28,9 @@ from rl_core.envs import (
 from rl_runtime.nodes import PromptItem, ResponseSample, ScoreResult
 
 CORRIDOR = "corridor_double"
+"""Registered name of `CorridorEnv`."""
 LAST_FRAME = "last_frame_double"
+"""Registered name of `LastFrameEmbedder`."""
 LEFT, STAY, RIGHT = 0, 1, 2
 WIDTH = 6
 
@@ -37,6 +42,9 @@ class CorridorEnv:
 
     def __init__(self, config: EnvConfig) -> None:
         tasks = config.tasks or ("reach 2", "reach 3")
+        unknown = [task for task in tasks if task not in ("reach 2", "reach 3")]
+        if unknown:
+            raise EnvConfigError(f"env.tasks: unknown tasks {unknown}; the corridor has 'reach 2' and 'reach 3'")
         self._spec = EnvSpec(CORRIDOR, (3, 2, WIDTH), 1, 3, config.max_steps, tuple(tasks), config.num_trials)
         self._num_envs = config.num_envs
         self.pos = [0] * config.num_envs
@@ -99,10 +107,6 @@ class CorridorEnv:
         self.closed = True
 
 
-if CORRIDOR not in ENVIRONMENTS:
-    register_environment(CORRIDOR)(CorridorEnv)
-
-
 class LastFrameEmbedder:
     """Test double of a VideoEmbedder: the last frame, flattened, as float (an empty video: zeros)."""
 
@@ -118,8 +122,12 @@ class LastFrameEmbedder:
         return torch.stack(rows)
 
 
-if LAST_FRAME not in VIDEO_EMBEDDERS:
-    register_video_embedder(LAST_FRAME)(LastFrameEmbedder)
+def register_embodied_doubles() -> None:
+    """Register `CorridorEnv` as `CORRIDOR` and `LastFrameEmbedder` as `LAST_FRAME` (once; later calls do nothing)."""
+    if CORRIDOR not in ENVIRONMENTS:
+        register_environment(CORRIDOR)(CorridorEnv)
+    if LAST_FRAME not in VIDEO_EMBEDDERS:
+        register_video_embedder(LAST_FRAME)(LastFrameEmbedder)
 
 
 class RandomPolicy:
