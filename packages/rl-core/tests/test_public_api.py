@@ -94,6 +94,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "make_video_embedder",
         "register_environment",
         "register_video_embedder",
+        "vector_env",
     ],
     "rl_core.graph": [
         "BUILTIN_OPERATIONS",

@@ -4,6 +4,7 @@ Types only plus torch-only helpers, so other frameworks can implement the seam: 
 (BabyAI, LIBERO), rl-engines learned embedders.
 """
 
+from rl_core.envs._build import vector_env
 from rl_core.envs._episode import EnvTick, EpisodeEnv, EpisodeEnvFactory
 from rl_core.envs._local import LocalVectorEnv
 from rl_core.envs._pool import EnvPool
@@ -55,4 +56,5 @@ __all__ = [
     "make_video_embedder",
     "register_environment",
     "register_video_embedder",
+    "vector_env",
 ]
