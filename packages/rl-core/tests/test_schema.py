@@ -30,9 +30,9 @@ WIRE_NAMES = {
     "loss_mask": ("token", True),
     "token_policy_version": ("token", True),
     "turn_id": ("token", True),
-    "pixel_values": ("step", True),
-    "action_tokens": ("step", True),
-    "finish_step": ("sequence", True),
+    "pixel_values": ("step", False),
+    "action_tokens": ("step", False),
+    "finish_step": ("sequence", False),
 }
 
 

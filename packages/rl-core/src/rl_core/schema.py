@@ -173,17 +173,23 @@ _field(
     (torch.uint8, *_FLOAT),
     ("B", "S", "C", "H", "W"),
     "step",
-    "camera frame the policy saw at each step (uint8 raw, or normalised float)",
-    reserved=True,
+    "camera frame the policy saw at each step (uint8 raw, or normalised float); a step is one action chunk",
 )
-_field(ACTION_TOKENS, _ID, ("B", "S", "A"), "step", "action tokens the policy emitted at each step", reserved=True)
+_field(
+    ACTION_TOKENS,
+    _ID,
+    ("B", "S", "A"),
+    "step",
+    "action tokens the policy emitted at each step: bin indices in [0, action_bins) of its chunk (A = K * D); "
+    "flattened to S*A they are the token axis of response_mask, old_log_probs and advantages",
+)
 _field(
     FINISH_STEP,
     _ID,
     _SEQUENCE,
     "sequence",
-    "step at which the episode finished (steps after it are padding)",
-    reserved=True,
+    "env steps executed when the episode finished; action token j of the flattened (S*A) sequence is valid iff "
+    "j < finish_step * D (D numbers per env step)",
 )
 
 SAMPLE_FIELDS: Mapping[str, FieldSpec] = MappingProxyType(_FIELDS)

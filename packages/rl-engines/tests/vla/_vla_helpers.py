@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
+from rl_engines.training import MicroBatchConfig, ModelConfig, OptimizerConfig, TrainEngineConfig
 from rl_engines.vla import TinyVLAConfig, TinyVLAForActionChunking
 
 SMALL = {
@@ -50,4 +53,35 @@ def trajectory_batch(config: TinyVLAConfig, batch: int = 4, steps: int = 3, seed
         "action_tokens": actions,
         "finish_step": finish,
         "response_mask": response_mask,
+    }
+
+
+def vla_engine_config(
+    path: str | None = None, *, max_tokens: int = 300, lr: float = 1e-2, **kwargs: Any
+) -> TrainEngineConfig:
+    """A CPU train-engine config on the small VLA (from `path`, else from its config mapping, init_seed 3)."""
+    model = ModelConfig(path=path) if path else ModelConfig(hf_config={"model_type": "tiny_vla", **SMALL}, init_seed=3)
+    return TrainEngineConfig(
+        model=model,
+        optimizer=OptimizerConfig(lr=lr, max_grad_norm=None),
+        micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=max_tokens),
+        device="cpu",
+        **kwargs,
+    )
+
+
+def reference_vla(init_seed: int = 3) -> TinyVLAForActionChunking:
+    """The model the engine builds from `vla_engine_config()`, as a plain module."""
+    torch.manual_seed(init_seed)
+    return TinyVLAForActionChunking(small_config())
+
+
+def with_ppo_fields(batch: dict[str, torch.Tensor], seed: int = 0) -> dict[str, torch.Tensor]:
+    """`batch` plus old log-probs near the small model's (about -log 5) and random advantages, on the valid tokens."""
+    g = torch.Generator().manual_seed(seed + 100)
+    mask = batch["response_mask"]
+    return {
+        **batch,
+        "old_log_probs": (-1.6 + 0.05 * torch.randn(mask.shape, generator=g)) * mask,
+        "advantages": torch.randn(mask.shape, generator=g) * mask,
     }

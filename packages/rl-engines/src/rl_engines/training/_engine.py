@@ -36,6 +36,7 @@ from rl_engines.training._packing import InputLayout
 from rl_engines.training._replicate import broadcast_rank0_weights
 from rl_engines.training._step import train_step
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, StepResult
+from rl_engines.training._vla import VLANetwork, check_vla_batch, output_shape, token_counts
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +70,16 @@ def _takes_fast_forward(config: TrainEngineConfig, layout: ProcessLayout) -> boo
 class FSDPEngine:
     """A causal LM (optionally with a value head) sharded with FSDP2 over the default process group (or replicated
     on every rank under `TrainEngineConfig.data_parallel="ddp"`), with AdamW and a learning-rate schedule;
-    unsharded in one process when no process group is initialised.
+    unsharded in one process when no process group is initialised. A model whose config has `model_type:
+    tiny_vla` is built as `rl_engines.vla.TinyVLAForActionChunking` instead, and its outputs are the `(B, S*A)`
+    action-token log-probs of a batch carrying `pixel_values` and `action_tokens` (`_vla`).
 
     Build it with `FSDPEngine.from_config`; see `TrainEngine` for the methods' contracts.
     """
 
-    def __init__(self, config: TrainEngineConfig, network: PolicyNetwork, layout: ProcessLayout, hf_config: Any):
+    def __init__(
+        self, config: TrainEngineConfig, network: PolicyNetwork | VLANetwork, layout: ProcessLayout, hf_config: Any
+    ):
         self.config = config
         self.network = network
         self.layout = layout
@@ -83,8 +88,12 @@ class FSDPEngine:
         self.scheduler = None if self.optimizer is None else build_scheduler(self.optimizer, config.schedule)
         self._global_step = 0
         self._offloaded = False
-        self.input_layout = _input_layout(config, network.backbone.config.get_text_config())
-        if _takes_fast_forward(config, layout):
+        self._vla = network if isinstance(network, VLANetwork) else None
+        if self._vla is not None:
+            self.input_layout = InputLayout.PADDED  # a VLA batch has no token layout to choose
+        else:
+            self.input_layout = _input_layout(config, network.backbone.config.get_text_config())
+        if isinstance(network, PolicyNetwork) and _takes_fast_forward(config, layout):
             network.fast_forward = FastForward.for_model(network.backbone)
         if self.optimizer is None:
             network.requires_grad_(False)
@@ -139,16 +148,20 @@ class FSDPEngine:
         """The current learning rate (0 for a frozen engine)."""
         return 0.0 if self.optimizer is None else float(self.optimizer.param_groups[0]["lr"])
 
-    def _plan(self, batch: Batch) -> list[list[int]]:
-        return plan_micro_batches(batch, self.config.micro_batch.max_tokens_per_micro_batch, self.layout)
+    def _plan(self, batch: Batch, spec: ForwardSpec) -> list[list[int]]:
+        budget = self.config.micro_batch.max_tokens_per_micro_batch
+        if self._vla is None:
+            return plan_micro_batches(batch, budget, self.layout)
+        check_vla_batch(batch, self._vla)
+        return plan_micro_batches(batch, budget, self.layout, costs=token_counts(batch, self._vla, spec))
 
     def forward(self, batch: Batch, spec: ForwardSpec) -> ForwardOutput:
         """Per-token outputs of `batch` without gradients, each `(B, T)` float32 on the batch's device, run in the
-        engine's own micro-batches (see `TrainEngine.forward`)."""
+        engine's own micro-batches (see `TrainEngine.forward`); for a VLA, `(B, S*A)` over the action tokens."""
         self._require_onloaded("run a forward")
-        plan = self._plan(batch)
+        plan = self._plan(batch, spec)
         out_device = batch[INPUT_IDS].device
-        shape = tuple(batch[INPUT_IDS].shape)
+        shape = tuple(batch[INPUT_IDS].shape) if self._vla is None else output_shape(batch)
         merged: dict[str, torch.Tensor] = {}
         self.network.eval()
         with torch.no_grad():
@@ -200,7 +213,7 @@ class FSDPEngine:
             raise BatchError(
                 f"a training step needs 'response_mask' (B, T) to normalise the loss; the batch has {sorted(batch)}"
             )
-        plan = self._plan(batch)
+        plan = self._plan(batch, spec)
         deferred = self._deferred_counts(batch[RESPONSE_MASK], loss_fn)
         normalizer = deferred.provisional if deferred is not None else self.global_normalizer(batch[RESPONSE_MASK])
         return train_step(

@@ -47,6 +47,7 @@ COPIED_FILES = (
     "added_tokens.json",
     "chat_template.jinja",
     "generation_config.json",
+    "word_tokenizer.json",
 )
 """Files beside the weights in a source folder that a reloaded model needs (tokenizer, generation defaults)."""
 

@@ -17,6 +17,7 @@ from rl_engines.training._fast_forward import FastForward
 from rl_engines.training._packing import InputLayout, lay_out
 from rl_engines.training._shared_prefix import PrefixInputs, shared_prefix_hidden
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec
+from rl_engines.training._vla import VLANetwork, vla_forward_micro_batch
 
 VALUE_HEAD_SEED_OFFSET = 1
 """The value head is initialised under `init_seed + 1`, so it does not repeat the backbone's first draws."""
@@ -118,7 +119,10 @@ def _scatter(values: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, shape
 def forward_micro_batch(
     network: torch.nn.Module, micro_batch: Batch, spec: ForwardSpec, *, input_layout: InputLayout, chunk_size: int
 ) -> ForwardOutput:
-    """Run `network` on one micro-batch (tensors on the network's device) and return its `(b, T)` outputs."""
+    """Run `network` on one micro-batch (tensors on the network's device) and return its `(b, T)` outputs (a VLA's:
+    `(b, S*A)`)."""
+    if isinstance(network, VLANetwork):
+        return vla_forward_micro_batch(network, micro_batch, spec)
     inputs = lay_out(micro_batch, spec.response_only, input_layout)
     return network(
         inputs.input_ids,

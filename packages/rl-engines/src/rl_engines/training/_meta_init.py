@@ -21,6 +21,7 @@ from rl_engines.training._errors import ModelSourceError
 from rl_engines.training._forward import PolicyNetwork
 from rl_engines.training._fsdp import ProcessLayout, shard
 from rl_engines.training._model import build_causal_lm
+from rl_engines.training._vla import VLANetwork, build_vla, is_vla
 
 logger = logging.getLogger(__name__)
 
@@ -28,9 +29,11 @@ SOURCE_RANK = 0
 _FROM_RANK0 = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
 
 
-def build_network(config: ModelConfig, dtype: torch.dtype, *, meta: bool = False) -> PolicyNetwork:
-    """The causal LM and its optional value head in `dtype`: real weights on the CPU, or (with `meta`) a
-    skeleton on the meta device."""
+def build_network(config: ModelConfig, dtype: torch.dtype, *, meta: bool = False) -> PolicyNetwork | VLANetwork:
+    """The causal LM and its optional value head in `dtype` (or, for a `model_type: tiny_vla` model, the VLA): real
+    weights on the CPU, or (with `meta`) a skeleton on the meta device."""
+    if is_vla(config):
+        return VLANetwork(build_vla(config, dtype, meta=meta))
     backbone = build_causal_lm(config, dtype, meta=meta)
     if not meta:
         return PolicyNetwork(backbone, value_head=config.value_head, init_seed=config.init_seed)
@@ -48,7 +51,7 @@ def non_persistent_buffers(module: torch.nn.Module) -> list[tuple[str, torch.Ten
     ]
 
 
-def _rank0_network(config: TrainEngineConfig, layout: ProcessLayout) -> PolicyNetwork | None:
+def _rank0_network(config: TrainEngineConfig, layout: ProcessLayout) -> PolicyNetwork | VLANetwork | None:
     """The full network on rank 0 (None elsewhere). A failure there is raised on every rank, since the
     others would otherwise wait forever for the weights."""
     network, error = None, None
@@ -87,7 +90,7 @@ def _move_buffers(network: torch.nn.Module, device: torch.device) -> None:
                 module._buffers[name] = buffer.to(device)
 
 
-def build_sharded_from_rank0(config: TrainEngineConfig, layout: ProcessLayout) -> PolicyNetwork:
+def build_sharded_from_rank0(config: TrainEngineConfig, layout: ProcessLayout) -> PolicyNetwork | VLANetwork:
     """The FSDP2-sharded network with rank 0's weights, without any other rank building the full model.
 
     A collective: every rank of the default process group calls it.

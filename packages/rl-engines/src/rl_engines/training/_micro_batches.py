@@ -40,7 +40,9 @@ def sequence_lengths(batch: Batch) -> torch.Tensor:
     return batch[ATTENTION_MASK].bool().sum(dim=-1).cpu()
 
 
-def plan_micro_batches(batch: Batch, max_tokens: int, layout: ProcessLayout) -> list[list[int]]:
+def plan_micro_batches(
+    batch: Batch, max_tokens: int, layout: ProcessLayout, *, costs: torch.Tensor | None = None
+) -> list[list[int]]:
     """Row indices of each micro-batch of `batch`: every row once, at most `max_tokens` valid tokens per micro-batch.
 
     The fewest micro-batches under the budget (a single longer sequence runs alone), balanced by tokens with
@@ -52,8 +54,11 @@ def plan_micro_batches(batch: Batch, max_tokens: int, layout: ProcessLayout) -> 
         batch: this rank's `(B, ...)` tensors; `attention_mask` `(B, T)` gives the valid tokens of each row.
         max_tokens: `MicroBatchConfig.max_tokens_per_micro_batch`.
         layout: the engine's process layout.
+        costs: `(B,)` int64 tokens each row costs, in place of its valid tokens (a VLA's trunk tokens).
     """
     lengths = sequence_lengths(batch)
+    if costs is not None:
+        lengths = costs
     empty = (lengths == 0).nonzero().flatten().tolist()
     if empty:
         raise MicroBatchError(f"rows {empty[:_SHOWN_LENGTHS]} have no valid tokens (attention_mask all 0); drop them")

@@ -64,7 +64,8 @@ def action_log_probs(
     if steps is None:
         steps = torch.ones(batch, num_steps, dtype=torch.bool, device=action_tokens.device)
     rows, cols = steps.nonzero(as_tuple=True)
-    log_probs = torch.zeros(batch, num_steps, width, dtype=torch.float32, device=action_tokens.device)
+    # Fresh (B, S*A) tensors, not views of (B, S, A) ones: FSDP2 hangs its pre-backward hook on the root's outputs.
+    log_probs = torch.zeros(batch, num_steps * width, dtype=torch.float32, device=action_tokens.device)
     entropy = torch.zeros_like(log_probs)
     if rows.numel():
         logits = model(input_ids[rows], attention_mask[rows], pixel_values[rows, cols])
@@ -75,6 +76,8 @@ def action_log_probs(
             )
         log_p, step_entropy = action_distribution(logits, temperature)
         chosen = log_p.gather(-1, action_tokens[rows, cols].unsqueeze(-1)).squeeze(-1)
-        log_probs = log_probs.index_put((rows, cols), chosen)
-        entropy = entropy.index_put((rows, cols), step_entropy)
-    return log_probs.reshape(batch, num_steps * width), entropy.reshape(batch, num_steps * width)
+        token_rows = rows[:, None].expand(-1, width)
+        token_cols = cols[:, None] * width + torch.arange(width, device=cols.device)
+        log_probs = log_probs.index_put((token_rows, token_cols), chosen)
+        entropy = entropy.index_put((token_rows, token_cols), step_entropy)
+    return log_probs, entropy
