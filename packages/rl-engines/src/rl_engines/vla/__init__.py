@@ -3,7 +3,8 @@
 `TinyVLAForActionChunking` (a conv-stem + transformer VLA with an OFT-style parallel action-chunk head, loadable
 by the FSDP2/ddp train engine from a folder whose config has `model_type: tiny_vla`), `action_log_probs`
 (restricted softmax over the action bins at the sampling temperature), OpenVLA's `ActionTokenizer`, a
-`WordTokenizer` for closed instruction vocabularies, and `check_policy_matches_env`.
+`WordTokenizer` for closed instruction vocabularies, `check_policy_matches_env`, and `VLAPolicy`, the rollout side
+that samples action chunks and receives the actor's weights through `rl_engines.sync`.
 """
 
 from rl_engines.vla._action_tokenizer import ActionTokenizer, normalize, unnormalize
@@ -12,6 +13,7 @@ from rl_engines.vla._env_check import check_policy_matches_env
 from rl_engines.vla._errors import VLAError
 from rl_engines.vla._logprobs import action_log_probs
 from rl_engines.vla._model import TinyVLAForActionChunking
+from rl_engines.vla._policy import VLAPolicy
 from rl_engines.vla._word_tokenizer import TOKENIZER_FILE, WordTokenizer
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "TinyVLAConfig",
     "TinyVLAForActionChunking",
     "VLAError",
+    "VLAPolicy",
     "WordTokenizer",
     "action_log_probs",
     "check_policy_matches_env",
