@@ -82,6 +82,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "EpisodeEnvFactory",
         "FRAMES_INPUT",
         "LocalVectorEnv",
+        "PixelPyramidEmbedder",
+        "PrivilegedStateEmbedder",
         "STATE_INPUT",
         "VIDEO_EMBEDDERS",
         "VectorEnv",
@@ -94,6 +96,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "make_video_embedder",
         "register_environment",
         "register_video_embedder",
+        "sample_frame_indices",
         "vector_env",
     ],
     "rl_core.graph": [

@@ -5,6 +5,7 @@ Types only plus torch-only helpers, so other frameworks can implement the seam: 
 """
 
 from rl_core.envs._build import vector_env
+from rl_core.envs._embedders import PixelPyramidEmbedder, PrivilegedStateEmbedder, sample_frame_indices
 from rl_core.envs._episode import EnvTick, EpisodeEnv, EpisodeEnvFactory
 from rl_core.envs._local import LocalVectorEnv
 from rl_core.envs._pool import EnvPool
@@ -46,6 +47,8 @@ __all__ = [
     "EpisodeEnv",
     "EpisodeEnvFactory",
     "LocalVectorEnv",
+    "PixelPyramidEmbedder",
+    "PrivilegedStateEmbedder",
     "VectorEnv",
     "VideoEmbedder",
     "VideoEmbedderFactory",
@@ -56,5 +59,6 @@ __all__ = [
     "make_video_embedder",
     "register_environment",
     "register_video_embedder",
+    "sample_frame_indices",
     "vector_env",
 ]

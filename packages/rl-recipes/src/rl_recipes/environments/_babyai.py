@@ -16,8 +16,8 @@ from rl_core.envs import EnvConfig, EnvConfigError, EnvSpec, EnvTick, VectorEnv,
 
 DEFAULT_LEVELS = ("GoToLocal",)
 """Levels used when `env.tasks` is empty."""
-STATE_DIM = 9
-"""Privileged state features: agent x, y, direction one-hot (4), offset to the nearest target x, y, its distance."""
+STATE_DIM = 3
+"""Privileged state features: the nearest target's offset ahead of and to the right of the agent, and its distance."""
 _OPTIONS = {"num_actions": 3, "tile_size": 8, "trial_offset": 0}
 _VIEW_CELLS = 7
 _MAX_ACTIONS = 7
@@ -140,17 +140,21 @@ class BabyAIEpisodeEnv:
         return RGBImgPartialObsWrapper(env, tile_size=self._tile_size)
 
     def _state(self) -> torch.Tensor:
+        """Nearest target in the agent's frame: cells ahead, cells to the right, Manhattan distance (/ grid width).
+
+        Agent-relative, so every success ends near (1, 0, 1/width) whatever the layout: an oracle progress signal.
+        Zeros when the mission names no object position (compound instructions).
+        """
         env = self.unwrapped
-        width, height = env.width, env.height
         ax, ay = (int(v) for v in env.agent_pos)
         state = torch.zeros(STATE_DIM, dtype=torch.float32)
-        state[0], state[1] = ax / width, ay / height
-        state[2 + int(env.agent_dir)] = 1.0
         targets = getattr(getattr(getattr(env, "instrs", None), "desc", None), "obj_poss", None) or []
         if targets:
             dx, dy = min(((int(x) - ax, int(y) - ay) for x, y in targets), key=lambda d: abs(d[0]) + abs(d[1]))
-            state[6], state[7] = dx / width, dy / height
-            state[8] = (abs(dx) + abs(dy)) / (width + height)
+            fx, fy = (int(v) for v in env.dir_vec)
+            state[0] = (dx * fx + dy * fy) / env.width  # ahead
+            state[1] = (dx * -fy + dy * fx) / env.width  # to the right (minigrid's right_vec = (-fy, fx))
+            state[2] = (abs(dx) + abs(dy)) / env.width
         return state
 
 
