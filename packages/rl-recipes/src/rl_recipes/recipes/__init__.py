@@ -1,4 +1,4 @@
-"""Turnkey recipes: GRPO, Dr. GRPO, RLOO, REINFORCE++, PPO, DAPO (and the SFT warm start), each a module that
+"""Turnkey recipes: GRPO, Dr. GRPO, RLOO, REINFORCE++, PPO, DAPO, SRPO (and the SFT warm start), each a module that
 reads as the wiring of its run: the pipeline it runs, the checks that keep a config true to its name, and `run`,
 which calls the shared `start_run` (checks, warm start, run folder), builds the task and the Trainer, and ends
 with `finish_run` (held-out lift, reward curve, summary). Each registers itself with its packaged default config.
@@ -7,7 +7,7 @@ with `finish_run` (held-out lift, reward curve, summary). Each registers itself 
     result = run_recipe(get_recipe("grpo"), config)     # or: grpo.run(config)
 """
 
-from rl_recipes.recipes import dapo, dr_grpo, grpo, ppo, reinforce_plus_plus, rloo, sft
+from rl_recipes.recipes import dapo, dr_grpo, grpo, ppo, reinforce_plus_plus, rloo, sft, srpo
 from rl_recipes.recipes._config import RecipeConfig
 from rl_recipes.recipes._loading import config_path, load_recipe_config
 from rl_recipes.recipes._registry import RECIPES, Recipe, expect, get_recipe, register_recipe
@@ -43,5 +43,6 @@ __all__ = [
     "rloo",
     "run_recipe",
     "sft",
+    "srpo",
     "start_run",
 ]

@@ -23,6 +23,8 @@ DYNAMIC_SAMPLING_OPERATION = "dynamic_sampling"
 """The node operation that needs `algorithm.dynamic_sampling`."""
 EMBODIED_SAMPLING_OPERATION = "embodied_sampling"
 """The node operation that needs `algorithm.embodied_sampling`."""
+DEFAULT_ROLLOUT_ENGINE = "hf"
+"""`rollout.engine`'s default; an embodied run leaves it there (its VLA policy is built from the actor's config)."""
 _MIN_SPLIT_SLOTS = 2
 """Split placement gives the rollout and the training their own slots, so it needs two at least."""
 
@@ -142,6 +144,9 @@ def _embodied_problems(config: RunConfig) -> list[ConfigProblem]:
             expected = "an embedder section: algorithm.reward=srpo embeds every episode's video"
             fix = "add embedder: {name: pixel_pyramid}, or set algorithm.reward=binary"
             problems.append(ConfigProblem("embedder", expected, "null", fix))
+        if config.rollout.engine != DEFAULT_ROLLOUT_ENGINE:
+            expected = f"{DEFAULT_ROLLOUT_ENGINE!r} (unused): {where}, and its VLA policy samples the actions"
+            problems.append(ConfigProblem("rollout.engine", expected, repr(config.rollout.engine), "remove it"))
         if EMBODIED_SAMPLING_OPERATION in operations and config.algorithm.embodied_sampling is None:
             expected = f"an embodied_sampling section: pipeline {config.pipeline!r} filters groups by success rate"
             problems.append(

@@ -33,16 +33,21 @@ from rl_runtime.nodes import (  # noqa: F401
     _train,
 )
 from rl_runtime.nodes._batching import single_input, with_fields
+from rl_runtime.nodes._episodes import ActionPolicy, Episode, InstructionEncoder, run_episodes
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._task import PromptItem, ResponseSample, ScoreResult, Task, TaskFactory
 
 __all__ = [
+    "ActionPolicy",
+    "Episode",
+    "InstructionEncoder",
     "NodeResources",
     "PromptItem",
     "ResponseSample",
     "ScoreResult",
     "Task",
     "TaskFactory",
+    "run_episodes",
     "single_input",
     "with_fields",
 ]

@@ -13,7 +13,7 @@ import torch
 
 from rl_core.kl import get_kl_estimator, kl_loss
 from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_aggregation, get_policy_loss
-from rl_core.schema import ADVANTAGES, INPUT_IDS, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
+from rl_core.schema import ADVANTAGES, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
 from rl_engines.training import (
     Batch,
     ForwardOutput,
@@ -172,8 +172,10 @@ class ActorRole(EngineRole):
                 "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
                 "against them, or leave them out"
             )
-        shape = tuple(batch[INPUT_IDS].shape)
-        device = batch[INPUT_IDS].device
+        # The log-probs cover the response mask's columns: the whole sequence for a causal LM, the flattened action
+        # tokens (B, S*A) for a VLA, whose input_ids hold only the instruction.
+        shape = tuple(batch[RESPONSE_MASK].shape)
+        device = batch[RESPONSE_MASK].device
         log_probs = torch.zeros(shape, dtype=torch.float32, device=device)
         entropy = torch.zeros(shape, dtype=torch.float32, device=device)
 

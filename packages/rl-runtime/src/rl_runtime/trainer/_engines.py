@@ -9,7 +9,7 @@ value head and the reference's frozen copy. The rollout engine is built by name 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -20,6 +20,7 @@ from rl_engines.training import (
     TrainEngineConfig,
     load_hf_config,
 )
+from rl_engines.vla import VLAPolicy
 from rl_runtime.config import DeviceKind, KLMode, RunConfig
 from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
@@ -121,7 +122,12 @@ def rollout_spec(config: RunConfig, hf_config: Any) -> RolloutEngineSpec:
 
 def make_rollout_engine(config: RunConfig, hf_config: Any) -> InferenceEngine:
     """The `rollout.engine` engine on a fresh model of `hf_config`; its weights are the actor's only after the
-    first sync."""
+    first sync. An embodied run (an `env` section) samples from `rl_engines.vla.VLAPolicy` instead, which acts on
+    observations and takes the same weight syncs (the weight-sync subset of `InferenceEngine`)."""
+    if config.env is not None:
+        dtype = getattr(torch, rollout_dtype(config))
+        policy = VLAPolicy(hf_config, device=device_name(config), dtype=dtype, init_seed=config.trainer.seed)
+        return cast("InferenceEngine", policy)
     return build_rollout_engine(config.rollout.engine, rollout_spec(config, hf_config))
 
 

@@ -263,7 +263,7 @@ class RunHooks:
         for link in (res.weight_sync, res.weight_receiver):
             if link is not None:
                 link.close()
-        if res.rollout is not None:
+        if res.rollout is not None and hasattr(res.rollout, "shutdown"):  # a VLA policy holds no server to stop
             res.rollout.shutdown()
         if res.env is not None:
             res.env.close()
