@@ -53,7 +53,7 @@ def test_an_embedder_whose_dim_disagrees_is_refused(tmp_path: Path) -> None:
 
 
 def test_validation_counts_successes_per_task(tmp_path: Path) -> None:
-    config = embodied_config(tmp_path, ["rollout.val_temperature=1.0"])
+    config = embodied_config(tmp_path, ["rollout.val_temperature=1.0", "rollout.val_samples_per_prompt=2"])
     assert config.env is not None
     resources = NodeResources(
         config,
@@ -67,10 +67,10 @@ def test_validation_counts_successes_per_task(tmp_path: Path) -> None:
     )
     source = open_source(config.data.train_files[0])
     ranks = [evaluate_episodes(resources, source, rank, 2) for rank in (0, 1)]
-    assert [sums["num_prompts"] for sums in ranks] == [2.0, 2.0]
-    metrics = reduce_validation(ranks, 1)
+    assert [(sums["num_prompts"], sums["num_samples"]) for sums in ranks] == [(2.0, 4.0), (2.0, 4.0)]
+    metrics = reduce_validation(ranks, 2)
     episodes = {task: sum(r.get(f"task_{task}/episodes", 0.0) for r in ranks) for task in (0, 1)}
     wins = {task: sum(r.get(f"task_{task}/successes", 0.0) for r in ranks) for task in (0, 1)}
-    assert episodes == {0: 2.0, 1: 2.0}
-    assert metrics["val/success_rate/task_0"] == wins[0] / 2 and metrics["val/success_rate/task_1"] == wins[1] / 2
-    assert metrics["val/reward/mean@1"] == (wins[0] + wins[1]) / 4
+    assert episodes == {0: 4.0, 1: 4.0}
+    assert metrics["val/success_rate/task_0"] == wins[0] / 4 and metrics["val/success_rate/task_1"] == wins[1] / 4
+    assert metrics["val/reward/mean@2"] == (wins[0] + wins[1]) / 8

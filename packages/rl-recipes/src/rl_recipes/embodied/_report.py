@@ -18,7 +18,8 @@ from rl_runtime.nodes import ActionPolicy, Episode, InstructionEncoder, run_epis
 logger = logging.getLogger(__name__)
 
 TRAIN_SUCCESS = "rollout/success_rate"
-HELDOUT_SUCCESS = "val/reward/mean@1"
+HELDOUT_SUCCESS = "val/reward/mean@"
+"""Prefix of the held-out success rate (`mean@k`, k = rollout.val_samples_per_prompt)."""
 STEP_KEY = "step"
 _FIGURE_SIZE = (7.0, 4.0)
 _DPI = 120
@@ -53,7 +54,7 @@ def plot_success_curve(runs: Mapping[str, Sequence[Mapping[str, float]]], path: 
     figure, axes = pyplot.subplots(figsize=_FIGURE_SIZE)
     for label, records in runs.items():
         train = [(r[STEP_KEY], r[TRAIN_SUCCESS]) for r in records if TRAIN_SUCCESS in r]
-        heldout = [(r[STEP_KEY], r[HELDOUT_SUCCESS]) for r in records if HELDOUT_SUCCESS in r]
+        heldout = [(r[STEP_KEY], v) for r in records for k, v in r.items() if k.startswith(HELDOUT_SUCCESS)]
         if train:
             axes.plot(*zip(*train, strict=True), alpha=0.5, label=f"{label}: train rollouts")
         if heldout:

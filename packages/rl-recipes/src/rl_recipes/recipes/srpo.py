@@ -49,7 +49,8 @@ CHECKS = (
 SUCCESS_CURVE = "success_curve.png"
 FRAME_STRIP = "rollouts.png"
 FINAL_MODEL = "final_model"
-HELDOUT_KEY = "val/reward/mean@1"
+HELDOUT_KEY = "val/reward/mean@{k}"
+"""Held-out success rate: the mean over the `rollout.val_samples_per_prompt` episodes of every held-out trial."""
 _ACTOR_DIR = "actor"
 
 
@@ -122,8 +123,9 @@ def run(config: SRPORecipeConfig) -> RecipeResult:
     draw_frame_strip({"before": before, "after": after}, run_dir / FRAME_STRIP)
     runs = {kind.value: read_metrics(run_dir.parent / kind.value / METRICS_FILE) for kind in RewardKind}
     curve = plot_success_curve({label: records for label, records in runs.items() if records}, run_dir / SUCCESS_CURVE)
-    heldout_before = next((m[HELDOUT_KEY] for s, m in result.validations if s == 0 and HELDOUT_KEY in m), None)
-    heldout_after = next((m[HELDOUT_KEY] for _, m in reversed(result.validations) if HELDOUT_KEY in m), None)
+    key = HELDOUT_KEY.format(k=config.rollout.val_samples_per_prompt)
+    heldout_before = next((m[key] for s, m in result.validations if s == 0 and key in m), None)
+    heldout_after = next((m[key] for _, m in reversed(result.validations) if key in m), None)
     per_task = {k: v for _, m in result.validations[-1:] for k, v in m.items() if k.startswith("val/success_rate/")}
     summary = {
         "recipe": RECIPE.name,

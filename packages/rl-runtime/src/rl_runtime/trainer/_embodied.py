@@ -76,15 +76,18 @@ def build_env_side(config: RunConfig) -> tuple[VectorEnv | None, VideoEmbedder |
 
 
 def evaluate_episodes(res: NodeResources, source: RowSource, rank: int, world_size: int) -> dict[str, float]:
-    """One episode per held-out (task, trial) row of this worker's share (rows `rank`, `rank + world_size`, ...) at
-    `rollout.val_temperature`; the validation sums (`SUM_KEYS`: a success scores 1) plus per-task counts."""
+    """`rollout.val_samples_per_prompt` episodes per held-out (task, trial) row of this worker's share (rows `rank`,
+    `rank + world_size`, ...) at `rollout.val_temperature`; the validation sums (`SUM_KEYS`: an episode scores 1
+    for a success, a row's best is 1 when any of its episodes succeeded) plus per-task counts."""
     sums: dict[str, float] = dict.fromkeys(SUM_KEYS, 0.0)
     indices = list(range(rank, len(source), world_size))
     if not indices:
         return sums
     env = res.require_env(VALIDATION_NODE)
     policy, encode = require_policy(res, VALIDATION_NODE), instruction_encoder(res, VALIDATION_NODE)
-    tasks, trials = prompt_rows(source.rows(indices), [source.where(i) for i in indices])
+    rows, trials = prompt_rows(source.rows(indices), [source.where(i) for i in indices])
+    k = res.config.rollout.val_samples_per_prompt
+    tasks = [task for task in rows for _ in range(k)]
     generator = torch.Generator().manual_seed(sample_seed(res.config.trainer.seed, _EMBODIED_VALIDATION_TAG, rank))
     episodes = asyncio.run(
         run_episodes(
@@ -92,19 +95,20 @@ def evaluate_episodes(res: NodeResources, source: RowSource, rank: int, world_si
             policy,
             encode,
             tasks,
-            trials,
+            [trial for trial in trials for _ in range(k)],
             temperature=res.config.rollout.val_temperature,
             generator=generator,
             max_policy_steps=env.spec.max_steps,
         )
     )
     wins = [float(episode.complete and not episode.failed) for episode in episodes]
+    best = [max(wins[row * k : row * k + k]) for row in range(len(rows))]
     sums.update(
-        num_prompts=float(len(episodes)),
+        num_prompts=float(len(rows)),
         num_samples=float(len(episodes)),
         score_sum=sum(wins),
-        best_sum=sum(wins),
-        pass_count=sum(wins),
+        best_sum=sum(best),
+        pass_count=sum(best),
         response_tokens=float(sum(episode.finish_step * env.spec.action_dims for episode in episodes)),
     )
     for task, win in zip(tasks, wins, strict=True):
