@@ -44,3 +44,19 @@ def test_policy_loss_example_registers_and_computes() -> None:
     namespace: dict[str, object] = {}
     exec(compile(contributing_example("policy-loss"), "CONTRIBUTING.md:policy-loss", "exec"), namespace)
     assert POLICY_LOSSES["clipped_reinforce"] is namespace["clipped_reinforce"]
+
+
+def test_environment_example_registers_and_conforms() -> None:
+    from rl_core.envs import ENVIRONMENTS, EnvConfig, make_env
+    from rl_core.testing import check_vector_env
+
+    namespace: dict[str, object] = {}
+    before = dict(ENVIRONMENTS)
+    try:
+        exec(compile(contributing_example("environment"), "CONTRIBUTING.md:environment", "exec"), namespace)
+        env = make_env(EnvConfig(name="countdown", num_envs=3, max_steps=4))
+        assert check_vector_env(env, chunk=2) > 0
+        env.close()
+    finally:
+        ENVIRONMENTS.clear()
+        ENVIRONMENTS.update(before)

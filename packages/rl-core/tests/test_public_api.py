@@ -89,6 +89,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "VectorEnv",
         "VideoEmbedder",
         "VideoEmbedderFactory",
+        "check_observation",
         "check_reset_args",
         "check_step_args",
         "embedder_input_kind",
@@ -223,6 +224,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "rl_core.testing": [
         "ToyEpisodeEnv",
+        "check_vector_env",
         "modules_loaded_by_import",
         "public_modules",
         "third_party",

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rl_core.envs import EnvObservation, EnvPool, LocalVectorEnv, VectorEnv
-from rl_core.testing import ToyEpisodeEnv, toy_spec
+from rl_core.testing import ToyEpisodeEnv, check_vector_env, toy_spec
 
 SPEC = toy_spec(max_steps=6)
 
@@ -52,6 +52,7 @@ def test_pool_answers_equal_the_local_env() -> None:
         assert [v.shape[0] for v in first.video] == [1] * 5
         assert first.state is not None and first.state.shape == (5, 2)
         assert isinstance(pool, VectorEnv) and isinstance(local, VectorEnv)
+        assert check_vector_env(local) == check_vector_env(pool) > 0
     finally:
         local.close()
         pool.close()
@@ -87,6 +88,7 @@ def test_sigkilled_worker_is_replaced_and_counted() -> None:
         stay = torch.ones((4, 1, 1), dtype=torch.int64)
         asyncio.run(pool.step([0, 1, 2, 3], stay))
         os.kill(pool.worker_pids[1], signal.SIGKILL)
+        time.sleep(1.0)  # dead before the next call: the pool finds a closed pipe rather than a silent worker
         obs = asyncio.run(pool.step([0, 1, 2, 3], stay))
         assert obs.failed.tolist() == [False, False, True, True]
         assert obs.active.tolist() == [True, True, False, False]

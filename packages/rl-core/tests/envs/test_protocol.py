@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
 import torch
 
-from rl_core import UnknownNameError
+from rl_core import ShapeError, UnknownNameError
 from rl_core.envs import (
     ENVIRONMENTS,
     VIDEO_EMBEDDERS,
@@ -18,6 +19,7 @@ from rl_core.envs import (
     EnvSpec,
     VectorEnv,
     VideoEmbedder,
+    check_observation,
     check_reset_args,
     check_step_args,
     make_env,
@@ -56,6 +58,16 @@ def test_observation_carries_contract_shapes() -> None:
     assert obs.frames.shape == (n, 3, 8, 8)
     assert obs.state is None
     assert len(obs.video) == n
+    check_observation(obs, SPEC, [0, 1, 2])
+    with pytest.raises(ShapeError, match=r"EnvObservation\.indices"):
+        check_observation(obs, SPEC, [2, 1, 0])
+    with pytest.raises(ShapeError, match=r"EnvObservation\.frames: expected \(3, 3, 8, 8\) uint8"):
+        check_observation(dataclasses.replace(obs, frames=obs.frames.float()), SPEC, [0, 1, 2])
+    with pytest.raises(ShapeError, match=r"EnvObservation\.finish_step: expected values in \[0, 10\]"):
+        check_observation(dataclasses.replace(obs, finish_step=torch.full((n,), 11)), SPEC, [0, 1, 2])
+    with pytest.raises(ShapeError, match=r"EnvObservation\.video\[1\]"):
+        bad_video = (obs.video[0], torch.zeros(1, 3, 8, 9, dtype=torch.uint8), obs.video[2])
+        check_observation(dataclasses.replace(obs, video=bad_video), SPEC, [0, 1, 2])
 
 
 def test_reset_args_are_checked() -> None:

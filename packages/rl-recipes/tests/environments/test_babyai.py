@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from rl_core.envs import EnvConfig, EnvConfigError, EnvPool, LocalVectorEnv, make_env
+from rl_core.testing import check_vector_env
 from rl_recipes.environments import STATE_DIM, babyai_demos, babyai_factory, babyai_spec
 
 BASE = EnvConfig(name="babyai", num_envs=4, max_steps=32, num_trials=8)
@@ -32,6 +33,7 @@ def test_spec_and_first_observation() -> None:
         assert obs.instructions[0].startswith("go to ")
         assert obs.state is not None and obs.state.shape == (2, STATE_DIM)
         assert obs.active.all() and not obs.complete.any()
+        assert check_vector_env(env, chunk=4) > 0
     finally:
         env.close()
 

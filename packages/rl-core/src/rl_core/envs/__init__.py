@@ -5,6 +5,7 @@ Types only plus torch-only helpers, so other frameworks can implement the seam: 
 """
 
 from rl_core.envs._build import vector_env
+from rl_core.envs._checks import check_observation
 from rl_core.envs._embedders import PixelPyramidEmbedder, PrivilegedStateEmbedder, sample_frame_indices
 from rl_core.envs._episode import EnvTick, EpisodeEnv, EpisodeEnvFactory
 from rl_core.envs._local import LocalVectorEnv
@@ -52,6 +53,7 @@ __all__ = [
     "VectorEnv",
     "VideoEmbedder",
     "VideoEmbedderFactory",
+    "check_observation",
     "check_reset_args",
     "check_step_args",
     "embedder_input_kind",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from typing import cast
 
@@ -26,6 +27,7 @@ class LocalVectorEnv:
         self._spec = spec
         self._runners = [EpisodeRunner(factory(), spec) for _ in range(num_envs)]
         self._closed = False
+        self._lock = threading.Lock()  # calls run in threads; one at a time
 
     @property
     def spec(self) -> EnvSpec:
@@ -42,7 +44,12 @@ class LocalVectorEnv:
         self._check_open()
         check_reset_args(self._spec, self.num_envs, task_ids, trial_ids)
         pairs = list(zip(task_ids, trial_ids, strict=True))
-        answers = await asyncio.to_thread(lambda: [self._runners[i].reset(t, k) for i, (t, k) in enumerate(pairs)])
+
+        def run_resets() -> list[SlotAnswer]:
+            with self._lock:
+                return [self._runners[i].reset(t, k) for i, (t, k) in enumerate(pairs)]
+
+        answers = await asyncio.to_thread(run_resets)
         return assemble(range(len(pairs)), answers, [False] * len(pairs))
 
     async def step(self, indices: Sequence[int], actions: torch.Tensor) -> EnvObservation:
@@ -52,7 +59,8 @@ class LocalVectorEnv:
         chunks = cast("list[list[list[int]]]", actions.tolist())  # pyright: ignore[reportUnknownMemberType]  # torch: bare `list`
 
         def run() -> list[SlotAnswer]:
-            return [self._runners[i].step(chunk) for i, chunk in zip(indices, chunks, strict=True)]
+            with self._lock:
+                return [self._runners[i].step(chunk) for i, chunk in zip(indices, chunks, strict=True)]
 
         answers = await asyncio.to_thread(run)
         return assemble(indices, answers, [False] * len(indices))

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing as mp
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection, wait
@@ -90,6 +91,7 @@ class EnvPool:
         self._last = [SlotAnswer(blank, "", False, False, 0, blank[:0].unsqueeze(0)[:0], None) for _ in range(num_envs)]
         self._lost: set[int] = set()
         self._closed = False
+        self._lock = threading.Lock()  # one exchange with the workers at a time (calls run in threads)
         self.worker_failures = 0
         """Workers killed and restarted (crash, error or timeout) since the pool started."""
         self.failed_episodes = 0
@@ -115,7 +117,6 @@ class EnvPool:
         self._check_open()
         check_reset_args(self._spec, self._num_envs, task_ids, trial_ids)
         requests = {slot: (task, trial) for slot, (task, trial) in enumerate(zip(task_ids, trial_ids, strict=True))}
-        self._lost.difference_update(requests)
         return await asyncio.to_thread(self._exchange, "reset", requests)
 
     async def step(self, indices: Sequence[int], actions: torch.Tensor) -> EnvObservation:
@@ -139,6 +140,14 @@ class EnvPool:
 
     def _exchange(self, command: str, requests: Mapping[int, tuple[int, int] | list[list[int]]]) -> EnvObservation:
         """Send each worker its part of `requests`, gather answers until the deadline, fail the rest."""
+        with self._lock:
+            return self._exchange_locked(command, requests)
+
+    def _exchange_locked(
+        self, command: str, requests: Mapping[int, tuple[int, int] | list[list[int]]]
+    ) -> EnvObservation:
+        if command == "reset":
+            self._lost.difference_update(requests)
         by_worker: dict[_Worker, list[int]] = {}
         for slot in requests:
             if slot not in self._lost:
@@ -147,10 +156,12 @@ class EnvPool:
         failed: set[int] = set(slot for slot in requests if slot in self._lost)
         pending: dict[Connection, _Worker] = {}
         for worker, slots in by_worker.items():
-            if not self._await_ready(worker):
-                failed.update(slots)
+            self._await_ready(worker)
+            try:
+                worker.conn.send((command, [(slot - worker.slots.start, requests[slot]) for slot in slots]))
+            except OSError:  # the worker died since its last answer (a closed pipe)
+                self._fail(worker, f"worker exited with code {worker.process.exitcode}", failed, slots)
                 continue
-            worker.conn.send((command, [(slot - worker.slots.start, requests[slot]) for slot in slots]))
             pending[worker.conn] = worker
         deadline = time.monotonic() + self._step_timeout_s
         while pending:
@@ -181,9 +192,10 @@ class EnvPool:
             self._last[slot] = answers[slot]
         return assemble(order, [answers[s] for s in order], [s in failed for s in order])
 
-    def _await_ready(self, worker: _Worker) -> bool:
+    def _await_ready(self, worker: _Worker) -> None:
+        """Wait for a (re)started worker's "ready"; one that dies or stays silent means its envs cannot be built."""
         if worker.ready:
-            return True
+            return
         if worker.conn.poll(self._start_timeout_s):
             try:
                 kind, _ = worker.conn.recv()
@@ -197,7 +209,6 @@ class EnvPool:
                 f"{self._spec.name!r} env worker did not start within {self._start_timeout_s}s (exit code {code}); "
                 "see its traceback above, and check that the env builds in this process (env.num_workers: 0)"
             )
-        return True
 
     def _fail(self, worker: _Worker, reason: str, failed: set[int], requested: list[int]) -> None:
         """Kill and restart `worker`; its requested slots fail now, its other running episodes on their next call."""

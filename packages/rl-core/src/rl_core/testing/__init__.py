@@ -1,6 +1,7 @@
 """Test helpers shipped with rl-core so every package checks its imports, and drives envs, the same way."""
 
+from rl_core.testing._env_conformance import check_vector_env
 from rl_core.testing._envs import ToyEpisodeEnv, toy_spec
 from rl_core.testing._imports import modules_loaded_by_import, public_modules, third_party
 
-__all__ = ["ToyEpisodeEnv", "modules_loaded_by_import", "public_modules", "third_party", "toy_spec"]
+__all__ = ["ToyEpisodeEnv", "check_vector_env", "modules_loaded_by_import", "public_modules", "third_party", "toy_spec"]

@@ -1,0 +1,98 @@
+"""Env steps/s of `EnvPool` (1, 2, 4 spawned workers) vs the single-process `LocalVectorEnv`, BabyAI, random actions.
+
+Each (env count, workers) pair runs whole episodes: reset every env to its own (task 0, trial i) seed, then step all
+active envs with random chunks of `--chunk` actions until every episode ended; env steps are the executed steps
+(sum of finish_step). Sides alternate (local, pool, local, pool, ...) and medians over `--rounds` are reported,
+because the 2-core dev machines drift between runs; worker start-up (spawn imports torch) is outside the timing.
+The RESULT line's ratio is 2 workers over the local loop at the largest env count; goal >= 1.6x.
+
+    python bench/embodied.py              # ~1 min on 2 cores; --help for the options
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+import torch
+
+from rl_core.envs import EnvConfig, EnvPool, LocalVectorEnv, VectorEnv
+from rl_recipes.environments import babyai_factory, babyai_spec
+
+GOAL = 1.6
+
+
+async def _episodes(env: VectorEnv, num_envs: int, chunk: int, gen: torch.Generator) -> int:
+    """Run one episode on each of `num_envs` envs; return the env steps executed."""
+    obs = await env.reset([0] * num_envs, list(range(num_envs)))
+    active = list(range(num_envs))
+    steps = torch.zeros(num_envs, dtype=torch.int64)
+    while active:
+        actions = torch.randint(0, env.spec.action_bins, (len(active), chunk, 1), generator=gen)
+        obs = await env.step(active, actions)
+        steps[list(obs.indices)] = obs.finish_step
+        active = [i for i, on in zip(obs.indices, obs.active.tolist(), strict=True) if on]
+    return int(steps.sum())
+
+
+def _rate(env: VectorEnv, num_envs: int, chunk: int, seconds: float, seed: int) -> float:
+    """Env steps/s over whole rounds of episodes lasting at least `seconds`."""
+    gen = torch.Generator().manual_seed(seed)
+    total, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        total += asyncio.run(_episodes(env, num_envs, chunk, gen))
+    return total / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", type=int, nargs="+", default=[8, 16], help="env counts")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="pool worker counts")
+    parser.add_argument("--level", default="GoToLocal", help="BabyAI level")
+    parser.add_argument("--chunk", type=int, default=4, help="env steps per policy step (action chunk K)")
+    parser.add_argument("--max-steps", type=int, default=64, help="episode length limit")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating measurements per side")
+    parser.add_argument("--seconds", type=float, default=1.0, help="length of one measurement")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    ratios: dict[tuple[int, int], float] = {}
+    print(f"BabyAI {args.level}, chunk {args.chunk}, max_steps {args.max_steps}; env steps/s, medians of {args.rounds}")
+    print(f"{'envs':>5} {'workers':>8} {'local':>9} {'pool':>9} {'ratio':>7}")
+    for num_envs in args.envs:
+        config = EnvConfig(
+            name="babyai", tasks=(args.level,), num_envs=num_envs, max_steps=args.max_steps, num_trials=num_envs
+        )
+        spec, factory = babyai_spec(config), babyai_factory(config)
+        local = LocalVectorEnv(spec, factory, num_envs)
+        for workers in args.workers:
+            if workers > num_envs:
+                continue
+            pool = EnvPool(spec, factory, num_envs, workers, step_timeout_s=60)
+            try:
+                _rate(pool, num_envs, args.chunk, 0.2, 0)  # start-up and warm-up
+                _rate(local, num_envs, args.chunk, 0.2, 0)
+                local_rates, pool_rates = [], []
+                for r in range(args.rounds):
+                    local_rates.append(_rate(local, num_envs, args.chunk, args.seconds, r))
+                    pool_rates.append(_rate(pool, num_envs, args.chunk, args.seconds, r))
+            finally:
+                pool.close()
+            a, b = statistics.median(local_rates), statistics.median(pool_rates)
+            ratios[(num_envs, workers)] = b / a
+            print(f"{num_envs:>5} {workers:>8} {a:>9.0f} {b:>9.0f} {b / a:>7.2f}", flush=True)
+            if workers == 2 and num_envs == max(args.envs):
+                headline = (b, b / a)
+        local.close()
+    if (max(args.envs), 2) not in ratios:
+        raise SystemExit("the RESULT line needs --workers to include 2")
+    rate, ratio = headline
+    verdict = "met" if ratio >= GOAL else "missed"
+    envs = max(args.envs)
+    print(f"RESULT embodied pool2_env_steps_per_s={rate:.0f} ratio={ratio:.2f} goal={GOAL} envs={envs} {verdict}")
+
+
+if __name__ == "__main__":
+    main()
