@@ -60,7 +60,9 @@ def vla_engine_config(
     path: str | None = None, *, max_tokens: int = 300, lr: float = 1e-2, **kwargs: Any
 ) -> TrainEngineConfig:
     """A CPU train-engine config on the small VLA (from `path`, else from its config mapping, init_seed 3)."""
-    model = ModelConfig(path=path) if path else ModelConfig(hf_config={"model_type": "tiny_vla", **SMALL}, init_seed=3)
+    model = kwargs.pop("model", None) or (
+        ModelConfig(path=path) if path else ModelConfig(hf_config={"model_type": "tiny_vla", **SMALL}, init_seed=3)
+    )
     return TrainEngineConfig(
         model=model,
         optimizer=OptimizerConfig(lr=lr, max_grad_norm=None),

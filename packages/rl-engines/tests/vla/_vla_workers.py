@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
@@ -30,6 +31,13 @@ def vla_scenario(rank: int, out: Path, data_parallel: str) -> None:
         "gradients": engine.compute_gradients(batch, ppo_loss_fn, ForwardSpec()),
         "step": engine.train_step(batch, ppo_loss_fn, ForwardSpec()),
     }
+    if data_parallel == "fsdp":
+        # Only rank 0 builds the full model; the others receive their shards from it.
+        model = vla_engine_config().model
+        from_rank0 = vla_engine_config(
+            max_tokens=150, model=dataclasses.replace(model, broadcast_from_rank0=True), data_parallel=data_parallel
+        )
+        saved["rank0_log_probs"] = FSDPEngine.from_config(from_rank0).forward(batch, ForwardSpec()).log_probs
     engine.export_hf(out / f"export_{data_parallel}")
     saved["trained_log_probs"] = engine.forward(batch, ForwardSpec()).log_probs
     torch.save(saved, out / f"vla_{data_parallel}_rank{rank}.pt")

@@ -34,7 +34,7 @@ def _plain(batch: dict[str, torch.Tensor], model: torch.nn.Module) -> torch.Tens
 
 
 def test_two_ranks_give_one_process_outputs_and_gradients(ranks: tuple[list[dict], Path, str]) -> None:
-    saved, _, _ = ranks
+    saved, _, mode = ranks
     full = full_batch()
     model = reference_vla()
     log_probs = _plain(full, model)
@@ -46,6 +46,9 @@ def test_two_ranks_give_one_process_outputs_and_gradients(ranks: tuple[list[dict
     for name, p in model.named_parameters():
         for rank in saved:
             torch.testing.assert_close(rank["gradients"][f"backbone.{name}"], p.grad, atol=1e-6, rtol=1e-4, msg=name)
+    if mode == "fsdp":
+        rank0 = torch.cat([saved[0]["rank0_log_probs"], saved[1]["rank0_log_probs"]])
+        torch.testing.assert_close(rank0, log_probs.detach(), atol=1e-5, rtol=0)
     assert saved[0]["step"].loss == pytest.approx(float(loss.detach()), abs=1e-6)
     assert not saved[0]["step"].skipped
 

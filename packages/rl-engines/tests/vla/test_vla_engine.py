@@ -167,3 +167,13 @@ def test_unsupported_settings_and_bad_batches_are_refused(tmp_path: Path) -> Non
     WordTokenizer.from_texts([" ".join(f"w{i}" for i in range(20))]).save_pretrained(small_vocab)
     with pytest.raises(Exception, match=f"vocab_size is {small_config().vocab_size}"):
         FSDPEngine.from_config(vla_engine_config(str(small_vocab)))
+
+
+def test_a_config_object_builds_the_same_model_as_its_mapping() -> None:
+    from_mapping = FSDPEngine.from_config(vla_engine_config())
+    from_object = FSDPEngine.from_config(vla_engine_config(model=ModelConfig(hf_config=small_config(), init_seed=3)))
+    batch = trajectory_batch(small_config(), batch=3, steps=2)
+    assert isinstance(from_object.hf_config, type(small_config()))
+    torch.testing.assert_close(
+        from_object.forward(batch, ForwardSpec()).log_probs, from_mapping.forward(batch, ForwardSpec()).log_probs
+    )

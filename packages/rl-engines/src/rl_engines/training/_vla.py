@@ -20,7 +20,7 @@ import torch
 from rl_core.schema import ACTION_TOKENS, ATTENTION_MASK, INPUT_IDS, PIXEL_VALUES, RESPONSE_MASK
 from rl_engines.training._config import ModelConfig
 from rl_engines.training._errors import BatchError, ModelSourceError, TrainConfigError
-from rl_engines.training._model import check_model_folder
+from rl_engines.training._model import load_hf_config
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec
 from rl_engines.vla import MODEL_TYPE, TOKENIZER_FILE, TinyVLAConfig, TinyVLAForActionChunking, WordTokenizer
 from rl_engines.vla import action_log_probs as vla_action_log_probs
@@ -81,13 +81,12 @@ def build_vla(config: ModelConfig, dtype: torch.dtype, *, meta: bool = False) ->
     """The tiny VLA on the CPU in `dtype` (read from `path`, or initialised under `init_seed` from `hf_config`); with
     `meta`, its skeleton on the meta device."""
     _check_supported(config)
-    if config.path is not None:
-        folder = check_model_folder(config.path)
-        vla_config = TinyVLAConfig.from_pretrained(str(folder), local_files_only=True)
-    elif isinstance(config.hf_config, Mapping):
-        vla_config = TinyVLAConfig(**{k: v for k, v in config.hf_config.items() if k != "model_type"})
-    else:
-        vla_config = TinyVLAConfig(**config.hf_config.to_dict())
+    vla_config = load_hf_config(config)
+    if not isinstance(vla_config, TinyVLAConfig):
+        raise ModelSourceError(
+            f"the model's config has model_type {MODEL_TYPE!r} but loads as {type(vla_config).__name__}; "
+            "import rl_engines.vla before building it"
+        )
     _check_tokenizer(config, vla_config)
     if meta:
         with torch.device("meta"):

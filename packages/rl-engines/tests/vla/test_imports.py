@@ -1,0 +1,26 @@
+"""The vla subpackage's public names are pinned."""
+
+from __future__ import annotations
+
+import rl_engines.vla as vla
+
+PUBLIC_API = [
+    "MODEL_TYPE",
+    "TOKENIZER_FILE",
+    "ActionTokenizer",
+    "TinyVLAConfig",
+    "TinyVLAForActionChunking",
+    "VLAError",
+    "VLAPolicy",
+    "WordTokenizer",
+    "action_log_probs",
+    "check_policy_matches_env",
+    "normalize",
+    "unnormalize",
+]
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(vla.__all__) == sorted(PUBLIC_API)
+    for name in vla.__all__:
+        assert hasattr(vla, name), name
