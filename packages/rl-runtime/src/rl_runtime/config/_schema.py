@@ -13,7 +13,14 @@ from rl_runtime.config._batch_plan import BatchPlan
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._schema_algorithm import AlgorithmConfig, RewardKind
 from rl_runtime.config._schema_engines import engine_problems
-from rl_runtime.config._schema_sections import BatchConfig, DataConfig, PlacementConfig, RolloutConfig, TrainerConfig
+from rl_runtime.config._schema_sections import (
+    BatchConfig,
+    DataConfig,
+    PlacementConfig,
+    RankBalancing,
+    RolloutConfig,
+    TrainerConfig,
+)
 from rl_runtime.config._validators import of_type, optional, registered_name
 
 PIPELINE_FILE_SUFFIXES = (".yaml", ".yml")
@@ -144,6 +151,15 @@ def _embodied_problems(config: RunConfig) -> list[ConfigProblem]:
             expected = "an embedder section: algorithm.reward=srpo embeds every episode's video"
             fix = "add embedder: {name: pixel_pyramid}, or set algorithm.reward=binary"
             problems.append(ConfigProblem("embedder", expected, "null", fix))
+        # The accuracy band keeps a varying number of samples, and an edge through the coordinator expects the
+        # plan's count: a split placement's rollout -> training edge and the rebalance node would wait for it.
+        if not config.placement.colocate:
+            expected = f"true: {where}, and its filtered batches cannot cross to training slots yet"
+            problems.append(ConfigProblem("placement.colocate", expected, "false", "set placement.colocate=true"))
+        if config.batch.balance_across_ranks is not RankBalancing.NONE:
+            expected = f"'none': {where}, and its filtered batches cannot be rebalanced through the coordinator yet"
+            found = repr(config.batch.balance_across_ranks.value)
+            problems.append(ConfigProblem("batch.balance_across_ranks", expected, found, "remove it"))
         if config.rollout.engine != DEFAULT_ROLLOUT_ENGINE:
             expected = f"{DEFAULT_ROLLOUT_ENGINE!r} (unused): {where}, and its VLA policy samples the actions"
             problems.append(ConfigProblem("rollout.engine", expected, repr(config.rollout.engine), "remove it"))
