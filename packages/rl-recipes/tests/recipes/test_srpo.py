@@ -111,3 +111,29 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_metrics(workspace: Path, ray
     got = read_metrics_jsonl(workspace / "resumed" / "srpo" / "metrics.jsonl")[2]
     for name in DETERMINISTIC:
         assert got[name] == pytest.approx(expected[name], rel=1e-6, abs=1e-7), name
+
+
+def test_eval_reports_success_per_task_of_the_final_model(
+    workspace: Path, ray_cluster: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rl_recipes.cli import main
+
+    model = workspace / "full" / "srpo" / "final_model"
+    if not model.is_dir():
+        pytest.skip("needs the two-step run of this module")
+    argv = [
+        "eval",
+        "--model",
+        str(model),
+        "--env",
+        "babyai",
+        "--first-trial",
+        "4",
+        "--trials",
+        "2",
+        "--max-steps",
+        "16",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "in babyai: success" in out and "over 2 episodes" in out and "GoToLocal:" in out
