@@ -106,6 +106,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "CycleError",
         "DuplicateGraphError",
         "DuplicateNodeError",
+        "EMBODIED_OPERATIONS",
         "GraphError",
         "GraphSpecError",
         "Node",

@@ -9,6 +9,7 @@ import pytest
 from rl_core import DuplicateNameError, UnknownNameError
 from rl_core.graph import (
     BUILTIN_OPERATIONS,
+    EMBODIED_OPERATIONS,
     PIPELINES,
     NodeRole,
     Pipeline,
@@ -57,32 +58,25 @@ EXPECTED = {
         *_POLICY_TAIL,
     ],
 }
-UNREGISTERED = {
-    "embodied_srpo": [
-        ("rollout_actor", R.ROLLOUT, "generate"),
-        ("dynamic_sampling", R.DYNAMIC_SAMPLING, "embodied_sampling"),
-        ("compute_reward", R.REWARD, "compute_reward"),
-        ("calculate_advantages", R.ADVANTAGE, "compute_advantage"),
-        *_POLICY_TAIL,
-    ],
-}
-"""Built but not registered: no runtime binds `embodied_sampling` yet (the SRPO work registers it)."""
+EXPECTED["embodied_srpo"] = [
+    ("rollout_actor", R.ROLLOUT, "embodied_rollout"),
+    ("dynamic_sampling", R.DYNAMIC_SAMPLING, "embodied_sampling"),
+    ("compute_reward", R.REWARD, "embodied_reward"),
+    ("calculate_advantages", R.ADVANTAGE, "compute_advantage"),
+    *_POLICY_TAIL,
+]
 
 
-def test_the_runnable_builtins_are_registered_and_embodied_srpo_is_not() -> None:
+def test_the_runnable_builtins_are_registered() -> None:
     assert set(EXPECTED) <= set(PIPELINES)
-    assert not set(UNREGISTERED) & set(PIPELINES)
+    assert get_pipeline("embodied_srpo") == embodied_srpo_pipeline()
 
 
-def _build(name: str) -> TaskGraph:
-    return embodied_srpo_pipeline() if name == "embodied_srpo" else get_pipeline(name)
-
-
-@pytest.mark.parametrize("name", sorted({**EXPECTED, **UNREGISTERED}))
+@pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_builtin_nodes(name: str) -> None:
-    graph = _build(name)
+    graph = get_pipeline(name)
     assert graph.graph_id == name
-    expected = {**EXPECTED, **UNREGISTERED}[name]
+    expected = EXPECTED[name]
     assert graph.topological_order == tuple(row[0] for row in expected)
     assert list(graph.nodes) == [row[0] for row in expected]
     previous: tuple[str, ...] = ()
@@ -97,7 +91,8 @@ def test_builtin_nodes(name: str) -> None:
 def test_builtin_operations_are_exactly_those_the_registered_builtins_use() -> None:
     used = {row[2] for rows in EXPECTED.values() for row in rows}
     assert used == BUILTIN_OPERATIONS
-    assert "embodied_sampling" not in BUILTIN_OPERATIONS
+    assert {"embodied_rollout", "embodied_sampling", "embodied_reward"} == EMBODIED_OPERATIONS
+    assert EMBODIED_OPERATIONS <= BUILTIN_OPERATIONS
 
 
 def test_each_call_builds_an_equal_fresh_graph() -> None:

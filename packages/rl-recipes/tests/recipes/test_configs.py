@@ -19,10 +19,11 @@ EXPECTED = {
     "dapo": ("dapo", "grpo"),
     "remax": ("remax", "remax"),
 }
+EMBODIED = {"srpo": ("embodied_srpo", "grpo")}
 
 
 def test_the_seven_rl_recipes_are_registered() -> None:
-    assert sorted(RECIPES) == sorted(EXPECTED)
+    assert sorted(RECIPES) == sorted({**EXPECTED, **EMBODIED})
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -36,10 +37,31 @@ def test_packaged_config_loads_and_passes_its_recipe_checks(name: str) -> None:
     assert config.warm_start is not None and config.actor.model.path == str(config.warm_start_model)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_packaged_srpo_config_loads_and_passes_its_checks() -> None:
+    from rl_recipes.embodied import SRPORecipeConfig
+    from rl_runtime.config import RewardKind
+
+    config = load_recipe_config("srpo")
+    get_recipe("srpo").check(config)
+    assert isinstance(config, SRPORecipeConfig)
+    assert (config.pipeline, config.algorithm.adv_estimator) == EMBODIED["srpo"]
+    assert config.algorithm.reward is RewardKind.SRPO and config.embedder is not None
+    assert config.env is not None and config.env.tasks == ("GoToLocal",)
+    assert config.warm_start is not None and config.actor.model.path == str(config.warm_start.model_dir)
+    assert config_path("srpo.yaml").read_text().splitlines()[0].startswith("# rl-recipes train srpo")
+    baseline = load_recipe_config("srpo", overrides=["algorithm.reward=binary"])
+    assert baseline.algorithm.reward is RewardKind.BINARY
+
+
+def test_srpo_refuses_pools_larger_than_the_env_s_trials() -> None:
+    with pytest.raises(ConfigError, match=r"env.num_trials: expected >= train_trials \+ heldout_trials = 32"):
+        load_recipe_config("srpo", overrides=["env.num_trials=20"])
+
+
+@pytest.mark.parametrize("name", sorted({**EXPECTED, **EMBODIED}))
 def test_each_recipe_module_names_its_pipeline_and_registers_its_run(name: str) -> None:
     module = importlib.import_module(f"rl_recipes.recipes.{name}")
-    assert EXPECTED[name][0] == module.PIPELINE
+    assert {**EXPECTED, **EMBODIED}[name][0] == module.PIPELINE
     assert get_recipe(name).run is module.run and get_recipe(name).checks == module.CHECKS
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from rl_runtime.testing import CORRIDOR, LAST_FRAME, register_embodied_doubles
+
 
 @pytest.fixture
 def minimal_data() -> dict[str, Any]:
@@ -116,5 +118,40 @@ def full_data() -> dict[str, Any]:
             "seed": 11,
             "step_timeout_s": 120.0,
             "steps_per_call": 3,
+        },
+    }
+
+
+@pytest.fixture
+def full_embodied_data(minimal_data: dict[str, Any]) -> dict[str, Any]:
+    """An embodied run config whose embodied settings (env, embedder, reward, band) all differ from the defaults."""
+    register_embodied_doubles()
+
+    return {
+        **minimal_data,
+        "pipeline": "embodied_srpo",
+        "algorithm": {
+            "kl": {"mode": "none"},
+            "reward": "srpo",
+            "embodied_sampling": {"lower": 0.2, "upper": 0.8, "filter_truncated": True},
+        },
+        "env": {
+            "name": CORRIDOR,
+            "tasks": ["reach 2"],
+            "num_envs": 3,
+            "max_steps": 9,
+            "num_trials": 5,
+            "seed": 4,
+            "num_workers": 2,
+            "step_timeout_s": 5.0,
+            "options": {"size": 4},
+        },
+        "embedder": {
+            "name": LAST_FRAME,
+            "path": "/models/embedder",
+            "num_frames": 4,
+            "dim": 36,
+            "device": "cuda",
+            "options": {"levels": 2},
         },
     }

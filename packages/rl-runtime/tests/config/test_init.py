@@ -6,10 +6,10 @@ import rl_runtime.config as config
 
 PUBLIC = [
     "UNWIRED_ROLLOUT_ENGINES", "AlgorithmConfig", "ApportionStrategy", "BatchConfig", "BatchPlan", "ConfigError",
-    "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig", "KLConfig", "KLMode", "OverlongConfig",
-    "PlacementConfig", "RankBalancing", "RecomputeOldLogProb", "RolloutConfig", "RolloutCorrectionConfig", "RunConfig",
-    "TrainerConfig", "WeightSyncKind", "config_from_dict", "dump_config", "dump_config_yaml", "load_config",
-    "resolve_weight_sync", "weight_sync_transports",
+    "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig", "EmbodiedSamplingConfig", "KLConfig",
+    "KLMode", "OverlongConfig", "PlacementConfig", "RankBalancing", "RecomputeOldLogProb", "RewardKind",
+    "RolloutConfig", "RolloutCorrectionConfig", "RunConfig", "TrainerConfig", "WeightSyncKind", "config_from_dict",
+    "dump_config", "dump_config_yaml", "load_config", "resolve_weight_sync", "weight_sync_transports",
 ]  # fmt: skip
 
 

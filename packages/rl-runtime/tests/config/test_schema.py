@@ -99,9 +99,13 @@ def test_every_field_of_every_section_is_documented() -> None:
         assert not missing, f"{cls.__name__} fields without a docstring: {sorted(missing)}"
 
 
-def test_full_config_sets_every_field_to_a_non_default_value(full_data: dict[str, Any]) -> None:
+def test_full_config_sets_every_field_to_a_non_default_value(
+    full_data: dict[str, Any], full_embodied_data: dict[str, Any]
+) -> None:
     values: dict[tuple[type, str], list[Any]] = {}
     _field_values(config_from_dict(RunConfig, full_data), values)
+    # The env sections exist only in an embodied pipeline, which a PPO config cannot be.
+    _field_values(config_from_dict(RunConfig, full_embodied_data), values)
     for cls in _sections(RunConfig):
         for name, default in _fields(cls):
             if default is attrs.NOTHING or (cls.__name__, name) in _DECIDED_BY_THE_RUN:
@@ -259,10 +263,9 @@ def test_wrong_type_names_the_field_the_expected_type_and_the_value(
         ("algorithm.loss_agg_mode=token_mean", r"loss_agg_mode: .*did you mean 'token-mean'"),
         ("algorithm.kl.estimator=low_var", r"algorithm.kl.estimator: .*did you mean 'low_var_kl'"),
         ("pipeline=grop", r"pipeline: expected a registered pipeline \(.*\) or a pipeline file .*'grpo'"),
-        (  # built in rl-core but not registered until its embodied_sampling operation is bound
+        (  # registered, but it acts in an environment the config does not name
             "pipeline=embodied_srpo",
-            r"pipeline: expected a registered pipeline \(dapo, grpo, ppo, remax\) or a pipeline file \(.yaml, .yml\), "
-            r"found 'embodied_srpo' \(str\); use one of: dapo, grpo, ppo, remax",
+            r"env: expected an env section: pipeline 'embodied_srpo' acts in an environment, found null",
         ),
         (
             "rollout.engine=hff",

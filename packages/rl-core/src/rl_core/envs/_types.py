@@ -54,14 +54,23 @@ class EnvConfig:
     """
 
     name: str = "babyai"
+    """A registered env name (`ENVIRONMENTS`)."""
     tasks: tuple[str, ...] = ()
+    """The env's task names (BabyAI levels, LIBERO tasks); empty: the env's default list."""
     num_envs: int = 8
+    """Envs stepped together (episodes run in waves of this many)."""
     max_steps: int = 64
+    """Env steps per episode before truncation."""
     num_trials: int = 16
+    """Fixed initial states per task (trial_id lies in [0, num_trials))."""
     seed: int = 0
+    """Seed of the trials' initial states."""
     num_workers: int = 0
+    """Subprocess workers stepping the envs; 0 steps them in this process."""
     step_timeout_s: float = 30.0
+    """A worker that does not answer a step within this is restarted and its episodes marked failed."""
     options: Mapping[str, object] = field(default_factory=lambda: dict[str, object]())
+    """Env-specific settings; an env refuses one it does not know."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +107,14 @@ class EmbedderConfig:
     """
 
     name: str = "pixel_pyramid"
+    """A registered embedder name (`VIDEO_EMBEDDERS`)."""
     path: str | None = None
+    """Local model folder of a learned embedder; never downloaded."""
     num_frames: int = 8
+    """Frames sampled from each video (by linspace)."""
     dim: int | None = None
+    """The output dimension expected; null accepts the embedder's own."""
     device: str = "cpu"
+    """Where a learned embedder runs."""
     options: Mapping[str, object] = field(default_factory=lambda: dict[str, object]())
+    """Embedder-specific settings."""

@@ -4,7 +4,7 @@ Pure data and standard library only (no torch), so a planner or config loader ca
 executors are bound to nodes by operation name in rl-runtime.
 """
 
-from rl_core.graph._builtin import BUILTIN_OPERATIONS, PIPELINES, get_pipeline, register_pipeline
+from rl_core.graph._builtin import BUILTIN_OPERATIONS, EMBODIED_OPERATIONS, PIPELINES, get_pipeline, register_pipeline
 from rl_core.graph._errors import (
     CycleError,
     DuplicateGraphError,
@@ -30,6 +30,7 @@ from rl_core.graph._weight import estimate_weight
 
 __all__ = [
     "BUILTIN_OPERATIONS",
+    "EMBODIED_OPERATIONS",
     "PARAM_COUNT_KEY",
     "PIPELINES",
     "ROLLOUT_ROLES",

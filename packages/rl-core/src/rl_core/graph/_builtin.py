@@ -6,9 +6,8 @@
 
 Node order and roles follow siiRL's built-in pipeline definitions. Operation names are the
 `BUILTIN_OPERATIONS` a runtime binds to executors; no node imports anything. Only a pipeline whose every
-operation the runtime binds is registered, so every registered name runs: `embodied_srpo_pipeline` is
-defined here but not registered, because its `embodied_sampling` operation needs an environment runtime
-that does not exist yet (the SRPO work registers it once that runs).
+operation the runtime binds is registered, so every registered name runs. `embodied_srpo` rolls a VLA out in
+an environment (`rl_core.envs`) with its own rollout, sampling and reward operations.
 """
 
 # isinstance checks here validate callers that do not type-check (YAML, user code) at run time.
@@ -36,7 +35,9 @@ OP_COMPUTE_VALUE = "compute_value"
 OP_COMPUTE_ADVANTAGE = "compute_advantage"
 OP_COMPUTE_GREEDY_BASELINE = "compute_greedy_baseline"
 OP_DYNAMIC_SAMPLING = "dynamic_sampling"
+OP_EMBODIED_ROLLOUT = "embodied_rollout"
 OP_EMBODIED_SAMPLING = "embodied_sampling"
+OP_EMBODIED_REWARD = "embodied_reward"
 OP_COMPUTE_OLD_LOG_PROB = "compute_old_log_prob"
 OP_COMPUTE_REF_LOG_PROB = "compute_ref_log_prob"
 OP_TRAIN_ACTOR = "train_actor"
@@ -50,16 +51,19 @@ BUILTIN_OPERATIONS = frozenset(
         OP_COMPUTE_ADVANTAGE,
         OP_COMPUTE_GREEDY_BASELINE,
         OP_DYNAMIC_SAMPLING,
+        OP_EMBODIED_ROLLOUT,
+        OP_EMBODIED_SAMPLING,
+        OP_EMBODIED_REWARD,
         OP_COMPUTE_OLD_LOG_PROB,
         OP_COMPUTE_REF_LOG_PROB,
         OP_TRAIN_ACTOR,
         OP_TRAIN_CRITIC,
     }
 )
-"""Every operation name the registered built-in pipelines use; a runtime must bind each one.
+"""Every operation name the registered built-in pipelines use; a runtime must bind each one."""
 
-`OP_EMBODIED_SAMPLING` is not among them: only the unregistered `embodied_srpo_pipeline` uses it.
-"""
+EMBODIED_OPERATIONS = frozenset({OP_EMBODIED_ROLLOUT, OP_EMBODIED_SAMPLING, OP_EMBODIED_REWARD})
+"""The operations that act in an environment or read its episodes; a pipeline using one needs an environment."""
 
 
 def get_pipeline(name: str) -> TaskGraph:
@@ -210,16 +214,16 @@ def remax_pipeline() -> TaskGraph:
     return _policy_update(pipeline, after="calculate_advantages").build()
 
 
+@register_pipeline("embodied_srpo")
 def embodied_srpo_pipeline() -> TaskGraph:
-    """Embodied SRPO: environment rollout, sample filtering before the reward, then GRPO's update.
+    """Embodied SRPO: environment rollout, accuracy-band filtering before the reward, the world-model progress
+    reward (or the binary success, the GRPO baseline), then GRPO's advantages and update on the action tokens.
 
-    Not registered: no runtime binds `embodied_sampling` yet (it needs an environment runtime), and a
-    registered pipeline must run. The SRPO work registers it (`register_pipeline("embodied_srpo")`) together
-    with that operation; its pure pieces are `rl_core.shaping.srpo_progress_reward` and
-    `rl_core.shaping.accuracy_band_mask`.
+    Its pure pieces are `rl_core.shaping.accuracy_band_mask` and `rl_core.shaping.srpo_progress_reward`.
     """
     pipeline = (
-        _rollout("embodied_srpo", "Embodied SRPO: filter rollouts, then world-model reward and GRPO update")
+        Pipeline("embodied_srpo", "Embodied SRPO: filter rollouts, then world-model reward and GRPO update")
+        .add_node("rollout_actor", OP_EMBODIED_ROLLOUT, role=NodeRole.ROLLOUT)
         .add_node(
             "dynamic_sampling",
             OP_EMBODIED_SAMPLING,
@@ -228,7 +232,7 @@ def embodied_srpo_pipeline() -> TaskGraph:
         )
         .add_node(
             "compute_reward",
-            OP_COMPUTE_REWARD,
+            OP_EMBODIED_REWARD,
             role=NodeRole.REWARD,
             dependencies=["dynamic_sampling"],
         )

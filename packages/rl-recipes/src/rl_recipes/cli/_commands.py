@@ -7,10 +7,12 @@ import logging
 from pathlib import Path
 
 from rl_core.advantages import ADVANTAGE_ESTIMATORS
+from rl_core.envs import EnvConfig
 from rl_core.graph import PIPELINES, get_pipeline
 from rl_core.losses import POLICY_LOSSES
+from rl_recipes._errors import RecipeError
 from rl_recipes.cli._logs import attach_run_log
-from rl_recipes.evaluation import evaluate_math
+from rl_recipes.evaluation import evaluate_math, evaluate_policy
 from rl_recipes.recipes import RECIPES, config_path, get_recipe, load_recipe_config, run_recipe
 from rl_recipes.recipes import sft as sft_recipe
 from rl_recipes.rewards import REWARD_FUNCTIONS
@@ -51,7 +53,12 @@ def sft(args: argparse.Namespace) -> int:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    """Score a model folder on a GSM8K-format file (greedy exact match, or pass@k with sampling)."""
+    """Score a model folder on a GSM8K-format file (greedy exact match, or pass@k with sampling), or with `--env`
+    a VLA folder's success rate per task on the env's trials."""
+    if args.env is not None:
+        return evaluate_in_env(args)
+    if args.data is None:
+        raise RecipeError("eval: give --data (a GSM8K-format file) for a language model, or --env for a VLA")
     samples = load_math_dataset(args.data)
     tokenizer = load_tokenizer(args.model)
     result = evaluate_math(
@@ -67,6 +74,19 @@ def evaluate(args: argparse.Namespace) -> int:
         f"{args.model} on {args.data}: mean reward {result.mean_reward:.3f}, pass@{result.k} {result.pass_at_k:.3f} "
         f"over {result.num_prompts} prompts"
     )
+    return 0
+
+
+def evaluate_in_env(args: argparse.Namespace) -> int:
+    """A VLA folder's success rate per task on trials `--first-trial ..` of each task of `--env`."""
+    env = EnvConfig(
+        name=args.env, tasks=tuple(args.tasks), num_trials=args.first_trial + args.trials, max_steps=args.max_steps
+    )
+    trials = range(args.first_trial, args.first_trial + args.trials)
+    result = evaluate_policy(args.model, env, list(trials), temperature=args.temperature, seed=args.seed)
+    lines = [f"{args.model} in {args.env}: success {result.success_rate:.3f} over {result.episodes} episodes"]
+    lines += [f"  {name}: {rate:.3f}" for name, rate in result.per_task.items()]
+    print("\n".join(lines))  # noqa: T201
     return 0
 
 

@@ -62,9 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arguments(sft, "lr=1e-3")
     sft.set_defaults(run=_commands.sft)
 
-    evaluate = commands.add_parser("eval", help="score a model folder on a GSM8K-format file")
+    evaluate = commands.add_parser(
+        "eval", help="score a model folder on a GSM8K-format file, or a VLA folder's success per task in an env"
+    )
     evaluate.add_argument("--model", required=True, help="a Hugging Face model folder (with its tokenizer)")
-    evaluate.add_argument("--data", required=True, help="GSM8K-format rows: .jsonl, .parquet or a datasets folder")
+    evaluate.add_argument("--data", help="GSM8K-format rows: .jsonl, .parquet or a datasets folder")
+    evaluate.add_argument("--env", help="a registered env (babyai): evaluate the VLA in --model there instead")
+    evaluate.add_argument("--tasks", nargs="*", default=[], help="the env's tasks (default: its own list)")
+    evaluate.add_argument("--first-trial", type=int, default=16, help="first trial (initial state) per task")
+    evaluate.add_argument("--trials", type=int, default=16, help="trials per task, from --first-trial on")
+    evaluate.add_argument("--max-steps", type=int, default=64, help="env steps per episode")
     evaluate.add_argument("--k", type=int, default=1, help="samples per prompt (pass@k)")
     evaluate.add_argument("--temperature", type=float, default=0.0, help="0 is greedy")
     evaluate.add_argument("--max-new-tokens", type=int, default=64, help="response budget")

@@ -27,6 +27,8 @@ class Recipe:
     """Runs the recipe on a `RecipeConfig` (its module's `run`); `run_recipe` calls it."""
     checks: tuple[Check, ...] = ()
     """Each returns the problems of a config that does not run this recipe (e.g. the wrong estimator)."""
+    config_class: type[Any] | None = None
+    """The config class its file loads into; None: `RecipeConfig` (a run config plus the math task)."""
 
     def check(self, config: object) -> None:
         """Raise ConfigError listing every setting that contradicts this recipe."""

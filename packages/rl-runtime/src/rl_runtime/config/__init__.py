@@ -16,10 +16,12 @@ from rl_runtime.config._schema import RunConfig
 from rl_runtime.config._schema_algorithm import (
     AlgorithmConfig,
     DynamicSamplingConfig,
+    EmbodiedSamplingConfig,
     KLConfig,
     KLMode,
     OverlongConfig,
     RecomputeOldLogProb,
+    RewardKind,
     RolloutCorrectionConfig,
 )
 from rl_runtime.config._schema_rollout import resolve_weight_sync, weight_sync_transports
@@ -47,12 +49,14 @@ __all__ = [
     "DataConfig",
     "DeviceKind",
     "DynamicSamplingConfig",
+    "EmbodiedSamplingConfig",
     "KLConfig",
     "KLMode",
     "OverlongConfig",
     "PlacementConfig",
     "RankBalancing",
     "RecomputeOldLogProb",
+    "RewardKind",
     "RolloutConfig",
     "RolloutCorrectionConfig",
     "RunConfig",

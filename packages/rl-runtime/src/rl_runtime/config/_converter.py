@@ -183,7 +183,8 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(Path, _structure_path)
     converter.register_structure_hook_func(lambda tp: tp == Scalar, _structure_scalar)
-    converter.register_structure_hook_func(lambda tp: tp is Any, _structure_any)
+    # `object` as a value type (a component's `Mapping[str, object]` options) takes any value, as Any does.
+    converter.register_structure_hook_func(lambda tp: tp is Any or tp is object, _structure_any)
     converter.register_structure_hook_func(lambda tp: bool(_scalar_members(tp)), _structure_scalar_union)
     converter.register_structure_hook_func(_is_enum, _structure_enum)
     converter.register_structure_hook_func(_is_sequence, _structure_sequence)

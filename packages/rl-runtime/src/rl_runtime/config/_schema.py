@@ -6,14 +6,22 @@ from typing import Any
 
 import attrs
 
-from rl_core.graph import PIPELINES, NodeRole, get_pipeline
+from rl_core.envs import ENVIRONMENTS, VIDEO_EMBEDDERS, EmbedderConfig, EnvConfig
+from rl_core.graph import EMBODIED_OPERATIONS, PIPELINES, NodeRole, get_pipeline
 from rl_engines.training import TrainEngineConfig
 from rl_runtime.config._batch_plan import BatchPlan
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
-from rl_runtime.config._schema_algorithm import AlgorithmConfig
+from rl_runtime.config._schema_algorithm import AlgorithmConfig, RewardKind
 from rl_runtime.config._schema_engines import engine_problems
 from rl_runtime.config._schema_rollout import rollout_problems
-from rl_runtime.config._schema_sections import BatchConfig, DataConfig, PlacementConfig, RolloutConfig, TrainerConfig
+from rl_runtime.config._schema_sections import (
+    BatchConfig,
+    DataConfig,
+    PlacementConfig,
+    RankBalancing,
+    RolloutConfig,
+    TrainerConfig,
+)
 from rl_runtime.config._validators import of_type, optional, registered_name
 
 PIPELINE_FILE_SUFFIXES = (".yaml", ".yml")
@@ -23,6 +31,10 @@ DYNAMIC_SAMPLING_OPERATION = "dynamic_sampling"
 """The node operation that needs `algorithm.dynamic_sampling`."""
 BASELINE_OPERATIONS = {"remax": "compute_greedy_baseline"}
 """Advantage estimators that need a baseline reward, and the node operation that computes it."""
+EMBODIED_SAMPLING_OPERATION = "embodied_sampling"
+"""The node operation that needs `algorithm.embodied_sampling`."""
+DEFAULT_ROLLOUT_ENGINE = "hf"
+"""`rollout.engine`'s default; an embodied run leaves it there (its VLA policy is built from the actor's config)."""
 _MIN_SPLIT_SLOTS = 2
 """Split placement gives the rollout and the training their own slots, so it needs two at least."""
 
@@ -105,6 +117,83 @@ def _baseline_problems(config: RunConfig) -> list[ConfigProblem]:
     return []
 
 
+def _operations(config: RunConfig) -> frozenset[str] | None:
+    if is_pipeline_file(config.pipeline):
+        return None  # read by the runtime, which binds its operations when the workers start
+    return frozenset(node.operation for node in get_pipeline(config.pipeline).nodes.values())
+
+
+def _check_env(_: object, attribute: attrs.Attribute[Any], value: EnvConfig | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, EnvConfig):
+        raise ConfigError(
+            [ConfigProblem(attribute.name, "an env section (rl_core.envs.EnvConfig)", describe_value(value))]
+        )
+    if value.name not in ENVIRONMENTS:
+        names = ", ".join(sorted(ENVIRONMENTS)) or "none registered: import the module that registers yours"
+        raise ConfigError(
+            [ConfigProblem(f"{attribute.name}.name", f"a registered environment ({names})", repr(value.name))]
+        )
+
+
+def _check_embedder(_: object, attribute: attrs.Attribute[Any], value: EmbedderConfig | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, EmbedderConfig):
+        found = describe_value(value)
+        raise ConfigError([ConfigProblem(attribute.name, "an embedder section (rl_core.envs.EmbedderConfig)", found)])
+    if value.name not in VIDEO_EMBEDDERS:
+        names = ", ".join(sorted(VIDEO_EMBEDDERS)) or "none registered"
+        expected = f"a registered video embedder ({names})"
+        raise ConfigError([ConfigProblem(f"{attribute.name}.name", expected, repr(value.name))])
+
+
+def _embodied_problems(config: RunConfig) -> list[ConfigProblem]:
+    operations = _operations(config)
+    if operations is None:
+        return []
+    problems = []
+    reward = config.algorithm.reward
+    if operations & EMBODIED_OPERATIONS:
+        where = f"pipeline {config.pipeline!r} acts in an environment"
+        if config.env is None:
+            problems.append(ConfigProblem("env", f"an env section: {where}", "null", "add env: {name: babyai, ...}"))
+        if reward is RewardKind.TASK:
+            expected = f"srpo or binary: {where}"
+            problems.append(ConfigProblem("algorithm.reward", expected, "'task'", "set algorithm.reward=srpo"))
+        if reward is RewardKind.SRPO and config.embedder is None:
+            expected = "an embedder section: algorithm.reward=srpo embeds every episode's video"
+            fix = "add embedder: {name: pixel_pyramid}, or set algorithm.reward=binary"
+            problems.append(ConfigProblem("embedder", expected, "null", fix))
+        # The accuracy band keeps a varying number of samples, and an edge through the coordinator expects the
+        # plan's count: a split placement's rollout -> training edge and the rebalance node would wait for it.
+        if not config.placement.colocate:
+            expected = f"true: {where}, and its filtered batches cannot cross to training slots yet"
+            problems.append(ConfigProblem("placement.colocate", expected, "false", "set placement.colocate=true"))
+        if config.batch.balance_across_ranks is not RankBalancing.NONE:
+            expected = f"'none': {where}, and its filtered batches cannot be rebalanced through the coordinator yet"
+            found = repr(config.batch.balance_across_ranks.value)
+            problems.append(ConfigProblem("batch.balance_across_ranks", expected, found, "remove it"))
+        if config.rollout.engine != DEFAULT_ROLLOUT_ENGINE:
+            expected = f"{DEFAULT_ROLLOUT_ENGINE!r} (unused): {where}, and its VLA policy samples the actions"
+            problems.append(ConfigProblem("rollout.engine", expected, repr(config.rollout.engine), "remove it"))
+        if EMBODIED_SAMPLING_OPERATION in operations and config.algorithm.embodied_sampling is None:
+            expected = f"an embodied_sampling section: pipeline {config.pipeline!r} filters groups by success rate"
+            problems.append(
+                ConfigProblem("algorithm.embodied_sampling", expected, "null", "add {lower: 0.1, upper: 0.9}")
+            )
+        return problems
+    where = f"pipeline {config.pipeline!r} has no environment"
+    for name, value in (("env", config.env), ("embedder", config.embedder)):
+        if value is not None:
+            fix = "remove it, or use an embodied pipeline (embodied_srpo)"
+            problems.append(ConfigProblem(name, f"null: {where}", f"a {name} section", fix))
+    if reward is not RewardKind.TASK:
+        problems.append(ConfigProblem("algorithm.reward", f"'task': {where}", repr(reward.value), "remove it"))
+    return problems
+
+
 def _placement_problems(config: RunConfig) -> list[ConfigProblem]:
     if not config.placement.colocate and config.placement.slots < _MIN_SPLIT_SLOTS:
         expected = f">= {_MIN_SPLIT_SLOTS} with placement.colocate=false (rollout and training get their own slots)"
@@ -148,7 +237,14 @@ class RunConfig:
     trainer: TrainerConfig = attrs.field(factory=TrainerConfig, validator=of_type(TrainerConfig))
     """The training loop."""
     pipeline: str = attrs.field(default="grpo", validator=_check_pipeline)
-    """A built-in pipeline (rl_core.graph.PIPELINES: grpo, ppo, dapo, ...) or a pipeline YAML file."""
+    """A built-in pipeline (rl_core.graph.PIPELINES: grpo, ppo, dapo, embodied_srpo, ...) or a pipeline YAML file."""
+    env: EnvConfig | None = attrs.field(default=None, validator=_check_env)
+    """The environment of an embodied pipeline (rl_core.envs.EnvConfig: a registered name, tasks, trials, envs,
+    steps, workers, step timeout); required by embodied_srpo, null otherwise. Its tasks are checked by building it
+    once in the driver before any worker starts."""
+    embedder: EmbedderConfig | None = attrs.field(default=None, validator=_check_embedder)
+    """The video embedder of the SRPO progress reward (rl_core.envs.EmbedderConfig); required by
+    algorithm.reward=srpo, null otherwise."""
 
     def __attrs_post_init__(self) -> None:
         checks = (
@@ -156,6 +252,7 @@ class RunConfig:
             _length_problems,
             _dynamic_sampling_problems,
             _baseline_problems,
+            _embodied_problems,
             engine_problems,
             rollout_problems,
             _placement_problems,

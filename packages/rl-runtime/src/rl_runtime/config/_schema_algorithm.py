@@ -97,6 +97,35 @@ class DynamicSamplingConfig:
     """Prompt batches a rank may draw per step before the step fails with a message naming this setting."""
 
 
+class RewardKind(enum.Enum):
+    """Where a sample's sequence reward comes from."""
+
+    TASK = "task"
+    """The task's score of the response (text pipelines)."""
+    SRPO = "srpo"
+    """Embodied: 1 for a success, SRPO's progress reward in (0, 0.6) for a failure (needs an `embedder`)."""
+    BINARY = "binary"
+    """Embodied: 1 for a success, 0 for a failure (the GRPO baseline of SRPO)."""
+
+
+def _check_band(instance: EmbodiedSamplingConfig, attribute: attrs.Attribute[Any], value: float) -> None:
+    if attribute.name == "upper" and value < instance.lower:
+        raise config_error("upper", f">= lower={instance.lower}", value, "raise upper or lower lower")
+
+
+@attrs.frozen
+class EmbodiedSamplingConfig:
+    """siiRL's embodied dynamic sampling: keep the prompt groups whose success rate lies in [lower, upper]."""
+
+    lower: float = attrs.field(default=0.1, validator=number_in(0, 1))
+    """Lowest kept success rate of a group (all-fail groups fall below it)."""
+    upper: float = attrs.field(default=0.9, validator=[number_in(0, 1), _check_band])
+    """Highest kept success rate of a group (all-success groups lie above it)."""
+    filter_truncated: bool = attrs.field(default=False, validator=of_type(bool))
+    """Also drop every group with an episode that did not complete (siiRL's truncation filter; off in its SRPO
+    scripts, since failures are mostly step-limit truncations)."""
+
+
 @attrs.frozen
 class OverlongConfig:
     """DAPO overlong reward shaping: a penalty ramping down over the last `buffer_length` response tokens."""
@@ -187,6 +216,13 @@ class AlgorithmConfig:
     """DAPO dynamic sampling settings; required by pipelines with a dynamic_sampling node (dapo), else null."""
     overlong: OverlongConfig | None = attrs.field(default=None, validator=optional(of_type(OverlongConfig)))
     """DAPO overlong reward shaping; null disables it."""
+    reward: RewardKind = attrs.field(default=RewardKind.TASK, validator=of_type(RewardKind))
+    """"task" (text pipelines: the task's score), or for embodied pipelines "srpo" (progress reward) or "binary"
+    (success only, the GRPO baseline)."""
+    embodied_sampling: EmbodiedSamplingConfig | None = attrs.field(
+        default=None, validator=optional(of_type(EmbodiedSamplingConfig))
+    )
+    """The success-rate band; required by pipelines with an embodied_sampling node (embodied_srpo), else null."""
     value_clip: float | None = attrs.field(default=_DEFAULT_VALUE_CLIP, validator=optional(number_in(0, low_open=True)))
     """The critic's value loss clips new values to within this of the old ones; null disables the clip."""
     rollout_correction: RolloutCorrectionConfig | None = attrs.field(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
@@ -22,6 +23,8 @@ from rl_runtime.workers import StepDataError
 
 PASS_SCORE = 1.0
 """A response passes (is correct) when its score reaches this: a rule reward gives 1 for a correct answer."""
+_TASK_SUM = re.compile(r"task_(?P<task>\d+)/(?P<what>episodes|successes)")
+"""Per-task sums of an embodied validation (`rl_runtime.trainer` embodied evaluation)."""
 SUM_KEYS = ("num_prompts", "num_samples", "score_sum", "best_sum", "pass_count", "response_tokens")
 """The additive totals of `Evaluation.sums`, which `reduce_validation` adds up over workers."""
 
@@ -155,10 +158,29 @@ def reduce_validation(per_rank: Sequence[Mapping[str, float]], k: int) -> dict[s
     prompts, samples = total["num_prompts"], total["num_samples"]
     if prompts == 0:
         return {}
-    return {
+    metrics = {
         f"val/reward/mean@{k}": total["score_sum"] / samples,
         f"val/reward/best@{k}": total["best_sum"] / prompts,
         f"val/pass@{k}": total["pass_count"] / prompts,
         "val/response_length/mean": total["response_tokens"] / samples,
         "val/num_prompts": prompts,
+    }
+    metrics.update(_per_task_success(per_rank))
+    return metrics
+
+
+def _per_task_success(per_rank: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """`val/success_rate/task_<t>` from embodied validation's `task_<t>/episodes` and `task_<t>/successes` sums."""
+    episodes: dict[str, float] = {}
+    successes: dict[str, float] = {}
+    for rank in per_rank:
+        for key, value in rank.items():
+            match = _TASK_SUM.fullmatch(key)
+            if match is not None:
+                into = episodes if match["what"] == "episodes" else successes
+                into[match["task"]] = into.get(match["task"], 0.0) + value
+    return {
+        f"val/success_rate/task_{task}": successes.get(task, 0.0) / count
+        for task, count in sorted(episodes.items(), key=lambda item: int(item[0]))
+        if count
     }

@@ -10,6 +10,9 @@
     compute_ref_log_prob   the reference policy's log-probs (`ref_log_probs`)
     train_actor            PPO-style mini-batch updates, then the weight sync to the rollout engine
     train_critic           clipped value-loss updates
+    embodied_rollout       embodied: the VLA acts in the env (`NodeResources.env`), n episodes per (task, trial)
+    embodied_sampling      embodied: keep the groups whose success rate lies in the accuracy band
+    embodied_reward        embodied: SRPO progress reward (or binary success) on the last valid action token
     rebalance              equal token sums per data-parallel rank (verl `balance_batch`), through the coordinator;
                            `with_rebalance` adds it after the advantages (config `batch.balance_across_ranks`)
 
@@ -23,6 +26,7 @@ Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. E
 from rl_runtime.nodes import (  # noqa: F401
     _advantage,
     _dynamic_sampling,
+    _embodied,
     _generate,
     _greedy_baseline,
     _log_probs,
@@ -31,16 +35,21 @@ from rl_runtime.nodes import (  # noqa: F401
     _train,
 )
 from rl_runtime.nodes._batching import single_input, with_fields
+from rl_runtime.nodes._episodes import ActionPolicy, Episode, InstructionEncoder, run_episodes
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._task import PromptItem, ResponseSample, ScoreResult, Task, TaskFactory
 
 __all__ = [
+    "ActionPolicy",
+    "Episode",
+    "InstructionEncoder",
     "NodeResources",
     "PromptItem",
     "ResponseSample",
     "ScoreResult",
     "Task",
     "TaskFactory",
+    "run_episodes",
     "single_input",
     "with_fields",
 ]

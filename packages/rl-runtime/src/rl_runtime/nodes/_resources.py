@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import torch.distributed as dist
@@ -16,6 +16,9 @@ from rl_runtime.config import BatchPlan, RunConfig
 from rl_runtime.nodes._task import Task
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
 from rl_runtime.workers import StepDataError
+
+if TYPE_CHECKING:
+    from rl_core.envs import VectorEnv, VideoEmbedder
 
 
 class WeightPublisher(Protocol):
@@ -74,6 +77,10 @@ class NodeResources:
     policy_version: int = 0
     weight_receiver: WeightSubscriber | None = None
     """Split placement, rollout slots: where the actor's updates arrive."""
+    env: VectorEnv | None = None
+    """Embodied pipelines, rollout side: the batched environment the policy acts in (built from `env`)."""
+    embedder: VideoEmbedder | None = None
+    """Embodied pipelines, rollout side: the video embedder of the SRPO progress reward (`env.embedder`)."""
     extras: Mapping[str, object] = attrs.field(factory=dict)
     """What a user's own operations need besides (a reward model, a tool server, ...), by name: built in the worker
     by the trainer's `extras_factory` (`RunResourcesFactory.extras`); an operation reads
@@ -87,6 +94,15 @@ class NodeResources:
                 "runs on the training slots: give the node the actor's role in the pipeline"
             )
         return self.actor
+
+    def require_env(self, node_id: str) -> VectorEnv:
+        """The environment; a StepDataError naming `node_id` when this worker holds none."""
+        if self.env is None:
+            raise StepDataError(
+                f"node {node_id!r} acts in an environment, which this worker does not hold; set the run config's env "
+                "section, and under split placement keep the node in the rollout part of the pipeline"
+            )
+        return self.env
 
     @property
     def distributed(self) -> bool:

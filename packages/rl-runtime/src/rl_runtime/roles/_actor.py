@@ -22,7 +22,7 @@ from rl_core.losses import (
     get_policy_loss,
     with_rollout_correction,
 )
-from rl_core.schema import ADVANTAGES, INPUT_IDS, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
+from rl_core.schema import ADVANTAGES, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
 from rl_engines.training import (
     Batch,
     ForwardOutput,
@@ -170,8 +170,10 @@ class ActorRole(EngineRole):
                 "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
                 "against them, or leave them out"
             )
-        shape = tuple(batch[INPUT_IDS].shape)
-        device = batch[INPUT_IDS].device
+        # The log-probs cover the response mask's columns: the whole sequence for a causal LM, the flattened action
+        # tokens (B, S*A) for a VLA, whose input_ids hold only the instruction.
+        shape = tuple(batch[RESPONSE_MASK].shape)
+        device = batch[RESPONSE_MASK].device
         log_probs = torch.zeros(shape, dtype=torch.float32, device=device)
         entropy = torch.zeros(shape, dtype=torch.float32, device=device)
 

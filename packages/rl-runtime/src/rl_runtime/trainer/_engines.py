@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -22,6 +22,7 @@ from rl_engines.training import (
     TrainEngineConfig,
     load_hf_config,
 )
+from rl_engines.vla import VLAPolicy
 from rl_runtime.config import DeviceKind, KLMode, RunConfig
 from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
@@ -109,7 +110,13 @@ def rollout_spec(config: RunConfig, hf_config: Any, rank: int = 0, ranks: int = 
 
 def make_rollout_engine(config: RunConfig, hf_config: Any, rank: int = 0, ranks: int = 1) -> InferenceEngine:
     """The `rollout.engine` engine of rollout slot `rank` (of `ranks`) on a fresh model of `hf_config`; its weights
-    are the actor's only after the first sync."""
+    are the actor's only after the first sync. An embodied run (an `env` section) samples from
+    `rl_engines.vla.VLAPolicy` instead, which acts on observations and takes the same weight syncs (the weight-sync
+    subset of `InferenceEngine`)."""
+    if config.env is not None:
+        dtype = getattr(torch, rollout_dtype(config))
+        policy = VLAPolicy(hf_config, device=device_name(config), dtype=dtype, init_seed=config.trainer.seed)
+        return cast("InferenceEngine", policy)
     return build_rollout_engine(config.rollout.engine, rollout_spec(config, hf_config, rank, ranks))
 
 

@@ -20,6 +20,8 @@ from rl_runtime.nodes import TaskFactory
 from rl_runtime.nodes._rebalance import with_rebalance
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._data import open_files, steps_per_epoch
+from rl_runtime.trainer._embodied import check_embodied_run
+from rl_runtime.trainer._engines import actor_hf_config
 from rl_runtime.trainer._errors import TrainerError
 from rl_runtime.trainer._session import TrainingSession
 from rl_runtime.trainer._split import plan_placement, rollout_subgraph, train_subgraph
@@ -87,6 +89,8 @@ class Trainer:
                 f"rollout.servers: expected at least one address per rollout slot ({rollout_dp} under this placement), "
                 f"found {len(servers)}; add servers, or leave rollout.servers empty to start one on each slot"
             )
+        if config.env is not None:
+            check_embodied_run(config, actor_hf_config(config))
         train_rows = len(open_files(config.data.train_files, "data.train_files"))
         if config.data.val_files:  # opened here too, so a missing file stops the run before any worker starts
             open_files(config.data.val_files, "data.val_files")

@@ -28,6 +28,7 @@ from rl_runtime.planning._process_groups import init_distributed
 from rl_runtime.planning._rendezvous import Exchange
 from rl_runtime.roles import ActorRole
 from rl_runtime.trainer._data import open_files
+from rl_runtime.trainer._embodied import build_env_side, evaluate_episodes
 from rl_runtime.trainer._engines import (
     actor_hf_config,
     build_actor,
@@ -141,6 +142,7 @@ class RunResourcesFactory:
                 seed=config.data.seed,
                 shuffle=config.data.shuffle,
             )
+        env, embedder = build_env_side(config) if engines.rollout else (None, None)
         resources = NodeResources(
             config=config,
             plan=self.plan,
@@ -154,6 +156,8 @@ class RunResourcesFactory:
             group=group,
             kl_controller=_kl_controller(config),
             weight_receiver=receiver,
+            env=env,
+            embedder=embedder,
             extras={} if self.extras is None else dict(self.extras(assignment)),
         )
         publish_weights(resources, version=0)
@@ -257,6 +261,8 @@ class RunHooks:
         """This worker's validation sums (empty without held-out files, and on a split placement's training slots)."""
         if self.val_source is None:
             return {}
+        if self.resources.env is not None:
+            return evaluate_episodes(self.resources, self.val_source, self.dp_rank, self.dp_size)
         return evaluate_shard(self.resources, self.val_source, self.dp_rank, self.dp_size)
 
     def close(self) -> None:
@@ -265,7 +271,9 @@ class RunHooks:
         for link in (res.weight_sync, res.weight_receiver):
             if link is not None:
                 link.close()
-        if res.rollout is not None:
+        if res.rollout is not None and hasattr(res.rollout, "shutdown"):  # a VLA policy holds no server to stop
             res.rollout.shutdown()
+        if res.env is not None:
+            res.env.close()
         if dist.is_initialized():
             dist.destroy_process_group()
