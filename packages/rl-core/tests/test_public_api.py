@@ -206,6 +206,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "FieldSpec",
         "GROUP_ID",
         "INPUT_IDS",
+        "INSTRUCTION_IDS",
+        "INSTRUCTION_MASK",
         "LOSS_MASK",
         "OLD_LOG_PROBS",
         "PIXEL_VALUES",

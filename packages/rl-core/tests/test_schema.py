@@ -33,6 +33,8 @@ WIRE_NAMES = {
     "turn_id": ("token", True),
     "pixel_values": ("step", False),
     "action_tokens": ("step", False),
+    "instruction_ids": ("instruction", False),
+    "instruction_mask": ("instruction", False),
     "finish_step": ("sequence", False),
 }
 
@@ -63,8 +65,25 @@ def test_specs_are_consistent_with_their_level() -> None:
             assert spec.shape == ("B", "T"), name
         elif spec.level == "sequence":
             assert spec.shape == ("B",), name
+        elif spec.level == "instruction":
+            assert spec.shape == ("B", "L"), name
         else:
             assert spec.shape[:2] == ("B", "S"), name
+
+
+def test_an_embodied_batch_checks_its_instruction_apart_from_its_action_tokens() -> None:
+    # The instruction has its own width L; the token-level fields cover the S*A action tokens.
+    batch = {
+        schema.INSTRUCTION_IDS: torch.zeros(2, 7, dtype=torch.int64),
+        schema.INSTRUCTION_MASK: torch.ones(2, 7, dtype=torch.int64),
+        schema.PIXEL_VALUES: torch.zeros(2, 3, 3, 8, 8, dtype=torch.uint8),
+        schema.ACTION_TOKENS: torch.zeros(2, 3, 4, dtype=torch.int64),
+        schema.RESPONSE_MASK: torch.ones(2, 12, dtype=torch.bool),
+        schema.FINISH_STEP: torch.tensor([3, 1]),
+    }
+    assert check_sample(batch) == {"B": 2, "L": 7, "S": 3, "C": 3, "H": 8, "W": 8, "A": 4, "T": 12}
+    with pytest.raises(ShapeError, match="instruction_mask"):
+        check_sample({**batch, schema.INSTRUCTION_MASK: torch.ones(2, 6, dtype=torch.int64)})
 
 
 def _rollout_batch(b: int = 3, t: int = 5) -> dict[str, torch.Tensor]:

@@ -8,8 +8,11 @@ per-step. `check_sample` checks a mapping of tensors against them; the runtime's
 the tensors each node makes, before they travel on (`rl_runtime.workers._step_data.check_node_output`, under
 0.02 % of an embedded-default step), so a wrong dtype, rank or size is named at the node that made it.
 
-Symbols: `B` samples, `T` tokens (prompt + response, right-padded), `S` environment steps of an
-embodied episode, `A` action tokens per step, `C`, `H`, `W` image channels, height and width.
+Symbols: `B` samples, `T` tokens (prompt + response, right-padded; in an embodied sample the `S * A` action tokens
+its policy emitted, flattened), `L` tokens of an embodied sample's instruction, `S` environment steps of an
+embodied episode, `A` action tokens per step, `C`, `H`, `W` image channels, height and width. An embodied sample
+carries its instruction in `instruction_ids` / `instruction_mask`, not in `input_ids`: its token-level fields
+(`response_mask`, `old_log_probs`, `advantages`, ...) cover the action tokens only.
 
 Fields marked reserved are named for the features coming next (vision-language-action rollouts, multi-turn
 agents, partial rollouts across weight updates); no producer writes them yet, and a consumer that needs
@@ -48,6 +51,8 @@ __all__ = [
     "FINISH_STEP",
     "GROUP_ID",
     "INPUT_IDS",
+    "INSTRUCTION_IDS",
+    "INSTRUCTION_MASK",
     "LOSS_MASK",
     "OLD_LOG_PROBS",
     "PIXEL_VALUES",
@@ -95,10 +100,13 @@ TOKEN_POLICY_VERSION = "token_policy_version"
 TURN_ID = "turn_id"
 PIXEL_VALUES = "pixel_values"
 ACTION_TOKENS = "action_tokens"
+INSTRUCTION_IDS = "instruction_ids"
+INSTRUCTION_MASK = "instruction_mask"
 FINISH_STEP = "finish_step"
 
-Level = Literal["token", "sequence", "step"]
-"""`token`: one value per token, `(B, T)`; `sequence`: one per sample, `(B,)`; `step`: per environment step."""
+Level = Literal["token", "sequence", "step", "instruction"]
+"""`token`: one value per token, `(B, T)`; `sequence`: one per sample, `(B,)`; `step`: per environment step;
+`instruction`: per token of an embodied sample's language instruction, `(B, L)`."""
 
 _FLOAT = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 _INDEX = (torch.int64, torch.int32)
@@ -188,6 +196,14 @@ _field(
     "action tokens the policy emitted at each step: bin indices in [0, action_bins) of its chunk (A = K * D); "
     "flattened to S*A they are the token axis of response_mask, old_log_probs and advantages",
 )
+_field(
+    INSTRUCTION_IDS,
+    _INDEX,
+    ("B", "L"),
+    "instruction",
+    "token ids of an embodied sample's language instruction, right-padded (the VLA's text input)",
+)
+_field(INSTRUCTION_MASK, _MASK, ("B", "L"), "instruction", "1 on the real tokens of instruction_ids, 0 on padding")
 _field(
     FINISH_STEP,
     _ID,

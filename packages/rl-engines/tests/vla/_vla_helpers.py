@@ -47,8 +47,8 @@ def trajectory_batch(config: TinyVLAConfig, batch: int = 4, steps: int = 3, seed
     finish = torch.randint(1, steps * config.chunk_size + 1, (batch,), generator=g)
     response_mask = (torch.arange(steps * width) < finish[:, None] * config.action_dims).long()
     return {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
+        "instruction_ids": input_ids,
+        "instruction_mask": attention_mask,
         "pixel_values": pixels,
         "action_tokens": actions,
         "finish_step": finish,

@@ -48,7 +48,7 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     batch = trajectory_batch(model.config, batch=2, steps=1)
-    args = (batch["input_ids"], batch["attention_mask"], batch["pixel_values"][:, 0])
+    args = (batch["instruction_ids"], batch["instruction_mask"], batch["pixel_values"][:, 0])
     assert torch.equal(model(*args), loaded(*args))
 
 
@@ -59,14 +59,21 @@ def test_action_log_probs_match_an_independent_per_step_loop() -> None:
     batch = trajectory_batch(config, batch=3, steps=4)
     temperature = 1.6
     log_probs, entropy = action_log_probs(
-        model, batch["input_ids"], batch["attention_mask"], batch["pixel_values"], batch["action_tokens"], temperature
+        model,
+        batch["instruction_ids"],
+        batch["instruction_mask"],
+        batch["pixel_values"],
+        batch["action_tokens"],
+        temperature,
     )
     width = config.action_tokens_per_chunk
     assert log_probs.shape == entropy.shape == (3, 4 * width)
     for b in range(3):
         for s in range(4):
             logits = model(
-                batch["input_ids"][b : b + 1], batch["attention_mask"][b : b + 1], batch["pixel_values"][b, s : s + 1]
+                batch["instruction_ids"][b : b + 1],
+                batch["instruction_mask"][b : b + 1],
+                batch["pixel_values"][b, s : s + 1],
             )
             probs = torch.softmax(logits[0].double() / temperature, dim=-1)
             for a in range(width):
@@ -81,7 +88,7 @@ def test_selected_steps_only_are_computed_and_gradients_flow() -> None:
     model = small_model(seed=2).train()
     batch = trajectory_batch(model.config, batch=2, steps=3)
     steps = torch.tensor([[True, False, True], [False, False, True]])
-    inputs = (batch["input_ids"], batch["attention_mask"], batch["pixel_values"], batch["action_tokens"], 1.0)
+    inputs = (batch["instruction_ids"], batch["instruction_mask"], batch["pixel_values"], batch["action_tokens"], 1.0)
     every, _ = action_log_probs(model, *inputs)
     some, _ = action_log_probs(model, *inputs, steps=steps)
     token_steps = steps.repeat_interleave(model.config.action_tokens_per_chunk, dim=1)
@@ -96,19 +103,24 @@ def test_bad_shapes_and_temperature_are_refused() -> None:
     batch = trajectory_batch(model.config, batch=2, steps=2)
     with pytest.raises(VLAError, match="temperature > 0"):
         action_log_probs(
-            model, batch["input_ids"], batch["attention_mask"], batch["pixel_values"], batch["action_tokens"], 0.0
+            model,
+            batch["instruction_ids"],
+            batch["instruction_mask"],
+            batch["pixel_values"],
+            batch["action_tokens"],
+            0.0,
         )
     with pytest.raises(VLAError, match="A must be the model's chunk_size"):
         action_log_probs(
             model,
-            batch["input_ids"],
-            batch["attention_mask"],
+            batch["instruction_ids"],
+            batch["instruction_mask"],
             batch["pixel_values"],
             batch["action_tokens"][..., :1],
             1.0,
         )
     with pytest.raises(VLAError, match="image_shape"):
-        model(batch["input_ids"], batch["attention_mask"], torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
+        model(batch["instruction_ids"], batch["instruction_mask"], torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
     with pytest.raises(VLAError, match="max_instruction_len=6"):
         model(torch.ones(2, 7, dtype=torch.int64), torch.ones(2, 7), batch["pixel_values"][:, 0])
     with pytest.raises(VLAError, match="hidden_size=10 must be a multiple"):

@@ -18,7 +18,7 @@ from rl_engines.vla import VLAPolicy, action_log_probs
 
 def _observations(n: int = 6, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     batch = trajectory_batch(small_config(), batch=n, steps=1, seed=seed)
-    return batch["input_ids"], batch["attention_mask"], batch["pixel_values"][:, 0]
+    return batch["instruction_ids"], batch["instruction_mask"], batch["pixel_values"][:, 0]
 
 
 def test_sampling_is_seeded_and_returns_the_chosen_bins_log_probs() -> None:
@@ -71,8 +71,8 @@ def test_after_a_sync_the_policy_log_probs_equal_the_train_engines(transport: st
     ids, mask, pixels = _observations(n=5, seed=3)
     bins, log_probs = policy.act(ids, mask, pixels, 1.3, torch.Generator().manual_seed(0))
     batch = {
-        "input_ids": ids,
-        "attention_mask": mask,
+        "instruction_ids": ids,
+        "instruction_mask": mask,
         "pixel_values": pixels[:, None],
         "action_tokens": bins.view(5, 1, 4),
         "response_mask": torch.ones(5, 4, dtype=torch.int64),

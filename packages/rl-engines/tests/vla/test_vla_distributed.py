@@ -28,7 +28,7 @@ def ranks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 def _plain(batch: dict[str, torch.Tensor], model: torch.nn.Module) -> torch.Tensor:
     log_probs, _ = action_log_probs(
-        model, batch["input_ids"], batch["attention_mask"], batch["pixel_values"], batch["action_tokens"], 1.0
+        model, batch["instruction_ids"], batch["instruction_mask"], batch["pixel_values"], batch["action_tokens"], 1.0
     )
     return log_probs * batch["response_mask"]
 

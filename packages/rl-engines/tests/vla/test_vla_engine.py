@@ -43,8 +43,8 @@ def _reference(batch: dict[str, torch.Tensor], temperature: float = 1.0) -> tupl
     with torch.no_grad():
         log_probs, entropy = action_log_probs(
             reference_vla().eval(),
-            batch["input_ids"],
-            batch["attention_mask"],
+            batch["instruction_ids"],
+            batch["instruction_mask"],
             batch["pixel_values"],
             batch["action_tokens"],
             temperature,
@@ -74,8 +74,8 @@ def test_every_step_is_computed_without_response_only() -> None:
     with torch.no_grad():
         expected, _ = action_log_probs(
             reference_vla().eval(),
-            batch["input_ids"],
-            batch["attention_mask"],
+            batch["instruction_ids"],
+            batch["instruction_mask"],
             batch["pixel_values"],
             batch["action_tokens"],
             1.0,
@@ -105,7 +105,7 @@ def test_gradients_equal_one_plain_forward_of_the_whole_batch() -> None:
     gradients = engine.compute_gradients(batch, ppo_loss_fn, ForwardSpec())
     model = reference_vla()
     log_probs, _ = action_log_probs(
-        model, batch["input_ids"], batch["attention_mask"], batch["pixel_values"], batch["action_tokens"], 1.0
+        model, batch["instruction_ids"], batch["instruction_mask"], batch["pixel_values"], batch["action_tokens"], 1.0
     )
     loss, _ = ppo_loss_fn(
         ForwardOutput(log_probs * batch["response_mask"], None, None),
@@ -139,8 +139,8 @@ def test_checkpoint_resumes_and_export_reloads_with_the_word_tokenizer(tmp_path:
     with torch.no_grad():
         expected, _ = action_log_probs(
             reloaded,
-            batch["input_ids"],
-            batch["attention_mask"],
+            batch["instruction_ids"],
+            batch["instruction_mask"],
             batch["pixel_values"],
             batch["action_tokens"],
             1.0,

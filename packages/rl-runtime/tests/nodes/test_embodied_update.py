@@ -9,12 +9,12 @@ from typing import Any
 import torch
 
 from rl_engines.training import FSDPEngine, MicroBatchConfig, ModelConfig, OptimizerConfig, TrainEngineConfig
+from rl_runtime.config import AlgorithmConfig, KLConfig
 from rl_runtime.nodes import Episode
 from rl_runtime.nodes._advantage import compute_advantage
 from rl_runtime.nodes._embodied import embodied_reward
 from rl_runtime.nodes._embodied_batch import build_episode_batch
 from rl_runtime.roles import ActorRole
-from rl_runtime.roles._actor import ActorConfig
 
 from .test_embodied import _call, _context, embodied_config
 
@@ -66,7 +66,7 @@ def test_one_update_raises_positive_advantage_log_probs(tmp_path: Path) -> None:
         micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=512),
         device="cpu",
     )
-    actor = ActorRole(FSDPEngine.from_config(engine_config), ActorConfig(temperature=1.0))
+    actor = ActorRole(FSDPEngine.from_config(engine_config), AlgorithmConfig(kl=KLConfig(coef=0.0)), temperature=1.0)
     before = actor.compute_log_probs(batch).log_probs
     assert before is not None and before.shape == mask.shape
     actor.update_on_policy(batch)

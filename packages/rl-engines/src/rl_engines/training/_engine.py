@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from rl_core.losses import LossNormalizer
-from rl_core.schema import INPUT_IDS, RESPONSE_MASK, VALUES
+from rl_core.schema import INPUT_IDS, INSTRUCTION_IDS, RESPONSE_MASK, VALUES
 from rl_engines._attention import SDPA, full_attention_only
 from rl_engines.training import _checkpoint, _export
 from rl_engines.training._config import TrainEngineConfig
@@ -160,8 +160,10 @@ class FSDPEngine:
         engine's own micro-batches (see `TrainEngine.forward`); for a VLA, `(B, S*A)` over the action tokens."""
         self._require_onloaded("run a forward")
         plan = self._plan(batch, spec)
-        out_device = batch[INPUT_IDS].device
-        shape = tuple(batch[INPUT_IDS].shape) if self._vla is None else output_shape(batch)
+        if self._vla is None:
+            out_device, shape = batch[INPUT_IDS].device, tuple(batch[INPUT_IDS].shape)
+        else:
+            out_device, shape = batch[INSTRUCTION_IDS].device, output_shape(batch)
         merged: dict[str, torch.Tensor] = {}
         self.network.eval()
         with torch.no_grad():

@@ -56,9 +56,8 @@ def plan_micro_batches(
         layout: the engine's process layout.
         costs: `(B,)` int64 tokens each row costs, in place of its valid tokens (a VLA's trunk tokens).
     """
-    lengths = sequence_lengths(batch)
-    if costs is not None:
-        lengths = costs
+    # A caller with its own costs (a VLA batch, which has no input_ids) has checked its batch itself.
+    lengths = costs if costs is not None else sequence_lengths(batch)
     empty = (lengths == 0).nonzero().flatten().tolist()
     if empty:
         raise MicroBatchError(f"rows {empty[:_SHOWN_LENGTHS]} have no valid tokens (attention_mask all 0); drop them")

@@ -67,7 +67,7 @@ class TrainEngine(Protocol):
 
         Args:
             batch: `input_ids`, optional `attention_mask`, `position_ids`, `response_mask`, all `(B, T)`. For a
-                vision-language-action model: the instruction in `input_ids`/`attention_mask` `(B, L)`,
+                vision-language-action model: the instruction in `instruction_ids`/`instruction_mask` `(B, L)`,
                 `pixel_values` `(B, S, C, H, W)`, `action_tokens` `(B, S, A)` and `response_mask` `(B, S*A)`; the
                 outputs are then `(B, S*A)`, one per action token.
             spec: which outputs to compute.

@@ -1,7 +1,7 @@
 """The train engine's VLA path: a `TinyVLAForActionChunking` built from `ModelConfig` (recognised by its config's
 `model_type`), its network wrapper, its per-micro-batch forward and its micro-batch cost.
 
-A VLA batch carries the instruction in `input_ids`/`attention_mask` `(B, L)`, the frames `pixel_values`
+A VLA batch carries the instruction in `instruction_ids`/`instruction_mask` `(B, L)`, the frames `pixel_values`
 `(B, S, C, H, W)`, the emitted bins `action_tokens` `(B, S, A)` and `response_mask` `(B, S*A)`; the engine's
 per-token outputs are `(B, S*A)`, aligned with `response_mask` (`rl_engines.vla.action_log_probs`). Only steps with
 a valid token run through the trunk (under `ForwardSpec.response_only`), so a trajectory's padded tail costs
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from rl_core.schema import ACTION_TOKENS, ATTENTION_MASK, INPUT_IDS, PIXEL_VALUES, RESPONSE_MASK
+from rl_core.schema import ACTION_TOKENS, INSTRUCTION_IDS, INSTRUCTION_MASK, PIXEL_VALUES, RESPONSE_MASK
 from rl_engines.training._config_model import ModelConfig
 from rl_engines.training._errors import BatchError, ModelSourceError, TrainConfigError
 from rl_engines.training._model import load_hf_config
@@ -127,10 +127,10 @@ class VLANetwork(torch.nn.Module):
 
 def check_vla_batch(batch: Batch, network: VLANetwork) -> None:
     """Raise `BatchError` unless `batch` carries the VLA fields with shapes that agree with each other and the model."""
-    missing = [key for key in (INPUT_IDS, ATTENTION_MASK, PIXEL_VALUES, ACTION_TOKENS) if key not in batch]
+    missing = [key for key in (INSTRUCTION_IDS, INSTRUCTION_MASK, PIXEL_VALUES, ACTION_TOKENS) if key not in batch]
     if missing:
         raise BatchError(
-            f"a VLA batch needs {[INPUT_IDS, ATTENTION_MASK, PIXEL_VALUES, ACTION_TOKENS]}; missing {missing}, "
+            f"a VLA batch needs {[INSTRUCTION_IDS, INSTRUCTION_MASK, PIXEL_VALUES, ACTION_TOKENS]}; missing {missing}, "
             f"found {sorted(batch)}"
         )
     config = network.backbone.config
@@ -177,8 +177,8 @@ def token_counts(batch: Batch, network: VLANetwork, spec: ForwardSpec | None = N
     config = network.backbone.config
     steps = _computed_steps(batch, spec or ForwardSpec())
     num_steps = batch[ACTION_TOKENS].shape[1]
-    per_row = steps.sum(dim=-1) if steps is not None else torch.full((batch[INPUT_IDS].shape[0],), num_steps)
-    words = batch[ATTENTION_MASK].bool().sum(dim=-1)
+    per_row = steps.sum(dim=-1) if steps is not None else torch.full((batch[INSTRUCTION_IDS].shape[0],), num_steps)
+    words = batch[INSTRUCTION_MASK].bool().sum(dim=-1)
     per_step = config.num_patches + words + config.action_tokens_per_chunk
     return (per_row * per_step).cpu().to(torch.int64)
 
@@ -190,8 +190,8 @@ def vla_forward_micro_batch(network: torch.nn.Module, micro_batch: Batch, spec: 
         raise TrainConfigError("ForwardSpec(values=True): a tiny VLA has no value head")
     steps = _computed_steps(micro_batch, spec)
     log_probs, entropy = network(
-        micro_batch[INPUT_IDS],
-        micro_batch[ATTENTION_MASK],
+        micro_batch[INSTRUCTION_IDS],
+        micro_batch[INSTRUCTION_MASK],
         micro_batch[PIXEL_VALUES],
         micro_batch[ACTION_TOKENS],
         steps,

@@ -1,7 +1,8 @@
 """Turnkey recipes: GRPO, Dr. GRPO, RLOO, REINFORCE++, ReMax, PPO, DAPO, SRPO (and the SFT warm start), each a
 module that reads as the wiring of its run: the pipeline it runs, the checks that keep a config true to its name,
-and `run`, which calls the shared `start_run` (checks, warm start, run folder), builds the task and the Trainer, and ends
-with `finish_run` (held-out lift, reward curve, summary). Each registers itself with its packaged default config.
+and `run`, which calls the shared `start_run` (checks, warm start, run folder), builds the task and the Trainer,
+and ends with `finish_run` (held-out lift, reward curve, summary). Each registers itself with its packaged default
+config.
 
     config = load_recipe_config("grpo", overrides=["trainer.total_steps=10"])
     result = run_recipe(get_recipe("grpo"), config)     # or: grpo.run(config)

@@ -10,7 +10,17 @@ from collections.abc import Mapping
 
 import torch
 
+from rl_core.schema import ACTION_TOKENS, ATTENTION_MASK, INPUT_IDS, INSTRUCTION_IDS, INSTRUCTION_MASK, PIXEL_VALUES
 from rl_runtime.workers import NodeContext, StepData, StepDataError
+
+_TEXT_INPUTS = (INPUT_IDS, ATTENTION_MASK)
+_EMBODIED_INPUTS = (INSTRUCTION_IDS, INSTRUCTION_MASK, PIXEL_VALUES, ACTION_TOKENS)
+
+
+def policy_inputs(data: StepData) -> tuple[str, ...]:
+    """The fields the policy's forward reads from `data`: an embodied batch (it has `pixel_values`) its instruction,
+    frames and actions; a text batch its tokens."""
+    return _EMBODIED_INPUTS if PIXEL_VALUES in data.batch else _TEXT_INPUTS
 
 
 def single_input(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:

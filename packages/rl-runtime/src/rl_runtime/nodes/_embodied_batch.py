@@ -14,10 +14,10 @@ import torch
 
 from rl_core.schema import (
     ACTION_TOKENS,
-    ATTENTION_MASK,
     FINISH_STEP,
     GROUP_ID,
-    INPUT_IDS,
+    INSTRUCTION_IDS,
+    INSTRUCTION_MASK,
     PIXEL_VALUES,
     POLICY_VERSION,
     PROMPT_LEN,
@@ -101,8 +101,8 @@ def build_episode_batch(
     embeddings = embeddings.to(torch.float32).clone()
     embeddings[torch.tensor(failed, dtype=torch.bool)] = 0.0
     batch = {
-        INPUT_IDS: input_ids,
-        ATTENTION_MASK: attention_mask,
+        INSTRUCTION_IDS: input_ids,
+        INSTRUCTION_MASK: attention_mask,
         PIXEL_VALUES: pixels,
         ACTION_TOKENS: actions,
         FINISH_STEP: finish,

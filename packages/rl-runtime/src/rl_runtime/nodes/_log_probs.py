@@ -6,15 +6,15 @@ from collections.abc import Mapping
 
 import torch
 
-from rl_core.schema import ATTENTION_MASK, INPUT_IDS, RESPONSE_MASK, ROLLOUT_LOG_PROBS, VALUES
+from rl_core.schema import RESPONSE_MASK, ROLLOUT_LOG_PROBS, VALUES
 from rl_engines.training import Batch, ForwardOutput
 from rl_runtime.config import BatchConfig, KLMode, RecomputeOldLogProb, RunConfig
 from rl_runtime.metrics._timer import timed
-from rl_runtime.nodes._batching import require_fields, single_input, with_fields
+from rl_runtime.nodes._batching import policy_inputs, require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
-_NEEDS = (INPUT_IDS, ATTENTION_MASK, RESPONSE_MASK)
+_NEEDS = (RESPONSE_MASK,)
 ROLLOUT_PROBS_DIFF_MEAN = "training/rollout_probs_diff_mean"
 ROLLOUT_PROBS_DIFF_MAX = "training/rollout_probs_diff_max"
 
@@ -78,7 +78,7 @@ def compute_old_log_prob(ctx: NodeContext[NodeResources], inputs: Mapping[str, S
     data = single_input(ctx, inputs)
     if skips_old_log_prob_pass(res.config):
         return with_fields(data)
-    require_fields(data, _NEEDS, ctx.node.id)
+    require_fields(data, (*policy_inputs(data), *_NEEDS), ctx.node.id)
     actor = res.require_actor(ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("old_log_prob", metrics):
@@ -94,7 +94,7 @@ def compute_ref_log_prob(ctx: NodeContext[NodeResources], inputs: Mapping[str, S
     data = single_input(ctx, inputs)
     if res.reference is None:
         return with_fields(data)
-    require_fields(data, _NEEDS, ctx.node.id)
+    require_fields(data, (*policy_inputs(data), *_NEEDS), ctx.node.id)
     metrics: dict[str, float] = {}
     with timed("ref", metrics):
         ref_log_probs = res.reference.compute_ref_log_probs(data.batch)
@@ -108,7 +108,7 @@ def compute_value(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData
     data = single_input(ctx, inputs)
     if res.critic is None:
         raise StepDataError(f"node {ctx.node.id!r} computes values but the run has no critic; add a critic section")
-    require_fields(data, _NEEDS, ctx.node.id)
+    require_fields(data, (*policy_inputs(data), *_NEEDS), ctx.node.id)
     metrics: dict[str, float] = {}
     with timed(VALUES, metrics):
         values = res.critic.compute_values(data.batch)

@@ -22,7 +22,7 @@ from rl_engines.training import StepResult
 from rl_runtime.metrics._batch import count_tokens
 from rl_runtime.metrics._data import compute_data_metrics
 from rl_runtime.metrics._timer import timed
-from rl_runtime.nodes._batching import require_fields, single_input, with_fields
+from rl_runtime.nodes._batching import policy_inputs, require_fields, single_input, with_fields
 from rl_runtime.nodes._log_probs import forward_field, policy_forward_metrics, skips_old_log_prob_pass
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
@@ -30,7 +30,7 @@ from rl_runtime.workers import NodeContext, StepData, StepDataError, register_op
 SYNC_BUCKET_BYTES = 256 * 1024 * 1024
 """Weights stream to the rollout engine in buckets of this size: large enough to amortise each call, small
 enough that the exported copy never approaches the model's size."""
-_ACTOR_NEEDS = (INPUT_IDS, ATTENTION_MASK, RESPONSE_MASK, ADVANTAGES)
+_ACTOR_NEEDS = (RESPONSE_MASK, ADVANTAGES)
 _OLD_LOG_PROBS = OLD_LOG_PROBS
 """Needed by the actor too, unless `compute_old_log_prob` left them to the update (`skips_old_log_prob_pass`)."""
 _CRITIC_NEEDS = (INPUT_IDS, ATTENTION_MASK, RESPONSE_MASK, VALUES, RETURNS)
@@ -127,7 +127,8 @@ def train_actor(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData])
     res = ctx.resources
     data = single_input(ctx, inputs)
     from_update = _OLD_LOG_PROBS not in data.batch and skips_old_log_prob_pass(res.config)
-    require_fields(data, _ACTOR_NEEDS if from_update else (*_ACTOR_NEEDS, _OLD_LOG_PROBS), ctx.node.id)
+    needs = (*policy_inputs(data), *_ACTOR_NEEDS, *(() if from_update else (_OLD_LOG_PROBS,)))
+    require_fields(data, needs, ctx.node.id)
     if res.config.algorithm.kl.coef > 0 and res.reference is not None and REF_LOG_PROBS not in data.batch:
         raise StepDataError(f"node {ctx.node.id!r}: the KL loss needs ref_log_probs; run compute_ref_log_prob first")
     actor = res.require_actor(ctx.node.id)
