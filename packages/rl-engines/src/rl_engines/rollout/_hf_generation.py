@@ -175,7 +175,10 @@ class _Steps:
         for i, ids in enumerate(stops):
             table[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         self._stop_ids = table.to(setup.device)
+        shared = set(map(tuple, stops))
+        self._shared_stops = torch.tensor(stops[0], dtype=torch.long, device=setup.device) if len(shared) == 1 else None
         self._budgets = torch.tensor([r.budget for r in rows], device=setup.device)
+        self._first_budget = min((r.budget for r in rows), default=0)
         self._steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self._versions: list[int] = []
 
@@ -188,8 +191,16 @@ class _Steps:
         length = len(self._steps) + 1
         self._steps.append((rows, tokens, logprobs))
         self._versions.append(version)
-        stopped = (tokens[:, None] == self._stop_ids[rows]).any(dim=1)
-        done = stopped | (self._budgets[rows] <= length)
+        if self._shared_stops is not None:  # every row stops on the same ids (one sampling setting): one op
+            stopped = torch.isin(tokens, self._shared_stops)
+        else:
+            stopped = (tokens[:, None] == self._stop_ids[rows]).any(dim=1)
+        if length < self._first_budget:  # no row has reached its budget yet
+            if not bool(stopped.any()):
+                return []
+            done = stopped
+        else:
+            done = stopped | (self._budgets[rows] <= length)
         positions = done.nonzero().flatten().tolist()
         return list(zip(positions, stopped[done].tolist(), strict=True)) if positions else []
 
