@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from typing import Any
 
 import pytest
@@ -58,6 +59,20 @@ def test_reset_is_deterministic_per_task_and_trial() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_rejected_level_layouts_go_to_the_debug_log_not_the_console(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # minigrid prints "Sampling rejected: ..." while generating these trials' GoToLocal layouts (seed 0).
+    env = make_env(_config(num_trials=64))
+    try:
+        with caplog.at_level(logging.DEBUG, logger="rl_recipes.environments._babyai"):
+            asyncio.run(env.reset([0, 0, 0, 0], [8, 48, 57, 60]))
+    finally:
+        env.close()
+    assert capsys.readouterr().out == ""
+    assert any("Sampling rejected" in record.getMessage() for record in caplog.records)
 
 
 def test_pool_matches_local_env() -> None:

@@ -6,7 +6,10 @@ first `num_actions` minigrid actions (3: turn left, turn right, forward); succes
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +24,9 @@ STATE_DIM = 3
 _OPTIONS = {"num_actions": 3, "tile_size": 8, "trial_offset": 0}
 _VIEW_CELLS = 7
 _MAX_ACTIONS = 7
+
+
+logger = logging.getLogger(__name__)
 
 
 def babyai_options(options: Mapping[str, object]) -> dict[str, int]:
@@ -116,7 +122,12 @@ class BabyAIEpisodeEnv:
         if task_id not in self._envs:
             self._envs[task_id] = self._make(self._levels[task_id])
         self._env = self._envs[task_id]
-        obs, _ = self._env.reset(seed=trial_seed(self._seed, task_id, trial_id + self._trial_offset))
+        # minigrid prints every rejected level layout ("Sampling rejected: ..."); that is its normal level
+        # generation, so it goes to this module's debug log instead of flooding the run's console.
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            obs, _ = self._env.reset(seed=trial_seed(self._seed, task_id, trial_id + self._trial_offset))
+        for line in printed.getvalue().splitlines():
+            logger.debug("minigrid (level %d, trial %d): %s", task_id, trial_id, line)
         return EnvTick(_frame(obs), instruction=str(obs["mission"]), state=self._state())
 
     def step(self, action: Sequence[int]) -> EnvTick:
