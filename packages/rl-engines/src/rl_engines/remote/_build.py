@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from dataclasses import dataclass
 
-from rl_engines.remote._config import API_KEY_ENV, DEFAULT_GENERATE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RemoteEngineConfig
+from rl_engines.remote._config import DEFAULT_GENERATE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RemoteEngineConfig, resolve_api_key
 from rl_engines.remote._fleet import ServerFleet, connect
 from rl_engines.remote._launch import LocalServer
 from rl_engines.rollout import InvalidRequestError, RolloutEngineSpec
@@ -64,7 +63,7 @@ def server_engine_config(spec: RolloutEngineSpec) -> ServerEngineConfig:
 
 
 def _remote_config(config: ServerEngineConfig, address: str) -> RemoteEngineConfig:
-    api_key = config.api_key if config.api_key is not None else (os.environ.get(API_KEY_ENV) or None)
+    api_key = config.api_key if config.api_key is not None else resolve_api_key(None)
     return RemoteEngineConfig(
         address, timeout_s=config.timeout_s, generate_timeout_s=config.generate_timeout_s, api_key=api_key
     )

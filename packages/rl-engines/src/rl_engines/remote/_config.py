@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
@@ -14,6 +15,14 @@ DEFAULT_GENERATE_TIMEOUT_S = 3600.0
 API_KEY_ENV = "RL_ENGINES_API_KEY"
 """Environment variable holding a rollout server's API key: the server's `--api-key` default, and what the
 trainer's "server" engine sends when its config names no key."""
+
+
+def resolve_api_key(given: str | None) -> str | None:
+    """`given`, else the `RL_ENGINES_API_KEY` environment variable, else None; empty strings count as none."""
+    key = given if given is not None else os.environ.get(API_KEY_ENV)
+    return key or None
+
+
 SGLANG_CAPABILITIES = frozenset(
     {"disk", "tensor", "distributed", "sleep", "pause", "abort", "prefix_cache", "seed", "stream"}
 )

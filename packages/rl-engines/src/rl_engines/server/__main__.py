@@ -11,8 +11,9 @@ import threading
 import time
 
 from rl_engines.remote import API_KEY_ENV
+from rl_engines.remote._config import resolve_api_key
 from rl_engines.rollout import HFEngineConfig
-from rl_engines.server._auth import bind_problem, resolve_api_key
+from rl_engines.server._auth import bind_problem
 from rl_engines.server._config import DEFAULT_HOST, DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from rl_engines.server._model import build_hf_engine
 from rl_engines.server._run import serve

@@ -11,7 +11,6 @@ import hmac
 import ipaddress
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -98,9 +97,3 @@ class ApiKeyMiddleware:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-def resolve_api_key(given: str | None) -> str | None:
-    """`given`, else the `RL_ENGINES_API_KEY` environment variable, else None; empty strings count as none."""
-    key = given if given is not None else os.environ.get(API_KEY_ENV)
-    return key or None
