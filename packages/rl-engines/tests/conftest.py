@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -9,6 +10,8 @@ import pytest
 from rl_engines.rollout import HFEngine, HFEngineConfig
 from rl_engines.testing import ConformanceModels
 
+TEST_DEVICE = os.environ.get("RL_ENGINES_TEST_DEVICE", "cpu")
+"""Where the fixture engine runs: `cpu`, or `cuda` to run the rollout conformance tests on a GPU."""
 WAIT_S = 30.0
 """The fixture engine's admission and drain bounds: waits that end when another call finishes, so only a failing
 run reaches them (5 s was a margin a loaded machine could eat); tests of the timeouts build their own engine."""
@@ -28,6 +31,7 @@ def engine(models: ConformanceModels) -> Iterator[HFEngine]:
         admission_timeout_s=WAIT_S,
         drain_timeout_s=WAIT_S,
         seed=0,
+        device=TEST_DEVICE,
     )
     engine = HFEngine.from_config(config)
     yield engine
