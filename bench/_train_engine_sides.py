@@ -133,7 +133,9 @@ def build_engine(args: argparse.Namespace, *, share_prefixes: bool = True) -> An
         optimizer=OptimizerConfig(lr=args.lr, weight_decay=0.01, max_grad_norm=1.0),
         # Grouped rows run padded, so that shared prompts can run once; distinct rows run packed.
         micro_batch=MicroBatchConfig(
-            max_tokens_per_micro_batch=args.budget, packing=args.group_size == 1, share_prefixes=share_prefixes
+            max_tokens_per_micro_batch=args.budget,
+            packing=_packing(args),
+            share_prefixes=share_prefixes,
         ),
         device=args.device,
     )
@@ -163,3 +165,11 @@ def workload(args: argparse.Namespace, vocab: int) -> tuple[dict[str, torch.Tens
     batch = rollout_batch(args, args.batch, seed=args.seed, vocab=vocab)
     lengths = batch["attention_mask"].sum(-1).tolist()
     return batch, plan_micro_batches(lengths, args.budget), LossNormalizer.from_mask(batch["response_mask"])
+
+
+def _packing(args: argparse.Namespace) -> bool | str:
+    """`--packing`: "auto" (the engine's default: packed only under a varlen kernel), true or false; unset, packed
+    when every prompt is distinct (`--group-size 1`), the CPU figures' setting."""
+    if args.packing is None:
+        return args.group_size == 1
+    return "auto" if args.packing == "auto" else args.packing == "true"

@@ -202,6 +202,13 @@ def _parse() -> argparse.Namespace:
     parser.add_argument(
         "--group-size", type=int, default=1, help="rows sharing a prompt (a GRPO group); 1: every prompt distinct"
     )
+    parser.add_argument(
+        "--packing",
+        choices=["auto", "true", "false"],
+        default=None,
+        help="the engine's micro_batch.packing (default: true with --group-size 1, else false; 'auto' packs only "
+        "under a varlen attention kernel, as a user's default config does)",
+    )
     parser.add_argument("--dist", action=argparse.BooleanOptionalAction, default=True, help="also run 2 processes")
     parser.add_argument(
         "--fsdp-one", action=argparse.BooleanOptionalAction, default=True, help="also time FSDP2 at world size 1"

@@ -40,7 +40,7 @@ def test_prefill_of_repeated_prompts_equals_a_forward_over_every_row(
     for row, prompt in enumerate(prompts):
         with torch.no_grad():
             alone = models.v1(torch.tensor([prompt])).logits[0, -1].float()
-        torch.testing.assert_close(logits[row], alone, atol=LOGIT_TOL, rtol=0)
+        torch.testing.assert_close(logits[row].cpu(), alone, atol=LOGIT_TOL, rtol=0)
         assert mask[row].tolist() == [0] * (width - len(prompt)) + [1] * len(prompt)
         assert int(last_pos[row]) == len(prompt) - 1
 
