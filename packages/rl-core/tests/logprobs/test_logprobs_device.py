@@ -44,3 +44,20 @@ def test_hidden_path_cuda_matches_cpu() -> None:
         grads = torch.autograd.grad((log_probs + entropy).sum(), leaves)
         results.append(tuple(t.cpu() for t in (log_probs, entropy, *grads)))
     torch.testing.assert_close(results[1], results[0], atol=TOLERANCE, rtol=TOLERANCE)
+
+
+def test_hidden_path_bf16_cuda_gradients_stay_near_float64() -> None:
+    """bf16 inputs on CUDA (the weight gradient's GEMM on tensor cores with a float32 output) give gradients within
+    bf16 rounding of a float64 CPU reference."""
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(300, 64, generator=generator, dtype=torch.float64)
+    weight = torch.randn(500, 64, generator=generator, dtype=torch.float64) / 8.0
+    labels = torch.randint(0, 500, (300,), generator=generator)
+    results = []
+    for device, dtype in (("cpu", torch.float64), ("cuda", torch.bfloat16)):
+        leaves = [t.to(device, dtype).requires_grad_(True) for t in (hidden, weight)]
+        log_probs, entropy = log_probs_and_entropy_from_hidden(leaves[0], leaves[1], labels.to(device), chunk_size=64)
+        grads = torch.autograd.grad((log_probs + entropy).sum(), leaves)
+        results.append([t.double().cpu() for t in (log_probs, *grads)])
+    for got, want in zip(results[1], results[0], strict=True):
+        assert (got - want).norm() / want.norm() < 2e-2

@@ -51,6 +51,23 @@ def _buffers(hidden: torch.Tensor, weight: torch.Tensor, chunk_size: int) -> tup
     return (first, second), None if same_dtype else hidden.new_empty(rows, weight.shape[0])
 
 
+_MM_OUT_DTYPE = hasattr(torch.ops.aten.mm, "dtype")
+"""Whether this torch has `torch.mm(..., out_dtype=)`: a bf16/fp16 GEMM with a float32 output, on CUDA."""
+
+
+def _accumulate_weight_grad(
+    grad_weight: torch.Tensor, grad_logits: torch.Tensor, low_precision: torch.Tensor | None, chunk: torch.Tensor
+) -> None:
+    """``grad_weight += grad_logits.T @ chunk`` for a `(V, H)` float32-or-wider accumulator, `(C, V)` logit gradient
+    and `(C, H)` chunk. A bf16/fp16 chunk on CUDA multiplies the logit gradient's copy in the chunk's dtype (the one
+    the hidden-state gradient uses, as plain autograd would) on the tensor cores with a float32 output; with float32
+    operands the GEMM would run without tensor cores while TF32 is off (bench/README.md, the H100 figures)."""
+    if low_precision is not None and chunk.is_cuda and _MM_OUT_DTYPE:
+        grad_weight += torch.mm(low_precision.T, chunk, out_dtype=grad_weight.dtype)
+    else:
+        grad_weight.addmm_(grad_logits.T, chunk.to(grad_weight.dtype))
+
+
 class _Ctx(Protocol):
     """The autograd ctx as `_ChunkedLinearLogSoftmaxStats` uses it; torch types it `FunctionCtx`, which declares
     none of it."""
@@ -124,11 +141,11 @@ class _ChunkedLinearLogSoftmaxStats(torch.autograd.Function):
                 workspace,
                 scratch=True,
             )
+            low_precision = None if logits_buffer is None else logits_buffer[: len(chunk)].copy_(grad_logits)
             if grad_hidden is not None:
-                matmul_grad = grad_logits if logits_buffer is None else logits_buffer[: len(chunk)].copy_(grad_logits)
-                torch.mm(matmul_grad, weight, out=grad_hidden[rows])
+                torch.mm(grad_logits if low_precision is None else low_precision, weight, out=grad_hidden[rows])
             if grad_weight is not None:
-                grad_weight.addmm_(grad_logits.T, chunk.to(accumulate_dtype))
+                _accumulate_weight_grad(grad_weight, grad_logits, low_precision, chunk)
             if grad_bias is not None:
                 grad_bias += grad_logits.sum(dim=0)
         return (
