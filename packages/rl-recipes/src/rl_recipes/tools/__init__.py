@@ -15,6 +15,7 @@ from rl_recipes.tools._local import (
     to_text,
     truncate,
 )
+from rl_recipes.tools._sandbox import PythonSandbox, SandboxConfig, SandboxRun, python
 from rl_recipes.tools._schema import FunctionSchema, function_schema, parse_docstring
 
 __all__ = [
@@ -24,10 +25,14 @@ __all__ = [
     "CalculatorError",
     "FunctionSchema",
     "LocalToolingEnv",
+    "PythonSandbox",
+    "SandboxConfig",
+    "SandboxRun",
     "calculator",
     "function_schema",
     "local_tooling_env",
     "parse_docstring",
+    "python",
     "to_text",
     "truncate",
 ]

@@ -77,7 +77,8 @@ class LocalToolingEnv:
     `register_tool(fn)` builds the OpenAI function schema from the signature, type hints and docstring
     (`function_schema`); `aexecute` validates the arguments against it (pydantic, extra keys refused, lax JSON
     coercion such as "3" -> 3), then awaits an async tool with `asyncio.wait_for` or runs a sync one in this env's
-    thread pool, bounded by the tool's timeout. Unknown tool, invalid arguments, an exception and a timeout come back
+    thread pool, bounded by the tool's timeout. A tool may return a `ToolResult` to mark its own failure; any other
+    value becomes text (`to_text`). Unknown tool, invalid arguments, an exception and a timeout come back
     as `ToolResult(is_error=True)` saying what to fix.
 
     Not isolated: tools run in this process. A sync tool that times out keeps its thread until it returns (Python
@@ -157,6 +158,8 @@ class LocalToolingEnv:
         except Exception as exc:  # a tool's exception is the model's to read, never the episode's end
             logger.debug("tool %r raised", name, exc_info=True)
             return ToolResult(f"Error: tool {name!r} raised {type(exc).__name__}: {exc}", is_error=True)
+        if isinstance(value, ToolResult):  # a tool that reports its own failures (the sandbox) keeps its verdict
+            return ToolResult(truncate(value.content, self.max_output_chars), value.is_error)
         return ToolResult(truncate(to_text(value), self.max_output_chars))
 
     async def aclose(self) -> None:
