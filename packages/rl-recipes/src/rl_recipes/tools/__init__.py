@@ -15,6 +15,7 @@ from rl_recipes.tools._local import (
     to_text,
     truncate,
 )
+from rl_recipes.tools._mcp import MCP_EXTRA, MCPToolingEnv, mcp_tooling_env
 from rl_recipes.tools._sandbox import PythonSandbox, SandboxConfig, SandboxRun, python
 from rl_recipes.tools._schema import FunctionSchema, function_schema, parse_docstring
 
@@ -22,15 +23,18 @@ __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
     "DEFAULT_TIMEOUT_S",
     "MAX_RESULT_BITS",
+    "MCP_EXTRA",
     "CalculatorError",
     "FunctionSchema",
     "LocalToolingEnv",
+    "MCPToolingEnv",
     "PythonSandbox",
     "SandboxConfig",
     "SandboxRun",
     "calculator",
     "function_schema",
     "local_tooling_env",
+    "mcp_tooling_env",
     "parse_docstring",
     "python",
     "to_text",
