@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from mcp.server.mcpserver import MCPServer
@@ -38,4 +39,7 @@ def die() -> str:
 if __name__ == "__main__":
     if os.environ.get("MCP_TEST_HANG") == "1":  # a server that starts but never speaks MCP
         time.sleep(60)
-    server.run()
+    if len(sys.argv) > 1:  # streamable HTTP on this port
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    else:
+        server.run()

@@ -1,8 +1,11 @@
-"""MCPToolingEnv against a real stdio MCP server spawned by the test: round trip, errors, a dead server."""
+"""MCPToolingEnv against a real MCP server spawned by the test (stdio; streamable HTTP): round trip, errors, a
+dead server."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -10,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rl_core.testing import acheck_tooling_env
-from rl_core.tools import ToolConfigError, ToolError, ToolingEnvConfig, make_tooling_env
+from rl_core.tools import ToolConfigError, ToolError, ToolingEnvConfig, ToolResult, make_tooling_env
 
 pytest.importorskip("mcp", reason="MCPToolingEnv needs the optional extra rl-recipes[mcp]")
 
@@ -72,3 +75,29 @@ def test_a_server_that_is_down_or_mute_is_a_clear_error_at_connect() -> None:
             await make_tooling_env(ToolingEnvConfig(name="mcp", options={**STDIO, "port": 1}))
 
     asyncio.run(run())
+
+
+def test_streamable_http_round_trip() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, SERVER, str(port)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+        async def run() -> None:
+            env = await MCPToolingEnv.connect(url=f"http://127.0.0.1:{port}/mcp", timeout_s=5)
+            assert [schema["function"]["name"] for schema in env.list_tools()] == ["add", "fail", "slow", "die"]
+            assert await env.aexecute("add", {"a": 40, "b": 2}) == ToolResult("42")
+            await env.aclose()
+
+        asyncio.run(run())
+    finally:
+        server.kill()
+        server.wait()
