@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
 from typing import Any, Literal, Optional
 
+import pydantic
 import pytest
 
 from rl_core.testing import check_tooling_env
@@ -56,6 +58,33 @@ def test_schema_from_signature_hints_defaults_and_docstring() -> None:
         "description": "Speed or exactness.",
     }
     assert props["title"] == {"type": "string", "default": "t"}  # a parameter named "title" survives title-stripping
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Point(pydantic.BaseModel):
+    x: int
+    y: int
+
+
+def paint(color: Color, at: Point, tags: dict[str, int]) -> str:
+    """Paint a point."""
+    return f"{color.value} {at.x},{at.y} {tags}"
+
+
+def test_enums_models_and_dicts_get_schemas_and_validation() -> None:
+    env = LocalToolingEnv()
+    env.register_tool(paint)
+    params = env.list_tools()[0]["function"]["parameters"]
+    assert params["$defs"]["Color"] == {"enum": ["red"], "type": "string"}
+    assert params["properties"]["at"] == {"$ref": "#/$defs/Point"}
+    assert params["properties"]["tags"] == {"type": "object", "additionalProperties": {"type": "integer"}}
+    good = asyncio.run(env.aexecute("paint", {"color": "red", "at": {"x": 1, "y": 2}, "tags": {"a": 1}}))
+    bad = asyncio.run(env.aexecute("paint", {"color": "blue", "at": {"x": 1.5, "y": 2}, "tags": {}}))
+    assert good.content == "red 1,2 {'a': 1}"
+    assert bad.is_error and "color: Input should be 'red'" in bad.content and "at.x:" in bad.content
 
 
 def test_docstring_parser_reads_sphinx_params() -> None:
