@@ -95,6 +95,20 @@ def test_fork_bomb_is_capped_and_every_process_dies_with_the_run() -> None:
     assert _survivors(workdir) == []
 
 
+@pytest.mark.parametrize("config", [FAST, WEAK], ids=["strongest", "fallback"])
+def test_processes_left_behind_die_with_the_snippet(config: SandboxConfig) -> None:
+    code = (
+        "import os, time\nprint(os.getcwd(), flush=True)\nif os.fork() == 0:\n    time.sleep(60)\nprint('parent done')"
+    )
+    run, result = _run(code, config)
+    assert run.ok and not result.is_error and result.content.endswith("parent done\n")
+    workdir = run.output.split()[0]
+    deadline = time.monotonic() + 2
+    while _survivors(workdir) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _survivors(workdir) == []
+
+
 def test_10_gb_allocation_fails_inside_the_sandbox() -> None:
     _, result = _run("x = bytearray(10 * 1024**3)\nprint('allocated')")
     assert result.is_error and "MemoryError" in result.content and "allocated" not in result.content

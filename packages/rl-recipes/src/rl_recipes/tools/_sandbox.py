@@ -89,8 +89,9 @@ class PythonSandbox:
       process it started dies (even ones that called setsid); RLIMIT_NPROC caps the processes and threads a run
       may have. As root, the run gets an unused real uid of its own and loses every capability (bounding set
       emptied, capset to zero, SECBIT_NOROOT locked), because the kernel exempts root from RLIMIT_NPROC; the
-      effective uid stays 0 so the interpreter's files stay readable. Without a PID namespace, only the process
-      group is killed on timeout and RLIMIT_NPROC counts all processes of the worker's user.
+      effective uid stays 0 so the interpreter's files stay readable. Without a PID namespace, the process group is
+      killed when the snippet ends or times out (a process that called setsid escapes it), and, non-root, the
+      RLIMIT_NPROC set is what the worker's user already runs plus `max_processes`.
     - Files: Landlock (Linux >= 5.13) forbids writing, creating, removing, renaming or truncating any file outside
       the working directory (and /dev/null); HOME and TMPDIR point there. Without Landlock, the audit hook refuses
       Python-level writes outside the folder, ctypes and starting other programs: a weaker, in-process guard.
@@ -136,9 +137,13 @@ class PythonSandbox:
         lines = [json.loads(line) for line in raw.splitlines() if line.strip()]
         guards: dict[str, Any] = lines[0] if lines else {}
         ended: dict[str, Any] = lines[1] if len(lines) > 1 else {}
-        code = proc.returncode
-        sig = ended.get("signal") or (-code if code is not None and code < 0 else None)
-        exit_code = None if (sig or timed_out or overflow) else ended.get("exit", code)
+        if ended:  # the bootstrap saw the snippet end (it may have killed its leftovers, and itself, afterwards)
+            sig, exit_code = ended.get("signal"), ended.get("exit")
+        else:
+            code = proc.returncode
+            sig, exit_code = (-code, None) if code is not None and code < 0 else (None, code)
+        if sig or timed_out or overflow:
+            exit_code = None
         text = output.decode("utf-8", errors="replace")
         return SandboxRun(text, exit_code, sig, timed_out, overflow, guards)
 

@@ -89,13 +89,30 @@ def _namespaces(cfg: dict[str, Any]) -> tuple[str | None, bool]:
     return kind, dropped
 
 
-def _limits(cfg: dict[str, Any]) -> None:
+def _user_tasks() -> int:
+    """Processes and threads of this real uid machine-wide: what RLIMIT_NPROC counts outside a user namespace."""
+    uid, total = os.getuid(), 0
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as file:
+                fields = dict(line.split(":", 1) for line in file if ":" in line)
+        except (OSError, ValueError):
+            continue
+        if pid.isdigit() and int(fields.get("Uid", "-1").split()[0]) == uid:
+            total += int(fields.get("Threads", "1"))
+    return total
+
+
+def _limits(cfg: dict[str, Any], *, shared_user: bool) -> None:
+    """Set the rlimits. With `shared_user` (no user namespace, not root) RLIMIT_NPROC counts every process of the
+    worker's user, so the sandbox gets `max_processes` on top of what the user already runs."""
     cpu = int(cfg["cpu_s"])
+    nproc = cfg["max_processes"] + (_user_tasks() if shared_user else 0)
     for limit, value in (
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_AS, (cfg["memory_bytes"], cfg["memory_bytes"])),
         (resource.RLIMIT_FSIZE, (cfg["file_bytes"], cfg["file_bytes"])),
-        (resource.RLIMIT_NPROC, (cfg["max_processes"], cfg["max_processes"])),
+        (resource.RLIMIT_NPROC, (nproc, nproc)),
         (resource.RLIMIT_NOFILE, (cfg["max_open_files"], cfg["max_open_files"])),
         (resource.RLIMIT_CORE, (0, 0)),
     ):
@@ -226,34 +243,40 @@ def _run_snippet(workdir: str, guard: dict[str, bool]) -> int:
     return 0
 
 
+def _fork_and_wait(workdir: str, guard: dict[str, bool], status: Any) -> None:
+    """Run the snippet in a child, wait for it and report how it ended on the status pipe."""
+    snippet = os.fork()
+    if snippet == 0:
+        status.close()
+        os._exit(_run_snippet(workdir, guard))
+    _, wait_status = os.waitpid(snippet, 0)
+    ended = {"signal": os.WTERMSIG(wait_status)} if os.WIFSIGNALED(wait_status) else {}
+    status.write(json.dumps(ended or {"exit": os.waitstatus_to_exitcode(wait_status)}) + "\n")
+    status.close()
+
+
 def main() -> None:
     cfg: dict[str, Any] = json.loads(sys.argv[1])
     status = os.fdopen(int(sys.argv[2]), "w", closefd=True)
     workdir = os.path.realpath(cfg["workdir"])
     kind, dropped = _namespaces(cfg)
     abi = _landlock(workdir) if cfg["landlock"] else 0
-    _limits(cfg)
+    _limits(cfg, shared_user=kind is None and not dropped)
     guard = {"network": kind is None, "files": abi == 0, "signals": kind is None and abi < 6}
     status.write(json.dumps({"namespaces": kind, "dropped_root": dropped, "landlock_abi": abi}) + "\n")
     status.flush()
     if kind is None:
-        status.close()
-        os._exit(_run_snippet(workdir, guard))
+        # No PID namespace: the bootstrap leads the process group, so after the snippet it kills what the snippet
+        # left behind in the group (itself included); a process that called setsid escapes (RLIMIT_NPROC bounds it).
+        _fork_and_wait(workdir, guard, status)
+        os.killpg(0, signal.SIGKILL)
     # The first child is PID 1 of the new PID namespace: when it exits, every process in there is killed. It only
     # reaps: the snippet runs in its own child, where the kernel's signals (SIGXCPU) are not ignored as they are for
     # a namespace's init.
     reaper = os.fork()
     if reaper == 0:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the worker's killpg reaches the bootstrap
-        snippet = os.fork()
-        if snippet == 0:
-            status.close()
-            os._exit(_run_snippet(workdir, guard))
-        _, wait_status = os.waitpid(snippet, 0)
-        ended = {"signal": os.WTERMSIG(wait_status)} if os.WIFSIGNALED(wait_status) else {}
-        ended = ended or {"exit": os.waitstatus_to_exitcode(wait_status)}
-        status.write(json.dumps(ended) + "\n")
-        status.close()
+        _fork_and_wait(workdir, guard, status)
         os._exit(0)
     status.close()
     _, wait_status = os.waitpid(reaper, 0)
