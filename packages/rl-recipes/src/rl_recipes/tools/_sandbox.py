@@ -163,8 +163,14 @@ class PythonSandbox:
                     return True
             return False
 
+        async def exited() -> None:
+            # Not proc.wait(): on Python < 3.12 it also waits for every holder of the output pipe to close it, and a
+            # process that escaped the group (no PID namespace) may hold it for ever.
+            while proc.returncode is None:
+                await asyncio.sleep(0.02)
+
         reader = asyncio.ensure_future(read())
-        waiter = asyncio.ensure_future(proc.wait())
+        waiter = asyncio.ensure_future(exited())
         timed_out = overflow = False
         try:
             done, _ = await asyncio.wait({reader, waiter}, timeout=self.config.timeout_s,
@@ -173,7 +179,7 @@ class PythonSandbox:
                 overflow = reader.result()
                 if not overflow:  # EOF: every writer closed; the process is ending
                     await asyncio.wait({waiter}, timeout=_GRACE_S)
-            elif waiter in done:  # exited; drain what its leftovers already wrote, without waiting for their EOF
+            elif waiter in done:  # exited; drain what is already written, without waiting for the pipe's EOF
                 await asyncio.wait({reader}, timeout=_GRACE_S)
                 overflow = reader.done() and reader.result()
             else:
@@ -181,9 +187,14 @@ class PythonSandbox:
         finally:
             if timed_out or overflow or proc.returncode is None:
                 self._kill(proc)
-            reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
-            await proc.wait()
+            for task in (reader, waiter):
+                task.cancel()
+            await asyncio.gather(reader, waiter, return_exceptions=True)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(exited(), _GRACE_S * 10)  # killed above if it had not exited
+            transport = getattr(proc, "_transport", None)  # asyncio has no public close for a Process's pipes
+            if transport is not None:
+                transport.close()
         return b"".join(chunks)[:limit], timed_out, overflow
 
     @staticmethod
