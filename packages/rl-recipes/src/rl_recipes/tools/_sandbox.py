@@ -87,11 +87,11 @@ class PythonSandbox:
       Python audit hook refuses socket connect/bind/send/getaddrinfo (Python-level calls only).
     - Processes: a new PID namespace whose init only reaps the snippet, so when the snippet ends or is killed every
       process it started dies (even ones that called setsid); RLIMIT_NPROC caps the processes and threads a run
-      may have. As root, the run gets an unused real uid of its own and loses every capability (bounding set
-      emptied, capset to zero, SECBIT_NOROOT locked), because the kernel exempts root from RLIMIT_NPROC; the
-      effective uid stays 0 so the interpreter's files stay readable. Without a PID namespace, the process group is
-      killed when the snippet ends or times out (a process that called setsid escapes it), and, non-root, the
-      RLIMIT_NPROC set is what the worker's user already runs plus `max_processes`.
+      may have. As root, the run gets an unused uid of its own (real, effective, saved) and loses every capability
+      (securebits locked, bounding set emptied, capset to zero), because the kernel exempts root from RLIMIT_NPROC;
+      only the filesystem uid stays 0 so the interpreter's files stay readable. Without a PID namespace, the
+      process group is killed when the snippet ends or times out (a process that called setsid escapes it), and,
+      non-root, the RLIMIT_NPROC set is what the worker's user already runs plus `max_processes`.
     - Files: Landlock (Linux >= 5.13) forbids writing, creating, removing, renaming or truncating any file outside
       the working directory (and /dev/null); HOME and TMPDIR point there. Without Landlock, the audit hook refuses
       Python-level writes outside the folder, ctypes and starting other programs: a weaker, in-process guard.

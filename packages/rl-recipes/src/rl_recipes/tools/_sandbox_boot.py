@@ -21,8 +21,10 @@ from typing import Any
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 1, 24, 28, 38
 SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1 << 0, 1 << 1
+SECBIT_NO_SETUID_FIXUP, SECBIT_NO_SETUID_FIXUP_LOCKED = 1 << 2, 1 << 3
 SECBIT_NO_CAP_AMBIENT_RAISE, SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED = 1 << 6, 1 << 7
-SYS_CAPSET, _LINUX_CAPABILITY_VERSION_3 = 126, 0x20080522
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+# Landlock has no glibc wrapper; its syscall numbers are the same on every architecture.
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 # Landlock filesystem rights that write (reads and execution stay allowed everywhere).
 FS_WRITE_FILE, FS_REMOVE_DIR, FS_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
@@ -52,26 +54,31 @@ def _unshare(flags: int) -> bool:
 
 
 def _drop_root(uid: int) -> None:
-    """Leave root's powers but keep its files readable: a run-private real uid, no capabilities, no way back.
+    """Leave root's powers but keep its files readable: a run-private uid, no capabilities, no way back.
 
-    The effective uid stays 0 so the interpreter's own files (often under a 0700 /root) stay readable; what makes the
-    process harmless is that every capability is gone (bounding set emptied, `capset` to zero, SECBIT_NOROOT locked
-    so exec cannot regain them). The real uid becomes `uid`, unused and different for every run, so RLIMIT_NPROC
-    binds per run (the kernel exempts a real uid of root and holders of CAP_SYS_RESOURCE/CAP_SYS_ADMIN) and runs
-    cannot signal each other. Writes are confined by Landlock, not by the uid.
+    Real, effective and saved uid (and gid) become `uid`, unused and different for every run, so RLIMIT_NPROC binds
+    per run (the kernel exempts a real uid of root) and the run cannot signal or trace the worker or other runs.
+    Only the filesystem uid/gid stay 0, so the interpreter's own files (often under a 0700 /root) stay readable;
+    writes are confined by Landlock, not by the uid. Every capability goes (securebits locked, bounding set
+    emptied, `capset` to zero), and with no uid of 0 left the snippet cannot get root back. A program the snippet
+    execs runs with filesystem uid `uid` (exec resets it), so it cannot read root's 0700 folders.
     """
-    os.setgroups([])
-    os.setresuid(uid, 0, 0)
-    secure = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED
+    secure = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED
+    secure |= SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED
     if _libc.prctl(PR_SET_SECUREBITS, secure, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS) failed")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # NO_SETUID_FIXUP: the capabilities survive this, for the two calls below
+    _libc.setfsgid(0)
+    _libc.setfsuid(0)
     with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as file:
         last = int(file.read())
     for cap in range(last + 1):
         _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable} structs, all zero
-    if _libc.syscall(SYS_CAPSET, ctypes.byref(header), ctypes.byref(data)) != 0:
+    if _libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:  # glibc's wrapper: no per-arch number
         raise OSError(ctypes.get_errno(), "capset to no capabilities failed")
 
 
