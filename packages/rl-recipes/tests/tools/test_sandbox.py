@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from rl_core.tools import TOOLS, ToolConfigError, ToolingEnvConfig, ToolResult, make_tooling_env
-from rl_recipes.tools import PythonSandbox, SandboxConfig, SandboxRun
+from rl_recipes.tools import LocalToolingEnv, PythonSandbox, SandboxConfig, SandboxRun
 
 FAST = SandboxConfig(timeout_s=2.0, cpu_s=1, memory_bytes=1 << 30, max_output_bytes=4096)
 WEAK = SandboxConfig(timeout_s=2.0, cpu_s=1, namespaces=False, landlock=False)
@@ -174,3 +175,16 @@ def test_python_tool_through_the_local_env_and_bad_config() -> None:
     assert bad.is_error and "ZeroDivisionError" in bad.content
     with pytest.raises(ToolConfigError, match=r"SandboxConfig.cpu_s: expected > 0, got 0"):
         SandboxConfig(cpu_s=0)
+
+
+def test_the_env_timeout_cancels_a_run_and_kills_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the run's folder, hence its command line, is in here
+    env = LocalToolingEnv(timeout_s=1.0)
+    env.register_tool(PythonSandbox().python)
+    result = asyncio.run(env.aexecute("python", {"code": "import os\nwhile True:\n    os.getpid()"}))
+    assert result.is_error and "'python' timed out after 1 s" in result.content
+    deadline = time.monotonic() + 2
+    while _survivors(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _survivors(str(tmp_path)) == []
+    assert list(tmp_path.iterdir()) == []  # the folder is gone too
