@@ -60,3 +60,20 @@ def test_environment_example_registers_and_conforms() -> None:
     finally:
         ENVIRONMENTS.clear()
         ENVIRONMENTS.update(before)
+
+
+def test_tooling_env_example_registers_and_conforms() -> None:
+    import asyncio
+
+    from rl_core.testing import check_tooling_env
+    from rl_core.tools import TOOLING_ENVS, ToolingEnvConfig, make_tooling_env
+
+    namespace: dict[str, object] = {}
+    before = dict(TOOLING_ENVS)
+    try:
+        exec(compile(contributing_example("tooling-env"), "CONTRIBUTING.md:tooling-env", "exec"), namespace)
+        env = asyncio.run(make_tooling_env(ToolingEnvConfig(name="echo")))
+        assert check_tooling_env(env, [("echo", {"text": "hi"}, "hi")]) == ["echo"]
+    finally:
+        TOOLING_ENVS.clear()
+        TOOLING_ENVS.update(before)
