@@ -3,5 +3,18 @@
 from rl_core.testing._env_conformance import check_vector_env
 from rl_core.testing._envs import ToyEpisodeEnv, toy_spec
 from rl_core.testing._imports import modules_loaded_by_import, public_modules, third_party
+from rl_core.testing._tool_conformance import ToolCall, acheck_tooling_env, check_tooling_env
+from rl_core.testing._tools import ToyToolingEnv
 
-__all__ = ["ToyEpisodeEnv", "check_vector_env", "modules_loaded_by_import", "public_modules", "third_party", "toy_spec"]
+__all__ = [
+    "ToolCall",
+    "ToyEpisodeEnv",
+    "ToyToolingEnv",
+    "acheck_tooling_env",
+    "check_tooling_env",
+    "check_vector_env",
+    "modules_loaded_by_import",
+    "public_modules",
+    "third_party",
+    "toy_spec",
+]
