@@ -98,7 +98,7 @@ def test_an_unreachable_server_is_retried_on_the_others(started: list[ServerFlee
     # submit deals each request on its own: those dealt to the dead server are retried on the other one
     submitted = [fleet.submit(request).result(timeout=60) for request in _requests(2)]
     assert [output.rid for output in submitted] == ["r0", "r1"]
-    fleet._down.clear()  # noqa: SLF001 - forget the dead server again, so generate meets it too
+    fleet._down.clear()  # forget the dead server again, so generate meets it too
     outputs = fleet.generate(_requests(4))
     assert [output.rid for output in outputs] == ["r0", "r1", "r2", "r3"]
     assert fleet.generate(_requests(2))[0].rid == "r0"  # the dead server is skipped until it is probed again
