@@ -2,21 +2,23 @@
 
 Each episode gets its own view (`EngineEpisodes.view(index)`) whose requests carry the run's sampling settings and
 a seed of (run seed, step, rank, draw, episode, turn), so an episode's draws depend neither on its batchmates nor
-on the order the event loop interleaves episodes. Requests go to the engine's `agenerate` when it has one (engines
-with continuous batching); otherwise the requests all waiting episodes made in one pass of the event loop are sent
-as one batched `generate` call, so concurrent episodes still share engine batches.
+on the order the event loop interleaves episodes. Requests go to the engine's `agenerate` when the engine
+declares the "continuous_batching" capability (its concurrent requests then share decode steps); otherwise the
+requests all waiting episodes made in one pass of the event loop are sent as one batched `generate` call, so
+concurrent episodes still share engine batches (HFEngine's `agenerate` today runs each request on its own).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from rl_core.workflows import Completion
 from rl_engines.rollout import GenerateOutput, GenerateRequest, InferenceEngine, SamplingParams
 from rl_runtime.nodes._seeds import sample_seed
 
+CONTINUOUS_BATCHING = "continuous_batching"
+"""The engine capability under which episodes call `agenerate` directly instead of the batched `generate`."""
 _TURN_STRIDE = 1 << 16
 """Seed index of turn t of episode i: i * stride + t (an episode has far fewer turns)."""
 
@@ -55,10 +57,9 @@ class EngineEpisodes:
 
     async def submit(self, request: GenerateRequest) -> GenerateOutput:
         """`request`'s output: through the engine's `agenerate`, or batched with the other waiting requests."""
-        agenerate: Any = getattr(self.engine, "agenerate", None)
-        if agenerate is not None:
+        if CONTINUOUS_BATCHING in self.engine.capabilities:
             self.engine_calls += 1
-            return await agenerate(request)
+            return await self.engine.agenerate(request)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[GenerateOutput] = loop.create_future()
         self._pending.append((request, future))
