@@ -93,3 +93,18 @@ def test_requests_carry_the_run_sampling_a_capped_budget_and_per_turn_seeds() ->
     assert [r.sampling.max_new_tokens for r in seen] == [4, 4]  # 9 asked, capped at rollout.max_new_tokens
     assert seen[0].sampling.seed != seen[1].sampling.seed
     assert all(r.sampling.temperature == SAMPLING.temperature for r in seen)
+
+
+def test_an_episode_cancelled_while_its_request_waits_does_not_stall_the_others() -> None:
+    engine = RecordingEngine()
+    shared = _episodes(engine)
+
+    async def main() -> tuple[int, ...]:
+        doomed = asyncio.ensure_future(shared.view(0).agenerate([1]))
+        await asyncio.sleep(0)  # its request now waits for the batch
+        doomed.cancel()
+        survivor = await asyncio.wait_for(shared.view(1).agenerate([2]), timeout=5)
+        return survivor.token_ids
+
+    assert asyncio.run(main()) == (2, 2)
+    assert engine.batches == [["s-1-0"]]

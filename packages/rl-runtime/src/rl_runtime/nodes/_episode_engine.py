@@ -71,26 +71,42 @@ class EngineEpisodes:
         """Send every waiting request as one `generate` call (this blocks the loop: every episode is waiting).
 
         When the engine refuses the batch (one request overflows the context, say), each request is retried alone,
-        so the refusal fails only its own episode."""
-        batch, self._pending = self._pending, []
+        so the refusal fails only its own episode. Requests of episodes cancelled meanwhile (`episode_timeout_s`)
+        are dropped."""
+        batch = [(request, future) for request, future in self._pending if not future.done()]
+        self._pending = []
+        if not batch:
+            return
         try:
             outputs = self._generate([request for request, _ in batch])
         except Exception as exc:
             if len(batch) == 1:
-                batch[0][1].set_exception(exc)
+                _settle(batch[0][1], error=exc)
                 return
             for request, future in batch:
                 try:
-                    future.set_result(self._generate([request])[0])
+                    _settle(future, self._generate([request])[0])
                 except Exception as single:
-                    future.set_exception(single)
+                    _settle(future, error=single)
             return
         for (_, future), output in zip(batch, outputs, strict=True):
-            future.set_result(output)
+            _settle(future, output)
 
     def _generate(self, requests: list[GenerateRequest]) -> list[GenerateOutput]:
         self.engine_calls += 1
         return list(self.engine.generate(requests))
+
+
+def _settle(
+    future: asyncio.Future[GenerateOutput], output: GenerateOutput | None = None, *, error: Exception | None = None
+) -> None:
+    """Resolve `future` unless its episode was cancelled meanwhile."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(output)  # pyright: ignore[reportArgumentType]  # output is given when error is not
 
 
 class EpisodeView:
