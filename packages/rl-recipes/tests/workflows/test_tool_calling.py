@@ -145,3 +145,57 @@ def test_the_workflow_loads_by_module_path_with_a_tokenizer_folder(tokenizer: An
     workflow = load_workflow("rl_recipes.workflows:ToolCallingWorkflow", {"tokenizer": str(tmp_path), "max_turns": 3})
     assert isinstance(workflow, ToolCallingWorkflow) and workflow.max_turns == 3
     assert load_workflow("tool_calling", {"tokenizer": str(tmp_path)}).max_turns == 4  # type: ignore[attr-defined]
+
+
+class ScriptedInferenceEngine:
+    """Test double of an `rl_engines` InferenceEngine for the runtime's workflow path: a request whose context holds
+    no tool answer yet gets `CALL`, one after a tool answer gets the product; both end with eos."""
+
+    capabilities = frozenset[str]()
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.marker = tokenizer("<tool_response>", add_special_tokens=False)["input_ids"]
+
+    def generate(self, requests: Sequence[Any]) -> list[Any]:
+        from rl_engines.rollout import GenerateOutput
+
+        outputs = []
+        for request in requests:
+            ids = list(request.input_ids)
+            answered = any(ids[i : i + len(self.marker)] == self.marker for i in range(len(ids)))
+            text = PRODUCT if answered else CALL
+            out = (*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.tokenizer.eos_token_id)
+            outputs.append(GenerateOutput(request.rid, out, (-0.2,) * len(out), "stop", 5, len(ids)))
+        return outputs
+
+
+def test_tool_calling_episodes_become_masked_batch_rows_through_the_runtime(tokenizer: Any) -> None:
+    from rl_core.schema import LOSS_MASK, RESPONSE_MASK, TURN_ID
+    from rl_engines.rollout import SamplingParams
+    from rl_runtime.nodes import PromptItem
+    from rl_runtime.nodes._trajectory_batch import WORKFLOW_REWARD_KEY
+    from rl_runtime.nodes._workflow_rollout import run_workflow
+
+    question = [{"role": "user", "content": f"What is {A} * {B}?"}]
+    items = [PromptItem((1, 2), {"messages": question, "ground_truth": PRODUCT})]
+    data = run_workflow(
+        _workflow(tokenizer),
+        ScriptedInferenceEngine(tokenizer),  # type: ignore[arg-type]
+        items,
+        3,
+        SamplingParams(max_new_tokens=128),
+        seed_parts=(0,),
+        uid_of=(0, 0, 0),
+        token_budget=512,
+    )
+    assert data.num_samples == 3 and data.metrics["rollout/engine_calls"] == 2
+    assert data.extras[WORKFLOW_REWARD_KEY] == [1.0, 1.0, 1.0]
+    row = 0
+    length = int(data.batch["attention_mask"][row].sum())
+    ids = data.batch["input_ids"][row, :length].tolist()
+    mask = data.batch[LOSS_MASK][row, :length].tolist()
+    assert tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m]) == CALL + "<eos>" + PRODUCT + "<eos>"
+    tool = [t for t, m, turn in zip(ids, mask, data.batch[TURN_ID][row].tolist(), strict=False) if not m and turn]
+    assert tokenizer.decode(tool) == f"<tool_response>{PRODUCT}</tool_response>\nAnswer:"
+    assert data.batch[RESPONSE_MASK].equal(data.batch[LOSS_MASK])
