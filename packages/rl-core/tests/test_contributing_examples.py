@@ -77,3 +77,33 @@ def test_tooling_env_example_registers_and_conforms() -> None:
     finally:
         TOOLING_ENVS.clear()
         TOOLING_ENVS.update(before)
+
+
+def test_workflow_example_registers_and_runs_an_episode() -> None:
+    import asyncio
+    from collections.abc import Sequence
+
+    from rl_core.workflows import WORKFLOWS, Completion, EpisodeInput, load_workflow
+
+    class FakeEpisodeEngine:
+        """Test double of the runtime's engine adapter: every call samples tokens 9, 9 at version 0."""
+
+        token_budget = 64
+
+        async def agenerate(
+            self, prompt_ids: Sequence[int], *, max_new_tokens: int | None = None, stop_token_ids: Sequence[int] = ()
+        ) -> Completion:
+            return Completion((9, 9), (-0.1, -0.1), (0, 0))
+
+    before = dict(WORKFLOWS)
+    try:
+        exec(compile(contributing_example("workflow"), "CONTRIBUTING.md:workflow", "exec"), {})
+        workflow = load_workflow("self_check", {"max_turns": 3})
+        trajectory = asyncio.run(workflow.arun_episode(FakeEpisodeEngine(), EpisodeInput((1, 2, 3))))
+        assert trajectory is not None
+        assert trajectory.token_ids == (1, 2, 3, 9, 9, 5, 6, 9, 9, 5, 6, 9, 9)
+        assert trajectory.loss_mask == (0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1)
+        assert trajectory.reward == 1.0 and trajectory.num_turns == 3
+    finally:
+        WORKFLOWS.clear()
+        WORKFLOWS.update(before)

@@ -95,6 +95,10 @@ def test_an_unreachable_server_is_retried_on_the_others(started: list[ServerFlee
     members = [RemoteEngine(started[0].members[0].config), RemoteEngine(RemoteEngineConfig(doomed.url))]
     fleet = ServerFleet(members, health_interval_s=60.0)
     doomed.stop()
+    # submit deals each request on its own: those dealt to the dead server are retried on the other one
+    submitted = [fleet.submit(request).result(timeout=60) for request in _requests(2)]
+    assert [output.rid for output in submitted] == ["r0", "r1"]
+    fleet._down.clear()  # forget the dead server again, so generate meets it too
     outputs = fleet.generate(_requests(4))
     assert [output.rid for output in outputs] == ["r0", "r1", "r2", "r3"]
     assert fleet.generate(_requests(2))[0].rid == "r0"  # the dead server is skipped until it is probed again

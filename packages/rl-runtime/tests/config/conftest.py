@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,6 +92,9 @@ def full_data() -> dict[str, Any]:
             "val_samples_per_prompt": 4,
             "val_temperature": 0.6,
             "engine_kwargs": {"connect_attempts": 3, "timeout_s": 30.0},
+            "workflow": f"{Path(__file__).parents[1] / 'nodes' / 'multi_turn_workflow.py'}:ToolEchoWorkflow",
+            "workflow_kwargs": {"turns": 3},
+            "episode_timeout_s": 60.0,
         },
         "placement": {
             "slots": 4,

@@ -157,6 +157,7 @@ def test_minimal_config_takes_the_documented_defaults(minimal_data: dict[str, An
     assert config.actor.micro_batch.max_tokens_per_micro_batch == 8192
     assert config.critic is None and config.reference is None
     assert config.trainer.resume == "auto" and config.trainer.log_sinks == ("console",)
+    assert config.rollout.workflow == "single_turn" and config.rollout.workflow_kwargs == {}
 
 
 @pytest.mark.parametrize(
@@ -274,6 +275,9 @@ def test_wrong_type_names_the_field_the_expected_type_and_the_value(
         ("trainer.log_sinks=[console, tensorbord]", r"trainer.log_sinks.1: .*did you mean 'tensorboard'"),
         ("trainer.log_sinks=[console, console]", r"trainer.log_sinks: expected distinct log sink names"),
         ("placement.strategy=param-aware", r"placement.strategy: .*did you mean 'param_aware'"),
+        ("rollout.workflow=single_trun", r"rollout.workflow: .*found single_trun.*did you mean 'single_turn'"),
+        ("rollout.workflow=no_pkg.flows:Agent", r"rollout.workflow: .*module 'no_pkg' not found"),
+        ("rollout.workflow_kwargs={turns: 2}", r"rollout.workflow: .*building it with rollout.workflow_kwargs"),
     ],
 )
 def test_unknown_registry_names_list_the_valid_ones(minimal_data: dict[str, Any], override: str, message: str) -> None:

@@ -1,6 +1,7 @@
 """Algorithm settings that only a whole run exercises, each through 2 Trainer steps on 2 Ray CPU slots: ReMax (the
-greedy-baseline node), the rollout importance-sampling correction (`algorithm.rollout_correction`), and a policy
-loss that an installed plugin registers through the `rl_core.plugins` entry point."""
+greedy-baseline node), the rollout importance-sampling correction (`algorithm.rollout_correction`), a multi-turn
+rollout workflow loaded from a file (`rollout.workflow`), and a policy loss that an installed plugin registers
+through the `rl_core.plugins` entry point."""
 
 from __future__ import annotations
 
@@ -64,6 +65,24 @@ def test_remax_trains_against_the_greedy_baseline(tmp_path: Path, ray_runtime: N
         assert metrics["actor/grad_norm"] > 0
         assert 0 <= metrics["reward/greedy_baseline/mean"] <= 1  # TokenTask scores 0 or 1
         assert metrics["timing_s/greedy"] > 0
+
+
+MULTI_TURN_WORKFLOW = Path(__file__).parents[1] / "nodes" / "multi_turn_workflow.py"
+
+
+def test_multi_turn_workflow_trains_through_the_trainer(tmp_path: Path, ray_runtime: None) -> None:
+    rollout = {"workflow": f"{MULTI_TURN_WORKFLOW}:ToolEchoWorkflow", "workflow_kwargs": {"tokens_per_turn": 3}}
+    config = tiny_config(tmp_path, rollout=rollout, total_steps=2, checkpoint_every=2)
+    result = Trainer(config, TokenTask).fit()
+
+    assert result.end_step == 2 and len(result.history) == 2
+    for metrics in result.history:
+        assert metrics["actor/grad_norm"] > 0
+        assert metrics["rollout/episodes_accepted"] == 8  # per rank: 2 prompts x 4 samples, none rejected
+        assert metrics["rollout/turns_mean"] == 2 and metrics["rollout/engine_calls"] == 2
+        assert metrics["reward/workflow_scored_frac"] == 1.0
+        # Two 3-token model turns around a 2-token tool reply: 6 of the 8 response tokens carry the loss.
+        assert metrics["response_length/mean"] == 8
 
 
 PLUGIN_SITE = Path(__file__).parent / "plugin_site"

@@ -8,6 +8,7 @@ real SGLang server, `pause("wait")` and `weights_checksum` are not available (ou
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import math
 import os
@@ -40,6 +41,7 @@ from rl_engines.rollout import (
     WeightsMeta,
     check_requests,
 )
+from rl_engines.rollout._submit import RequestThreads, agenerate_by_submit, failed_future
 from rl_engines.rollout._types import check_weight_version, weight_version_from_wire, weight_version_to_wire
 
 logger = logging.getLogger(__name__)
@@ -55,6 +57,9 @@ def _version_from_wire(label: Any, where: str) -> int:
 
 _SGLANG_PAUSE_MODE = {"abort": "abort", "wait": "wait", "keep": "in_place"}
 """Our pause modes in SGLang's names ("wait" exists only on our server)."""
+_ABORT_RETRY_S = 0.2
+"""How often `cancel` repeats its `/abort_request` while the request runs: the server may not have registered the
+request yet when the first one arrives (it then answers as for an unknown rid)."""
 _MARGIN_S = 30.0
 """Extra HTTP time beyond a server-side timeout, so the server's own timeout error arrives first."""
 
@@ -83,6 +88,14 @@ class RemoteEngine:
         served = frozenset(info["capabilities"]) - {"bounded_calls"} if self._extended else SGLANG_CAPABILITIES
         self._capabilities = config.capabilities if config.capabilities is not None else served
         self._logprob_mode: LogprobMode = info.get("logprob_mode", "temperature")
+        self._threads = RequestThreads(
+            self._run_one,
+            self.abort,
+            self.weight_version,
+            max_workers=config.max_connections,
+            name="remote-submit",
+            abort_retry_s=_ABORT_RETRY_S,
+        )
 
     @classmethod
     def from_config(cls, config: RemoteEngineConfig) -> RemoteEngine:
@@ -104,10 +117,44 @@ class RemoteEngine:
             raise EngineShutdownError("this RemoteEngine was shut down; build a new one")
 
     # ---- generation ------------------------------------------------------------------------------
+    def submit(
+        self, request: GenerateRequest, *, on_tokens: TokenCallback | None = None
+    ) -> concurrent.futures.Future[GenerateOutput]:
+        """See `InferenceEngine.submit`: one `/generate` HTTP request per submit, sent from a pool thread (at most
+        `config.max_connections` at once), streamed (SSE) when `on_tokens` is given."""
+        try:
+            self._check_open()
+            check_requests([request])
+        except Exception as error:
+            return failed_future(error)
+        return self._threads.submit(request, on_tokens)
+
+    async def agenerate(self, request: GenerateRequest) -> GenerateOutput:
+        """See `InferenceEngine.agenerate`."""
+        return await agenerate_by_submit(self.submit, self.cancel, request)
+
+    def cancel(self, rid: str) -> None:
+        """See `InferenceEngine.cancel` (`/abort_request` for a request the server has; a submitted request not
+        yet sent is answered "abort" without being sent)."""
+        if self._closed:
+            return
+        if rid in self._threads.rids():
+            self._threads.cancel(rid)
+            return
+        with self._lock:
+            in_generate = rid in self._in_flight
+        if in_generate:
+            self.abort([rid])
+
+    def _run_one(self, request: GenerateRequest, on_tokens: TokenCallback | None, _cancelled: object) -> GenerateOutput:
+        return self.generate([request], on_tokens=on_tokens)[0]
+
     def generate(
         self, requests: Sequence[GenerateRequest], *, on_tokens: TokenCallback | None = None
     ) -> list[GenerateOutput]:
-        """See `InferenceEngine.generate`; with `on_tokens` the server streams (SSE) and tokens arrive per step."""
+        """See `InferenceEngine.generate`: the whole batch in one `/generate` request (SGLang's batch form, one round
+        trip: the same outputs as submitting each); with `on_tokens` the server streams (SSE) and tokens arrive per
+        step."""
         self._check_open()
         batch = check_requests(requests)
         self._track(batch, +1)
@@ -346,4 +393,5 @@ class RemoteEngine:
             logger.warning("could not abort %d in-flight requests at shutdown: %s", len(rids), error)
         finally:
             self._closed = True
+            self._threads.shutdown()
             self._http.close()

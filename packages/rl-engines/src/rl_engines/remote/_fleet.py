@@ -36,6 +36,7 @@ from rl_engines.rollout import (
     WeightsMeta,
     check_requests,
 )
+from rl_engines.rollout._submit import RequestThreads, agenerate_by_submit, failed_future
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,14 @@ class ServerFleet:
         )
         self._capabilities = frozenset.intersection(*(member.capabilities for member in members))
         self._closed = False
+        self._threads = RequestThreads(
+            self._run_one,
+            self.abort,
+            self.weight_version,
+            max_workers=sum(member.config.max_connections for member in members),
+            name="fleet-submit",
+            abort_retry_s=0.2,
+        )
 
     @property
     def addresses(self) -> list[str]:
@@ -114,6 +123,48 @@ class ServerFleet:
                 self._next += 1
                 shares.setdefault(member, []).append(position)
         return shares
+
+    def submit(
+        self, request: GenerateRequest, *, on_tokens: TokenCallback | None = None
+    ) -> concurrent.futures.Future[GenerateOutput]:
+        """See `InferenceEngine.submit`: the request goes to the next healthy server (retried on another when one
+        cannot be reached), from a pool thread."""
+        try:
+            check_requests([request])
+        except Exception as error:
+            return failed_future(error)
+        return self._threads.submit(request, on_tokens)
+
+    async def agenerate(self, request: GenerateRequest) -> GenerateOutput:
+        """See `InferenceEngine.agenerate`."""
+        return await agenerate_by_submit(self.submit, self.cancel, request)
+
+    def cancel(self, rid: str) -> None:
+        """See `InferenceEngine.cancel` (aborted on every server, as `abort`)."""
+        if rid in self._threads.rids():
+            self._threads.cancel(rid)
+        else:
+            self.abort([rid])
+
+    def _run_one(self, request: GenerateRequest, on_tokens: TokenCallback | None, _cancelled: object) -> GenerateOutput:
+        last_error: Exception | None = None
+        for _ in range(self.retries + 1):
+            usable = self._healthy()
+            if not usable:
+                break
+            member = next(iter(self._deal([request], usable)))
+            try:
+                return self.members[member].generate([request], on_tokens=on_tokens)[0]
+            except ServerConnectionError as error:
+                logger.warning(
+                    "rollout server %s is unreachable; retrying on another: %s", self.addresses[member], error
+                )
+                self._down[member] = time.monotonic()
+                last_error = error
+        raise ServerConnectionError(
+            f"request {request.rid!r} found no rollout server that answers among {self.addresses} after "
+            f"{self.retries} retries: {last_error}"
+        )
 
     def generate(
         self, requests: Sequence[GenerateRequest], *, on_tokens: TokenCallback | None = None
@@ -257,6 +308,7 @@ class ServerFleet:
         if self._closed:
             return
         self._closed = True
+        self._threads.shutdown()
         try:
             for member in self.members:
                 member.shutdown()

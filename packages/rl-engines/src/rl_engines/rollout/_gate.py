@@ -50,6 +50,9 @@ class RequestGate:
         self.drain_timeout_s = drain_timeout_s
         self._cond = threading.Condition()
         self._active: list[Ticket] = []
+        self._waiting: list[Ticket] = []
+        """Calls waiting for admission: `abort(rids)` marks them too, so a request aborted (cancelled) while it
+        waits ends "abort" as soon as it is admitted."""
         self._pause_mode: PauseMode | None = None
         self._exclusive = False
         self._stopped = False
@@ -62,26 +65,30 @@ class RequestGate:
     def admit(self, rids: Iterable[str]) -> Ticket:
         """Admit a generate call for `rids`, waiting at most `admission_timeout_s` while paused or updating."""
         deadline = time.monotonic() + self.admission_timeout_s
+        ticket = Ticket(frozenset(rids))
         with self._cond:
-            while True:
-                if self._stopped:
-                    raise EngineShutdownError("the engine was shut down; build a new one")
-                if self.asleep:
-                    raise EngineAsleepError(
-                        f"the engine is asleep (released {sorted(self.asleep)}); call wake_up() first"
-                    )
-                if self._pause_mode is None and not self._exclusive:
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    why = f"paused (mode {self._pause_mode!r}); call resume()" if self._pause_mode else "updating"
-                    raise EngineTimeoutError(
-                        f"generate waited {self.admission_timeout_s} s for admission while the engine was {why}"
-                    )
-                self._cond.wait(remaining)
-            # Checked only now: while paused, a sync may be halfway through loading and labelling weights.
-            self._raise_if_unversioned()
-            ticket = Ticket(frozenset(rids))
+            self._waiting.append(ticket)
+            try:
+                while True:
+                    if self._stopped:
+                        raise EngineShutdownError("the engine was shut down; build a new one")
+                    if self.asleep:
+                        raise EngineAsleepError(
+                            f"the engine is asleep (released {sorted(self.asleep)}); call wake_up() first"
+                        )
+                    if self._pause_mode is None and not self._exclusive:
+                        break
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        why = f"paused (mode {self._pause_mode!r}); call resume()" if self._pause_mode else "updating"
+                        raise EngineTimeoutError(
+                            f"generate waited {self.admission_timeout_s} s for admission while the engine was {why}"
+                        )
+                    self._cond.wait(remaining)
+                # Checked only now: while paused, a sync may be halfway through loading and labelling weights.
+                self._raise_if_unversioned()
+            finally:
+                self._waiting.remove(ticket)
             self._active.append(ticket)
             return ticket
 
@@ -151,9 +158,14 @@ class RequestGate:
             self._cond.notify_all()
 
     def abort(self, rids: Collection[str] | None) -> int:
-        """Abort the in-flight requests in `rids` (None: all); returns how many generate calls were hit."""
+        """Abort the in-flight requests in `rids` (None: all), and those in `rids` still waiting for admission (they
+        end "abort" once admitted); returns how many generate calls were hit."""
         hit = 0
         with self._cond:
+            for ticket in self._waiting:
+                if rids is not None and ticket.rids & set(rids):
+                    ticket.aborted |= ticket.rids & set(rids)
+                    hit += 1
             for ticket in self._active:
                 if rids is None:
                     ticket.abort_all = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import threading
@@ -26,6 +27,7 @@ from rl_engines.rollout._handles import SharedTensorBucket, open_shared_bucket
 from rl_engines.rollout._hf_config import HFEngineConfig
 from rl_engines.rollout._hf_generation import DecodeSetup, PrefillCache, decode_batch
 from rl_engines.rollout._hf_weights import ModelWeights, iter_safetensors, safetensors_files
+from rl_engines.rollout._submit import RequestThreads, agenerate_by_submit, failed_future
 from rl_engines.rollout._types import (
     SLEEP_TAGS,
     EngineStatus,
@@ -115,6 +117,9 @@ class HFEngine:
         self._sleep_level = 0
         self._group: WeightGroup | None = None
         self._mapped: dict[str, torch.Tensor] = {}
+        self._threads = RequestThreads(
+            self._run_one, self.abort, self.weight_version, max_workers=self.config.max_batch_size, name="hf-submit"
+        )
 
     @classmethod
     def from_config(cls, config: HFEngineConfig) -> HFEngine:
@@ -131,24 +136,58 @@ class HFEngine:
         return "temperature"
 
     # ---- generation ------------------------------------------------------------------------------
+    def _check(self, request: GenerateRequest) -> None:
+        if len(request.input_ids) >= self.context_len:
+            raise PromptTooLongError(
+                f"request {request.rid!r} has a {len(request.input_ids)}-token prompt, but the context holds "
+                f"{self.context_len} tokens and at least one must be generated; shorten the prompt"
+            )
+        bad = [t for t in request.input_ids if t >= self.vocab_size]
+        if bad:
+            raise InvalidRequestError(
+                f"request {request.rid!r} has token ids {bad[:3]} outside the vocabulary of {self.vocab_size}"
+            )
+
+    def submit(
+        self, request: GenerateRequest, *, on_tokens: TokenCallback | None = None
+    ) -> concurrent.futures.Future[GenerateOutput]:
+        """See `InferenceEngine.submit`."""
+        try:
+            check_requests([request])
+            self._check(request)
+        except Exception as error:
+            return failed_future(error)
+        return self._threads.submit(request, on_tokens)
+
+    async def agenerate(self, request: GenerateRequest) -> GenerateOutput:
+        """See `InferenceEngine.agenerate`."""
+        return await agenerate_by_submit(self.submit, self.cancel, request)
+
+    def cancel(self, rid: str) -> None:
+        """See `InferenceEngine.cancel`."""
+        self._threads.cancel(rid)
+
+    def _run_one(
+        self, request: GenerateRequest, on_tokens: TokenCallback | None, cancelled: threading.Event
+    ) -> GenerateOutput:
+        return self._generate([request], on_tokens, cancelled)[0]
+
     def generate(
         self, requests: Sequence[GenerateRequest], *, on_tokens: TokenCallback | None = None
     ) -> list[GenerateOutput]:
         """See `InferenceEngine.generate`."""
         batch = check_requests(requests)
         for request in batch:
-            if len(request.input_ids) >= self.context_len:
-                raise PromptTooLongError(
-                    f"request {request.rid!r} has a {len(request.input_ids)}-token prompt, but the context holds "
-                    f"{self.context_len} tokens and at least one must be generated; shorten the prompt"
-                )
-            bad = [t for t in request.input_ids if t >= self.vocab_size]
-            if bad:
-                raise InvalidRequestError(
-                    f"request {request.rid!r} has token ids {bad[:3]} outside the vocabulary of {self.vocab_size}"
-                )
+            self._check(request)
+        return self._generate(batch, on_tokens, None)
+
+    def _generate(
+        self, batch: list[GenerateRequest], on_tokens: TokenCallback | None, cancelled: threading.Event | None
+    ) -> list[GenerateOutput]:
         ticket = self._gate.admit(r.rid for r in batch)
         try:
+            if cancelled is not None and cancelled.is_set():  # cancelled while waiting for admission
+                self._gate.abort([r.rid for r in batch])
             outputs: list[GenerateOutput] = []
             size = self.config.max_batch_size
             for start in range(0, len(batch), size):
@@ -312,6 +351,7 @@ class HFEngine:
     def shutdown(self) -> None:
         """See `InferenceEngine.shutdown`."""
         self._gate.stop()
+        self._threads.shutdown()
         self.destroy_weights_update_group()
         self._cache.clear()
         self._mapped.clear()

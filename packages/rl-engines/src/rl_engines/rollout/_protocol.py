@@ -1,7 +1,13 @@
 """`InferenceEngine`: the protocol every rollout engine implements (in-process, remote, vLLM, SGLang).
 
-Token ids in, token ids out. Methods are synchronous and thread-safe: several threads may call
-`generate` at once while a controller thread pauses, updates and resumes the engine.
+Token ids in, token ids out. Methods are thread-safe: several threads may call `generate` at once while a
+controller thread pauses, updates and resumes the engine.
+
+Asynchronous requests: `submit(request)` returns a `concurrent.futures.Future` at once and the request joins the
+engine's running work; `await agenerate(request)` is the same from asyncio, so many episodes run concurrently on
+one engine from one event loop; `cancel(rid)` ends a request with finish reason "abort" (partial tokens kept).
+Errors (a bad request, a refused admission, a timeout) arrive through the Future. `generate(requests)` is the
+batch form: submit all, wait for all, outputs in request order.
 
 Weight sync protocol (what `rl_engines.sync.WeightSync` drives):
     pause(mode) -> update_weights_from_{disk,tensors,distributed} (one call per bucket)
@@ -13,6 +19,7 @@ An engine refuses new requests between the first weight change and `set_weight_v
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 from collections.abc import Collection, Sequence
 from typing import Literal, Protocol, runtime_checkable
@@ -54,6 +61,23 @@ class InferenceEngine(Protocol):
     @property
     def logprob_mode(self) -> LogprobMode:
         """Either "temperature" (log-probs of `softmax(logits / T)`, raw logits at T = 0) or "raw" (raw logits)."""
+        ...
+
+    def submit(
+        self, request: GenerateRequest, *, on_tokens: TokenCallback | None = None
+    ) -> concurrent.futures.Future[GenerateOutput]:
+        """Start `request` and return at once; the Future resolves with its output, or with the error `generate`
+        would raise for it. `on_tokens` is called with this request's tokens as they are produced ("stream")."""
+        ...
+
+    async def agenerate(self, request: GenerateRequest) -> GenerateOutput:
+        """Await `request`'s output on the running event loop (`submit` made awaitable); cancelling the awaiting
+        task cancels the request."""
+        ...
+
+    def cancel(self, rid: str) -> None:
+        """End request `rid` with finish reason "abort", keeping the tokens it has; unknown or finished rids are a
+        no-op. A request parked by `pause("keep")` ends when generation resumes."""
         ...
 
     def generate(

@@ -11,8 +11,10 @@ weight version, which the Engine class does not expose in every release. Outputs
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
+import threading
 import time
 from collections.abc import Collection, Sequence
 from typing import Any, Literal
@@ -35,7 +37,9 @@ from rl_engines.rollout import (
     check_requests,
     open_shared_bucket,
 )
+from rl_engines.rollout._submit import agenerate_by_submit, failed_future
 from rl_engines.rollout._types import check_weight_version, weight_version_from_wire, weight_version_to_wire
+from rl_engines.sglang._batcher import SubmitBatcher
 from rl_engines.sglang._config import SGLangEngineConfig
 
 logger = logging.getLogger(__name__)
@@ -82,6 +86,8 @@ class SGLangEngine:
         self._paused: PauseMode | None = None
         self._asleep: frozenset[str] = frozenset()
         self._closed = False
+        self._batcher = SubmitBatcher(self._generate_batch, self.abort, self.weight_version)
+        self._generate_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config: SGLangEngineConfig) -> SGLangEngine:
@@ -99,11 +105,36 @@ class SGLangEngine:
         return self._engine.loop.run_until_complete(coroutine)
 
     # ---- generation ------------------------------------------------------------------------------
+    def submit(
+        self, request: GenerateRequest, *, on_tokens: TokenCallback | None = None
+    ) -> concurrent.futures.Future[GenerateOutput]:
+        """See `InferenceEngine.submit`: requests submitted while a batch runs go to SGLang together as the next
+        batch (`SubmitBatcher`)."""
+        try:
+            check_requests([request])
+        except Exception as error:
+            return failed_future(error)
+        return self._batcher.submit(request, on_tokens)
+
+    async def agenerate(self, request: GenerateRequest) -> GenerateOutput:
+        """See `InferenceEngine.agenerate`."""
+        return await agenerate_by_submit(self.submit, self.cancel, request)
+
+    def cancel(self, rid: str) -> None:
+        """See `InferenceEngine.cancel` (SGLang's `abort_request(rid=...)` once it runs)."""
+        self._batcher.cancel(rid)
+
+    def _generate_batch(self, batch: list[GenerateRequest], on_tokens: TokenCallback | None) -> list[GenerateOutput]:
+        return self.generate(batch, on_tokens=on_tokens)
+
     def generate(
         self, requests: Sequence[GenerateRequest], *, on_tokens: TokenCallback | None = None
     ) -> list[GenerateOutput]:
-        """See `InferenceEngine.generate`."""
-        batch = check_requests(requests)
+        """See `InferenceEngine.generate` (one call at a time: `sglang.Engine` runs its event loop in the caller)."""
+        with self._generate_lock:
+            return self._generate_locked(check_requests(requests), on_tokens)
+
+    def _generate_locked(self, batch: list[GenerateRequest], on_tokens: TokenCallback | None) -> list[GenerateOutput]:
         kwargs = {
             "input_ids": [list(r.input_ids) for r in batch],  # not-a-sample-field: SGLang's argument
             "sampling_params": [sampling_to_json(r.sampling) for r in batch],
@@ -245,4 +276,5 @@ class SGLangEngine:
         """Stop SGLang's processes."""
         if not self._closed:
             self._closed = True
+            self._batcher.shutdown()
             self._engine.shutdown()

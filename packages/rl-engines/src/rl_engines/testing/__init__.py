@@ -8,6 +8,7 @@ Tests of a `TrainEngine` or of the roles around one (rl-engines' and rl-runtime'
 (a CPU engine on `tiny_qwen_config`), `tiny_rollout_batch` / `with_ppo_fields` and `ppo_loss_fn`.
 """
 
+from rl_engines.testing._checks_async import check_agenerate_concurrent, check_cancel, check_submit_errors
 from rl_engines.testing._checks_generate import (
     check_bad_input,
     check_concurrent_order,
@@ -63,7 +64,9 @@ __all__ = [
     "ProcessEngine",
     "TinyModelSpec",
     "check_abort_rids",
+    "check_agenerate_concurrent",
     "check_bad_input",
+    "check_cancel",
     "check_concurrent_order",
     "check_greedy_matches_reference",
     "check_logprobs_match_forward",
@@ -76,6 +79,7 @@ __all__ = [
     "check_seeds",
     "check_sleep_wake",
     "check_stop_token",
+    "check_submit_errors",
     "check_transports_v1_to_v2",
     "check_unversioned_weights_refused",
     "check_update_errors",

@@ -5,6 +5,8 @@ opened by another process, the broadcast group spans two processes, and nothing 
 sharing the trainer's memory. Calls may come from several threads; each carries an id, the child runs it
 on its own thread and the reply is matched back. Tensors sent in arguments travel through torch's
 multiprocessing reductions. The `on_tokens` callback cannot cross processes, so there is no "stream".
+`submit` sends one message per request; the child submits it to its engine in message order, so a `cancel` sent
+after it always finds it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
-from rl_engines.rollout import EngineShutdownError, EngineTimeoutError, HFEngine, HFEngineConfig
+from rl_engines.rollout import (
+    EngineShutdownError,
+    EngineTimeoutError,
+    GenerateOutput,
+    GenerateRequest,
+    HFEngine,
+    HFEngineConfig,
+)
+from rl_engines.rollout._submit import agenerate_by_submit, failed_future
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +43,11 @@ def _serve(conn: Any, config: HFEngineConfig, step_delay_s: float) -> None:  # r
     slow_steps = {"on_tokens": lambda events: time.sleep(step_delay_s)} if step_delay_s > 0 else {}
     send_lock = threading.Lock()
     conn.send((None, True, {"capabilities": engine.capabilities - {"stream"}, "logprob_mode": engine.logprob_mode}))
+
+    def reply(call_id: int, future: concurrent.futures.Future) -> None:
+        error = future.exception()
+        with send_lock:
+            conn.send((call_id, True, future.result()) if error is None else (call_id, False, error))
 
     def run(call_id: int, method: str, args: tuple, kwargs: dict) -> None:
         try:
@@ -50,6 +65,10 @@ def _serve(conn: Any, config: HFEngineConfig, step_delay_s: float) -> None:  # r
             with send_lock:
                 conn.send((call_id, True, None))
             return
+        if method == "submit":  # returns at once; registered before any later message (a cancel) is read
+            future = engine.submit(*args, **kwargs, **slow_steps)
+            future.add_done_callback(lambda done, call_id=call_id: reply(call_id, done))
+            continue
         threading.Thread(target=run, args=(call_id, method, args, kwargs), daemon=True).start()
 
 
@@ -89,12 +108,16 @@ class ProcessEngine:
         for future in list(self._pending.values()):
             future.set_exception(EngineShutdownError("the engine process exited"))
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def _send(self, method: str, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
         call_id = next(self._ids)
         self._pending[call_id] = future
         with self._send_lock:
             self._conn.send((call_id, method, args, kwargs))
+        return future
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        future = self._send(method, *args, **kwargs)
         try:
             return future.result(timeout=self.call_timeout_s)
         except concurrent.futures.TimeoutError:
@@ -117,6 +140,22 @@ class ProcessEngine:
         if on_tokens is not None:
             raise NotImplementedError("ProcessEngine cannot stream tokens across processes")
         return self._call("generate", list(requests))
+
+    def submit(self, request: GenerateRequest, *, on_tokens: Any = None) -> concurrent.futures.Future:
+        """Forwarded as one message; `on_tokens` is not supported across processes."""
+        if on_tokens is not None:
+            return failed_future(NotImplementedError("ProcessEngine cannot stream tokens across processes"))
+        if not self._process.is_alive():
+            return failed_future(EngineShutdownError("the engine process exited"))
+        return self._send("submit", request)
+
+    async def agenerate(self, request: GenerateRequest) -> GenerateOutput:
+        """Forwarded (`submit` made awaitable)."""
+        return await agenerate_by_submit(self.submit, self.cancel, request)
+
+    def cancel(self, rid: str) -> None:
+        """Forwarded."""
+        self._call("cancel", rid)
 
     def weights_checksum(self, names: Collection[str] | None = None) -> str:
         """Forwarded."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rl_engines.rollout import InferenceEngine
+from rl_engines.testing import _checks_async as aio
 from rl_engines.testing import _checks_generate as gen
 from rl_engines.testing import _checks_lifecycle as life
 from rl_engines.testing import _checks_weights as weights
@@ -84,6 +85,16 @@ class InferenceEngineConformance:
 
     def test_seeds(self) -> None:
         gen.check_seeds(self.h)
+
+    # asynchronous requests
+    def test_agenerate_concurrent(self) -> None:
+        aio.check_agenerate_concurrent(self.h)
+
+    def test_cancel(self) -> None:
+        aio.check_cancel(self.h)
+
+    def test_submit_errors(self) -> None:
+        aio.check_submit_errors(self.h)
 
     # weights
     def test_transports_v1_to_v2(self) -> None:

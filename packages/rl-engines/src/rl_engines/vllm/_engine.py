@@ -9,9 +9,11 @@ for why checksums come from the workers' host copies of the weights.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import os
+import threading
 from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
@@ -36,6 +38,7 @@ from rl_engines.rollout import (
     check_requests,
     open_shared_bucket,
 )
+from rl_engines.rollout._submit import RequestThreads, agenerate_by_submit, failed_future
 from rl_engines.rollout._types import check_weight_version
 from rl_engines.vllm._checkpoint import checkpoint_shapes, to_wire, validate
 from rl_engines.vllm._config import VLLMEngineConfig
@@ -97,6 +100,9 @@ class VLLMEngine:
             initial_version=config.initial_version,
         )
         self._loop = StepLoop(self._llm.llm_engine, self._gate, self._sampling_params)
+        self._threads = RequestThreads(
+            self._run_one, self.abort, self.weight_version, max_workers=config.max_num_seqs, name="vllm-submit"
+        )
         self._rpc("rl_init", config.model_path, config.dtype)
         self._updated_since_discard: set[str] | None = None
         extra = {"sleep"} if config.enable_sleep_mode else set()
@@ -139,22 +145,58 @@ class VLLMEngine:
         return results[0] if results else None
 
     # ---- generation ------------------------------------------------------------------------------
+    def _check(self, request: GenerateRequest) -> None:
+        if len(request.input_ids) >= self.context_len:
+            raise PromptTooLongError(
+                f"request {request.rid!r} has a {len(request.input_ids)}-token prompt, but the context holds "
+                f"{self.context_len} tokens and at least one must be generated; shorten the prompt"
+            )
+        bad = [t for t in request.input_ids if t >= self.vocab_size]
+        if bad:
+            raise InvalidRequestError(f"request {request.rid!r} has token ids {bad[:3]} outside the vocabulary")
+
+    def submit(
+        self, request: GenerateRequest, *, on_tokens: TokenCallback | None = None
+    ) -> concurrent.futures.Future[GenerateOutput]:
+        """See `InferenceEngine.submit`: the request runs on a pool thread (at most `max_num_seqs` at once), where
+        it joins the `LLMEngine`'s running batch: every engine step advances every request of every thread."""
+        try:
+            check_requests([request])
+            self._check(request)
+        except Exception as error:
+            return failed_future(error)
+        return self._threads.submit(request, on_tokens)
+
+    async def agenerate(self, request: GenerateRequest) -> GenerateOutput:
+        """See `InferenceEngine.agenerate`."""
+        return await agenerate_by_submit(self.submit, self.cancel, request)
+
+    def cancel(self, rid: str) -> None:
+        """See `InferenceEngine.cancel`."""
+        self._threads.cancel(rid)
+        self._gate.abort([rid])
+
+    def _run_one(
+        self, request: GenerateRequest, on_tokens: TokenCallback | None, cancelled: threading.Event
+    ) -> GenerateOutput:
+        return self._generate([request], on_tokens, cancelled)[0]
+
     def generate(
         self, requests: Sequence[GenerateRequest], *, on_tokens: TokenCallback | None = None
     ) -> list[GenerateOutput]:
         """See `InferenceEngine.generate`."""
         batch = check_requests(requests)
         for request in batch:
-            if len(request.input_ids) >= self.context_len:
-                raise PromptTooLongError(
-                    f"request {request.rid!r} has a {len(request.input_ids)}-token prompt, but the context holds "
-                    f"{self.context_len} tokens and at least one must be generated; shorten the prompt"
-                )
-            bad = [t for t in request.input_ids if t >= self.vocab_size]
-            if bad:
-                raise InvalidRequestError(f"request {request.rid!r} has token ids {bad[:3]} outside the vocabulary")
+            self._check(request)
+        return self._generate(batch, on_tokens, None)
+
+    def _generate(
+        self, batch: list[GenerateRequest], on_tokens: TokenCallback | None, cancelled: threading.Event | None
+    ) -> list[GenerateOutput]:
         ticket = self._gate.admit(r.rid for r in batch)
         try:
+            if cancelled is not None and cancelled.is_set():  # cancelled while waiting for admission
+                self._gate.abort([r.rid for r in batch])
             return self._loop.run(batch, ticket, on_tokens)
         finally:
             self._gate.release(ticket)
@@ -301,6 +343,7 @@ class VLLMEngine:
         if self._gate.status().state == "stopped":
             return
         self._gate.stop()
+        self._threads.shutdown()
         try:
             with self._loop.lock:
                 self._rpc("rl_destroy_group")

@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 
 import torch
 
+from rl_core.workflows import WorkflowLoadError, load_workflow
 from rl_engines.rollout import missing_engine_extra
 from rl_runtime.config._errors import ConfigProblem
 from rl_runtime.config._schema_sections import DeviceKind, WeightSyncKind
@@ -106,6 +107,17 @@ def rollout_problems(config: RunConfig) -> list[ConfigProblem]:
                 f"at least one address per rollout slot ({slots} colocated slots)",
                 f"{len(rollout.servers)} addresses",
                 "add servers, or leave rollout.servers empty to start one on each slot",
+            )
+        )
+    try:
+        load_workflow(rollout.workflow, rollout.workflow_kwargs)
+    except WorkflowLoadError as exc:
+        problems.append(
+            ConfigProblem(
+                "rollout.workflow",
+                "a workflow that loads and builds with rollout.workflow_kwargs",
+                rollout.workflow,
+                str(exc),
             )
         )
     allowed = weight_sync_transports(config)

@@ -192,6 +192,14 @@ class RolloutConfig:
     engine_kwargs: dict[str, Any] = attrs.field(factory=dict, validator=of_type(dict))
     """Engine-specific settings, passed to the engine's own config (checked there): HFEngineConfig fields for "hf",
     VLLMEngineConfig fields for "vllm", ServerEngineConfig fields (timeouts, retries) for "server"."""
+    workflow: str = attrs.field(default="single_turn", validator=non_empty_str)
+    """The rollout workflow (`rl_core.workflows`): a registered name ("single_turn", the one-reply path run as one
+    batched engine call), a module path 'pkg.mod:Name' or a file 'path/to/file.py:Name'; built in each rollout worker
+    with `workflow_kwargs`, checked at load time. Validation always samples single-turn."""
+    workflow_kwargs: dict[str, Any] = attrs.field(factory=dict, validator=of_type(dict))
+    """Keywords the workflow's class or factory is built with (turn limits, tool settings, ...)."""
+    episode_timeout_s: float | None = attrs.field(default=None, validator=optional(number_in(0, low_open=True)))
+    """A workflow episode still running after this many seconds is cancelled and counted as failed; null waits."""
 
     def __attrs_post_init__(self) -> None:
         if self.val_samples_per_prompt > 1 and self.val_temperature == 0:

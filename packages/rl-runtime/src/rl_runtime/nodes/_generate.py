@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from rl_core.workflows import SingleTurnWorkflow
 from rl_engines.rollout import GenerateRequest, InferenceEngine, SamplingParams
 from rl_runtime.config import RunConfig
 from rl_runtime.metrics._timer import timed
@@ -11,6 +12,7 @@ from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._rollout_batch import build_rollout_batch
 from rl_runtime.nodes._seeds import sample_seed, sample_uid
 from rl_runtime.nodes._task import PromptItem, Task
+from rl_runtime.nodes._workflow_rollout import run_workflow
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
 SLEEP_LEVEL = 1
@@ -75,7 +77,10 @@ def sample_prompts(
 
 
 def draw_rollouts(res: NodeResources, step: int, rank: int, draw: int) -> StepData:
-    """One draw of this rank's next prompts from its loader, sampled with the run's rollout settings."""
+    """One draw of this rank's next prompts from its loader, sampled with the run's rollout settings.
+
+    The single-turn workflow (the default `rollout.workflow`) runs as one batched engine call (`sample_prompts`);
+    any other workflow runs its episodes concurrently (`run_workflow`), one batch row per trajectory."""
     config = res.config
     if res.rollout is None or res.prompts is None:
         raise StepDataError(
@@ -90,6 +95,19 @@ def draw_rollouts(res: NodeResources, step: int, rank: int, draw: int) -> StepDa
         top_p=config.rollout.top_p,
         top_k=config.rollout.top_k,
     )
+    workflow = res.workflow
+    if workflow is not None and not isinstance(workflow, SingleTurnWorkflow):
+        return run_workflow(
+            workflow,
+            res.rollout,
+            items,
+            config.batch.samples_per_prompt,
+            sampling,
+            seed_parts=(config.trainer.seed, step, rank, draw),
+            uid_of=(step, rank, draw),
+            token_budget=config.data.max_response_length,
+            timeout_s=config.rollout.episode_timeout_s,
+        )
     return sample_prompts(
         res.rollout,
         items,
@@ -118,4 +136,4 @@ def generate(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) ->
     with timed("gen", metrics):
         data = draw_rollouts(res, ctx.step, ctx.dp.rank, draw=0)
     put_rollout_to_sleep(res)
-    return StepData(data.batch, data.extras, metrics)
+    return StepData(data.batch, data.extras, {**data.metrics, **metrics})

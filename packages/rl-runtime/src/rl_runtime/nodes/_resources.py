@@ -10,6 +10,7 @@ import torch.distributed as dist
 
 from rl_coordinator.loading import ShardedLoader
 from rl_core.kl import KLController
+from rl_core.workflows import RolloutWorkflow
 from rl_engines.rollout import InferenceEngine
 from rl_engines.sync import Bucket, SyncReport
 from rl_runtime.config import BatchPlan, RunConfig
@@ -81,6 +82,9 @@ class NodeResources:
     """Embodied pipelines, rollout side: the batched environment the policy acts in (built from `env`)."""
     embedder: VideoEmbedder | None = None
     """Embodied pipelines, rollout side: the video embedder of the SRPO progress reward (`env.embedder`)."""
+    workflow: RolloutWorkflow | None = None
+    """Rollout side: the `rollout.workflow` built in this worker (`rl_core.workflows.load_workflow`); None runs the
+    single-turn path."""
     extras: Mapping[str, object] = attrs.field(factory=dict)
     """What a user's own operations need besides (a reward model, a tool server, ...), by name: built in the worker
     by the trainer's `extras_factory` (`RunResourcesFactory.extras`); an operation reads

@@ -13,6 +13,7 @@ from rl_runtime.nodes._batching import require_fields, single_input, with_fields
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._rollout_batch import FINISH_REASON_KEY
 from rl_runtime.nodes._task import ResponseSample, Task
+from rl_runtime.nodes._trajectory_batch import WORKFLOW_KEYS, WORKFLOW_REWARD_KEY
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
 _NEEDS = (INPUT_IDS, RESPONSE_MASK, PROMPT_LEN, RESPONSE_LEN, UID)
@@ -23,7 +24,7 @@ def task_scores(task: Task, data: StepData) -> tuple[torch.Tensor, dict[str, flo
     batch = data.batch
     samples = []
     prompt_lens, response_lens = batch[PROMPT_LEN].tolist(), batch[RESPONSE_LEN].tolist()
-    names = [name for name in data.extras if name != FINISH_REASON_KEY]
+    names = [name for name in data.extras if name != FINISH_REASON_KEY and name not in WORKFLOW_KEYS]
     for row, uid in enumerate(batch[UID].tolist()):
         ids = batch[INPUT_IDS][row].tolist()
         start, end = prompt_lens[row], prompt_lens[row] + response_lens[row]
@@ -36,9 +37,25 @@ def task_scores(task: Task, data: StepData) -> tuple[torch.Tensor, dict[str, flo
     return torch.tensor(result.scores, dtype=torch.float32), dict(result.metrics)
 
 
+def episode_scores(task: Task, data: StepData) -> tuple[torch.Tensor, dict[str, float]]:
+    """`(B,)` float32 scores: a workflow's own reward where its trajectory has one (`Trajectory.reward`), the
+    task's score elsewhere (every row of the single-turn path), and the metrics."""
+    rewards = data.extras.get(WORKFLOW_REWARD_KEY)
+    if rewards is None or any(reward is None for reward in rewards):
+        scores, metrics = task_scores(task, data)
+    else:
+        scores, metrics = torch.zeros(data.num_samples, dtype=torch.float32), {}
+    if rewards is not None:
+        own = [row for row, reward in enumerate(rewards) if reward is not None]
+        scores[own] = torch.tensor([float(rewards[row]) for row in own], dtype=torch.float32)
+        metrics["reward/workflow_scored_frac"] = len(own) / max(1, len(rewards))
+    return scores, metrics
+
+
 def sequence_scores(res: NodeResources, data: StepData) -> tuple[torch.Tensor, dict[str, float]]:
-    """`(B,)` float32 task scores of `data`'s responses plus overlong shaping when configured, and metrics."""
-    scores, metrics = task_scores(res.task, data)
+    """`(B,)` float32 task (or workflow) scores of `data`'s responses plus overlong shaping when configured, and
+    metrics."""
+    scores, metrics = episode_scores(res.task, data)
     overlong = res.config.algorithm.overlong
     if overlong is not None:
         penalty = overlong_penalty(

@@ -17,6 +17,7 @@ from rl_coordinator.loading import RowSource, ShardedLoader
 from rl_core.graph import NodeRole
 from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_core.schema import POLICY_VERSION
+from rl_core.workflows import load_workflow
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
@@ -158,6 +159,9 @@ class RunResourcesFactory:
             weight_receiver=receiver,
             env=env,
             embedder=embedder,
+            workflow=load_workflow(config.rollout.workflow, config.rollout.workflow_kwargs)
+            if engines.rollout
+            else None,
             extras={} if self.extras is None else dict(self.extras(assignment)),
         )
         publish_weights(resources, version=0)
