@@ -22,3 +22,9 @@ def test_public_api_is_pinned() -> None:
     assert sorted(rl_recipes.__all__) == sorted(PUBLIC_API)
     for name in rl_recipes.__all__:
         assert hasattr(rl_recipes, name), name
+
+
+def test_cli_public_api_is_pinned() -> None:
+    import rl_recipes.cli
+
+    assert sorted(rl_recipes.cli.__all__) == ["build_parser", "config_reference", "main"]

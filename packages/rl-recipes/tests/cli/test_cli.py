@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rl_recipes.cli import main
+from rl_recipes.cli import build_parser, main
+from rl_recipes.cli._main import parse_args
 
 
 def test_list_names_recipes_pipelines_estimators_losses_and_rewards(capsys: pytest.CaptureFixture[str]) -> None:
@@ -37,6 +38,19 @@ def test_sft_help_gives_an_override_of_its_own_flat_config(capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "e.g. lr=1e-3" in out and "actor." not in out
     assert "lr = 0.003" in out
+
+
+def test_overrides_after_the_config_option_are_taken_and_other_extras_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser()
+    args = parse_args(parser, ["train", "grpo", "data.seed=1", "--config", "my.yaml", "actor.optimizer.lr=1e-6"])
+    assert args.config == "my.yaml" and args.overrides == ["data.seed=1", "actor.optimizer.lr=1e-6"]
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(parser, ["train", "grpo", "--config", "my.yaml", "stray"])
+    assert exit_info.value.code == 2 and "unrecognized arguments: stray" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(parser, ["list", "a=b"])  # list takes no overrides
 
 
 def test_a_bad_override_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str]) -> None:

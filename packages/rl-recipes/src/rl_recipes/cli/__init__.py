@@ -6,5 +6,6 @@ rl-recipes train grpo --help                        # every config field with it
 """
 
 from rl_recipes.cli._main import build_parser, main
+from rl_recipes.cli._reference import config_reference
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "config_reference", "main"]

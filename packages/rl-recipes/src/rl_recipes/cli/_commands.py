@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from rl_core import load_plugins
 from rl_core.advantages import ADVANTAGE_ESTIMATORS
 from rl_core.envs import EnvConfig
 from rl_core.graph import PIPELINES, get_pipeline
@@ -101,7 +102,8 @@ def export(args: argparse.Namespace) -> int:
 
 def list_components(args: argparse.Namespace) -> int:
     """Print the registered recipes and pipelines with their descriptions, and the advantage estimators, policy losses
-    and reward functions."""
+    and reward functions, the installed `rl_core.plugins` included (the names a run config accepts)."""
+    load_plugins()
     sections = {
         "recipes": {name: recipe.summary for name, recipe in RECIPES.items()},
         "pipelines": {name: get_pipeline(name).description for name in PIPELINES},

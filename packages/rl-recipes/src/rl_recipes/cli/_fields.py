@@ -85,8 +85,27 @@ def _default(default: object) -> str:
     return "null" if default is None else repr(str(default) if hasattr(default, "__fspath__") else default)
 
 
-def describe_fields(cls: type, prefix: str = "") -> Iterator[str]:
-    """One line per leaf field of `cls` (recursing into nested config sections): `path = default  doc`."""
+@dataclasses.dataclass(frozen=True)
+class ConfigField:
+    """One field of a config class as `--help` and the configuration reference show it."""
+
+    path: str
+    """Dotted path from the config's root (`actor.optimizer.lr`)."""
+    doc: str
+    """The field's docstring, whitespace collapsed; empty when it has none."""
+    default: str | None
+    """The default as `--help` prints it (`(required)`, `null`, `'sdpa'`, ...); None for a nested section."""
+    depth: int
+    """How many sections enclose it (0 for a top-level field)."""
+
+    @property
+    def is_section(self) -> bool:
+        """A nested config section (its fields follow it), not a leaf."""
+        return self.default is None
+
+
+def iter_fields(cls: type, prefix: str = "", depth: int = 0) -> Iterator[ConfigField]:
+    """Every field of `cls` in declaration order, each nested section followed by its own fields."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     for name, default in _defaults(cls):
@@ -94,8 +113,18 @@ def describe_fields(cls: type, prefix: str = "") -> Iterator[str]:
         nested = _nested_class(hints.get(name))
         doc = docs.get(name, "")
         if nested is not None:
-            yield f"{path}:  {doc}" if doc else f"{path}:"
-            yield from (f"{_INDENT}{line}" for line in describe_fields(nested, f"{path}."))
+            yield ConfigField(path, doc, None, depth)
+            yield from iter_fields(nested, f"{path}.", depth + 1)
             continue
-        head = f"{path} = {_default(default)}"
-        yield f"{head:<{_DOC_COLUMN}} {doc}".rstrip()
+        yield ConfigField(path, doc, _default(default), depth)
+
+
+def describe_fields(cls: type, prefix: str = "") -> Iterator[str]:
+    """One line per leaf field of `cls` (recursing into nested config sections): `path = default  doc`."""
+    for field in iter_fields(cls, prefix):
+        indent = _INDENT * field.depth
+        if field.is_section:
+            yield f"{indent}{field.path}:  {field.doc}" if field.doc else f"{indent}{field.path}:"
+            continue
+        head = f"{field.path} = {field.default}"
+        yield f"{indent}{head:<{_DOC_COLUMN}} {field.doc}".rstrip()

@@ -88,11 +88,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """`parser`'s arguments, with `key=value` overrides taken after options too (`train grpo --config my.yaml
+    lr=1e-6`): argparse gives a `nargs="*"` positional only the values before the first option, and would refuse
+    the rest as unrecognized."""
+    args, extra = parser.parse_known_args(argv)
+    overrides = [item for item in extra if "=" in item and not item.startswith("-")]
+    if len(overrides) < len(extra) or (extra and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if overrides:
+        args.overrides = [*args.overrides, *overrides]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; a config, data or reward error prints one line (its message: the field, what was
     wrong, the fix) and exits with status 2. The traceback goes to the run's log file (`train`, once the config
     has loaded) and, with `--debug`, to stderr."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(build_parser(), argv)
     logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
     args.log_file = None  # a command that opens a run log sets it (train: <trainer.output_dir>/train.log)
     try:
