@@ -52,7 +52,9 @@ def test_a_killed_one_step_off_run_resumes_training_every_sample_exactly_once(
         if done > CHECKPOINT_EVERY:
             shutil.rmtree(folder)
     before = read_metrics_jsonl(tmp_path / "run" / "metrics.jsonl")
-    config = tiny_config(tmp_path, placement=SPLIT, algorithm=ASYNC, total_steps=STEPS, **trainer)
+    config = tiny_config(
+        tmp_path, placement=SPLIT, algorithm=ASYNC, total_steps=STEPS, checkpoint_every=CHECKPOINT_EVERY
+    )
     resumed = Trainer(config, TokenTask).fit()
     assert (resumed.start_step, len(resumed.history)) == (CHECKPOINT_EVERY, STEPS - CHECKPOINT_EVERY)
 
