@@ -159,6 +159,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "rl_core.losses": [
         "AGGREGATIONS",
         "AGGREGATION_DIVISORS",
+        "DEFAULT_BEHAV_IMP_WEIGHT_CAP",
         "LossNormalizer",
         "POLICY_LOSSES",
         "PolicyLoss",
@@ -175,6 +176,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "clip_cov",
         "clipped_value_loss",
         "cpgd",
+        "decoupled_ppo",
         "geo_mean",
         "get_aggregation",
         "get_policy_loss",

@@ -17,6 +17,7 @@ _JUNK = st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e30, -7.0])
 # Closed form at log_probs == old_log_probs, per token, from (advantage, log_prob); written out plainly.
 CLOSED_FORMS = {
     "ppo": lambda a, lp: -a,
+    "decoupled_ppo": lambda a, lp: -a,  # with the behaviour policy equal to the old one: weight 1
     "gspo": lambda a, lp: -a,
     "kl_cov": lambda a, lp: -a,
     "clip_cov": lambda a, lp: -a,  # with bounds no covariance reaches (see _params)
@@ -42,6 +43,7 @@ def _rebuild(inputs: PolicyLossInputs, **changes: torch.Tensor) -> PolicyLossInp
         "advantages": inputs.advantages,
         "response_mask": inputs.response_mask,
         "rollout_is_weights": inputs.rollout_is_weights,
+        "rollout_log_probs": inputs.rollout_log_probs,
     }
     fields.update(changes)
     fields["log_probs"] = fields["log_probs"].requires_grad_(True)
@@ -54,7 +56,7 @@ def test_every_loss_has_a_closed_form_here() -> None:
 
 @pytest.mark.parametrize("name", sorted(POLICY_LOSSES))
 @settings(max_examples=40, deadline=None)
-@given(inputs=random_inputs(with_weights=True), junk=_JUNK)
+@given(inputs=random_inputs(with_weights=True, with_rollout=True), junk=_JUNK)
 def test_masked_tokens_never_change_loss_metrics_or_gradient(name: str, inputs: PolicyLossInputs, junk: float) -> None:
     loss_fn = POLICY_LOSSES[name]
     clean = _rebuild(inputs)
@@ -67,6 +69,7 @@ def test_masked_tokens_never_change_loss_metrics_or_gradient(name: str, inputs: 
         old_log_probs=inputs.old_log_probs.masked_fill(off, junk),
         advantages=inputs.advantages.masked_fill(off, junk),
         rollout_is_weights=inputs.rollout_is_weights.masked_fill(off, junk),  # type: ignore[union-attr]
+        rollout_log_probs=inputs.rollout_log_probs.masked_fill(off, junk),  # type: ignore[union-attr]
     )
     poisoned_out = loss_fn(poisoned, **_params(name))
     poisoned_out.loss.backward()
@@ -95,7 +98,7 @@ def _reference_aggregate(per_token: list[list[float]], mask: list[list[int]], mo
 
 
 def _on_policy(inputs: PolicyLossInputs) -> PolicyLossInputs:
-    return _rebuild(inputs, log_probs=inputs.old_log_probs.clone())
+    return _rebuild(inputs, log_probs=inputs.old_log_probs.clone(), rollout_log_probs=inputs.old_log_probs.clone())
 
 
 def _closed_form_params(name: str) -> dict[str, object]:
@@ -135,7 +138,7 @@ ADDITIVE = sorted(set(POLICY_LOSSES) - {"clip_cov", "kl_cov"})
 @pytest.mark.parametrize("mode", sorted(AGGREGATIONS))
 @pytest.mark.parametrize("name", ADDITIVE)
 @settings(max_examples=20, deadline=None)
-@given(inputs=random_inputs(max_batch=6, with_weights=True), cut=st.integers(1, 5))
+@given(inputs=random_inputs(max_batch=6, with_weights=True, with_rollout=True), cut=st.integers(1, 5))
 def test_micro_batches_sum_to_the_full_batch(name: str, mode: str, inputs: PolicyLossInputs, cut: int) -> None:
     size = inputs.mask.shape[0]
     norm = LossNormalizer.from_mask(inputs.mask)
@@ -149,6 +152,7 @@ def test_micro_batches_sum_to_the_full_batch(name: str, mode: str, inputs: Polic
             advantages=inputs.advantages[rows],
             response_mask=inputs.response_mask[rows],
             rollout_is_weights=inputs.rollout_is_weights[rows],  # type: ignore[index]
+            rollout_log_probs=inputs.rollout_log_probs[rows],  # type: ignore[index]
         )
         total += POLICY_LOSSES[name](part, aggregation=mode, normalizer=norm).loss.item()
     assert total == pytest.approx(full, rel=1e-10, abs=1e-12)

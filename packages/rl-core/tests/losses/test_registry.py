@@ -10,6 +10,7 @@ from rl_core.losses import (
     cispo,
     clip_cov,
     cpgd,
+    decoupled_ppo,
     geo_mean,
     get_policy_loss,
     gpg,
@@ -22,6 +23,7 @@ from rl_core.losses import (
 
 EXPECTED = {
     "ppo": ppo,
+    "decoupled_ppo": decoupled_ppo,
     "gspo": gspo,
     "cispo": cispo,
     "sapo": sapo,

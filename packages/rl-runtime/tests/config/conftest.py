@@ -51,6 +51,7 @@ def full_data() -> dict[str, Any]:
             "rollout_correction": {"mode": "mis", "level": "sequence", "upper": 3.0, "lower": 0.5},
             "offload_reference": True,
             "recompute_old_log_prob": "always",
+            "max_staleness": 2,
         },
         "actor": {
             "model": {

@@ -337,6 +337,16 @@ def test_params_of_a_later_registered_estimator_are_accepted(
         ),
         (["algorithm.rollout_correction={mode: is}"], r"algorithm.rollout_correction.mode: .*'is'.*did you mean"),
         (["algorithm.rollout_correction={level: tokens}"], r"algorithm.rollout_correction.level: .*'tokens'"),
+        (["algorithm.max_staleness=-1"], r"algorithm.max_staleness: expected an int >= 0, found -1"),
+        (
+            ["algorithm.max_staleness=1"],
+            r"algorithm.max_staleness: expected 0 with placement.colocate=true .*found 1.*set placement.colocate=false",
+        ),
+        (
+            ["algorithm.policy_loss=decoupled_ppo", "algorithm.rollout_correction={mode: tis}"],
+            r"algorithm.rollout_correction: expected null with algorithm.policy_loss=decoupled_ppo .*"
+            r"remove algorithm.rollout_correction",
+        ),
         (
             ["algorithm.adv_estimator=remax"],
             r"pipeline: expected a pipeline with a compute_greedy_baseline node.*found 'grpo'.*set pipeline=remax",

@@ -47,9 +47,11 @@ def run_and_kill_after(
     placement: Mapping[str, Any] | None = None,
     trainer: Mapping[str, Any] | None = None,
     sig: signal.Signals = signal.SIGKILL,
+    algorithm: Mapping[str, Any] | None = None,
 ) -> tuple[int, str]:
     """Start a 4-step run in its own process group and send its group `sig` (SIGKILL) once checkpoint `step` is
-    committed; `trainer` adds to the config's trainer section. Returns the run's exit status and its stderr."""
+    committed; `trainer` adds to the config's trainer section, `algorithm` to its algorithm section. Returns the
+    run's exit status and its stderr."""
     script = textwrap.dedent(
         f"""
         import sys
@@ -59,7 +61,8 @@ def run_and_kill_after(
         from rl_runtime.trainer import Trainer
         placement = {dict(placement or {})!r}
         trainer = {{"total_steps": 4, "checkpoint_every": 1, **{dict(trainer or {})!r}}}
-        config = tiny_config(Path({str(folder)!r}), placement=placement, **trainer)
+        algorithm = {dict(algorithm or {})!r}
+        config = tiny_config(Path({str(folder)!r}), placement=placement, algorithm=algorithm, **trainer)
         Trainer(config, TokenTask).fit()
         """
     )

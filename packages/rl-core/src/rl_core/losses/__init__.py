@@ -2,7 +2,8 @@
 
 Every policy loss is one function `fn(inputs: PolicyLossInputs, *, aggregation="token-mean",
 normalizer=None, <its parameters>) -> PolicyLossOutput`, registered by name in `POLICY_LOSSES`:
-ppo, gspo, cispo, sapo, gpg, clip_cov, kl_cov, geo_mean and cpgd. `with_rollout_correction` wraps any
+ppo, decoupled_ppo (AReaL's, for asynchronous training), gspo, cispo, sapo, gpg, clip_cov, kl_cov,
+geo_mean and cpgd. `with_rollout_correction` wraps any
 of them with the rollout importance-sampling correction (`rollout_correction`).
 """
 
@@ -18,6 +19,7 @@ from rl_core.losses._aggregation import (
 from rl_core.losses._cispo import cispo
 from rl_core.losses._clip_cov import clip_cov
 from rl_core.losses._cpgd import cpgd
+from rl_core.losses._decoupled_ppo import DEFAULT_BEHAV_IMP_WEIGHT_CAP, decoupled_ppo
 from rl_core.losses._geo_mean import geo_mean
 from rl_core.losses._gpg import gpg
 from rl_core.losses._gspo import gspo
@@ -45,6 +47,7 @@ from rl_core.losses._value import ValueLossOutput, clipped_value_loss
 __all__ = [
     "AGGREGATIONS",
     "AGGREGATION_DIVISORS",
+    "DEFAULT_BEHAV_IMP_WEIGHT_CAP",
     "POLICY_LOSSES",
     "ROLLOUT_CORRECTION_DEFAULT_UPPER",
     "ROLLOUT_CORRECTION_LEVELS",
@@ -61,6 +64,7 @@ __all__ = [
     "clip_cov",
     "clipped_value_loss",
     "cpgd",
+    "decoupled_ppo",
     "geo_mean",
     "get_aggregation",
     "get_policy_loss",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rl_core.losses._aggregation import LossNormalizer
-from rl_core.losses._common import clamped_log_ratio, clip_range, masked_batch, metric, reduce
+from rl_core.losses._common import MaskedBatch, clamped_log_ratio, clip_range, masked_batch, metric, reduce
 from rl_core.losses._registry import register_policy_loss
 from rl_core.losses._types import PolicyLossInputs, PolicyLossOutput
 
@@ -47,9 +47,27 @@ def ppo(
         The loss and `pg_clipfrac`, `pg_clipfrac_lower`, `ppo_kl`.
     """
     low, high = clip_range(clip_ratio, clip_ratio_low, clip_ratio_high)
+    check_dual_clip(clip_ratio_c)
+    batch = masked_batch(inputs)
+    per_token, metrics = clipped_surrogate(batch, low, high, clip_ratio_c)
+    return PolicyLossOutput(reduce(per_token, batch, aggregation, normalizer), metrics)
+
+
+def check_dual_clip(clip_ratio_c: float | None) -> None:
+    """Refuse a dual-clip bound that is not > 1 (`None`, dual clip off, passes)."""
     if clip_ratio_c is not None and not clip_ratio_c > 1:
         raise ValueError(f"clip_ratio_c must be > 1 (a bound above the unclipped ratio 1), got {clip_ratio_c}")
-    batch = masked_batch(inputs)
+
+
+def clipped_surrogate(
+    batch: MaskedBatch, low: float, high: float, clip_ratio_c: float | None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO's `(B, T)` per-token clipped loss of `log_probs` against `old_log_probs`, and its metrics.
+
+    The ratio is `exp(clamp(log_probs - old_log_probs, -20, 20))`; `low`/`high` are the clip ranges and
+    `clip_ratio_c` the dual-clip bound (`None`: off). Metrics: `pg_clipfrac`, `pg_clipfrac_lower` (with
+    dual clip) and `ppo_kl`, masked means over `batch.mask`.
+    """
     log_ratio = clamped_log_ratio(batch)
     ratio = torch.exp(log_ratio)
     advantages = batch.advantages
@@ -63,4 +81,4 @@ def ppo(
         metrics["pg_clipfrac_lower"] = metric((per_token > dual) & negative, batch.mask)
         per_token = torch.where(negative, torch.minimum(per_token, dual), per_token)
     metrics["ppo_kl"] = metric(-log_ratio, batch.mask)
-    return PolicyLossOutput(reduce(per_token, batch, aggregation, normalizer), metrics)
+    return per_token, metrics

@@ -133,12 +133,12 @@ def rollout_correction(
         f"rollout_is_{'truncated' if mode == TRUNCATED else 'masked'}_fraction": masked_mean(
             unit_out.to(raw.dtype), units
         ),
-        **_weight_statistics(unit_raw, units, upper, 1.0 / upper if lower is None else lower),
+        **weight_statistics(unit_raw, units, upper, 1.0 / upper if lower is None else lower),
     }
     return RolloutCorrection(weights, kept.to(response_mask.dtype), metrics)
 
 
-def _weight_statistics(raw: torch.Tensor, units: torch.Tensor, upper: float, lower: float) -> dict[str, torch.Tensor]:
+def weight_statistics(raw: torch.Tensor, units: torch.Tensor, upper: float, lower: float) -> dict[str, torch.Tensor]:
     """verl's `rollout_corr/rollout_is_*` statistics of the unbounded (safety-clamped) weights over `units`.
 
     std, min and max of the weights, the fractions above `upper` and below `lower`, and the effective sample

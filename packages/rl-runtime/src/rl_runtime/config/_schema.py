@@ -12,6 +12,7 @@ from rl_engines.training import TrainEngineConfig
 from rl_runtime.config._batch_plan import BatchPlan
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._schema_algorithm import AlgorithmConfig, RewardKind
+from rl_runtime.config._schema_async import async_problems
 from rl_runtime.config._schema_engines import engine_problems
 from rl_runtime.config._schema_rollout import rollout_problems
 from rl_runtime.config._schema_sections import (
@@ -256,6 +257,7 @@ class RunConfig:
             engine_problems,
             rollout_problems,
             _placement_problems,
+            async_problems,
             _batch_problems,
         )
         problems = [problem for check in checks for problem in check(self)]

@@ -232,6 +232,10 @@ class AlgorithmConfig:
     log-probs (TIS/MIS, verl `algorithm.rollout_correction`); null disables it."""
     offload_reference: bool = attrs.field(default=False, validator=of_type(bool))
     """Keep the reference policy's weights in CPU memory except while it computes log-probs (needs CUDA)."""
+    max_staleness: int = attrs.field(default=0, validator=int_at_least(0))
+    """Asynchronous training's bound eta: at most this many actor updates between the policy that generated a
+    sample and the one that trains on it. 0 is the synchronous loop; 1 is one-step-off (the rollout slots sample
+    step k+1 while step k trains); k lets the rollout slots run k steps ahead. Needs placement.colocate=false."""
     recompute_old_log_prob: RecomputeOldLogProb = attrs.field(
         default=RecomputeOldLogProb.AUTO, validator=of_type(RecomputeOldLogProb)
     )

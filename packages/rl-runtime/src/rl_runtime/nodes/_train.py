@@ -25,6 +25,7 @@ from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import policy_inputs, require_fields, single_input, with_fields
 from rl_runtime.nodes._log_probs import forward_field, policy_forward_metrics, skips_old_log_prob_pass
 from rl_runtime.nodes._resources import NodeResources
+from rl_runtime.nodes._staleness import staleness_metrics
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
 SYNC_BUCKET_BYTES = 256 * 1024 * 1024
@@ -108,13 +109,33 @@ def receive_rollout_weights(res: NodeResources, version: int) -> dict[str, float
     return metrics
 
 
+def catch_up_weights(res: NodeResources, version: int) -> dict[str, float]:
+    """Split placement, rollout slot: receive weight versions one by one until the engine holds `version` (none when
+    it already does). Metrics: those of the last version received, or `rollout/weight_version` alone."""
+    metrics = {"rollout/weight_version": float(res.policy_version)}
+    while res.policy_version < version:
+        metrics = receive_rollout_weights(res, res.policy_version + 1)
+    return metrics
+
+
+def next_rollout_version(res: NodeResources, step: int) -> int:
+    """The weight version rollout step `step + 1` samples from: the next one (synchronous, `max_staleness` 0), or
+    with `max_staleness` eta > 0 the newest that keeps the rollout at most eta versions behind the training step that
+    will consume it, `max(held, step + 1 - eta)`: the rollout slots run up to eta steps ahead of training."""
+    eta = res.config.algorithm.max_staleness
+    if eta == 0:
+        return res.policy_version + 1
+    return max(res.policy_version, step + 1 - eta)
+
+
 @register_operation(RECEIVE_WEIGHTS_OPERATION)
 def receive_weights(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
-    """Split placement: the rollout slot waits for this step's actor update and loads it, so the next step samples
-    from the updated policy (the inputs only order it after the rollout's other nodes). The worker reports the
-    wait and the load as the node's `timing_s/<node id>`."""
+    """Split placement: the rollout slot waits for the actor update the next step samples from and loads it
+    (`next_rollout_version`: this step's update when synchronous; eta steps back with `algorithm.max_staleness`
+    eta, so the rollout runs ahead) (the inputs only order it after the rollout's other nodes). The worker reports
+    the wait and the load as the node's `timing_s/<node id>`."""
     res = ctx.resources
-    return StepData(metrics=receive_rollout_weights(res, res.policy_version + 1))
+    return StepData(metrics=catch_up_weights(res, next_rollout_version(res, ctx.step)))
 
 
 @register_operation(TRAIN_ACTOR_OPERATION)
@@ -134,6 +155,9 @@ def train_actor(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData])
     actor = res.require_actor(ctx.node.id)
     metrics: dict[str, float] = {}
     added: dict[str, torch.Tensor] = {}
+    eta = res.config.algorithm.max_staleness
+    if eta > 0:
+        metrics.update(staleness_metrics(data.batch, res.policy_version, eta))
     with timed("update_actor", metrics):
         if from_update:
             result, forward = actor.update_on_policy(data.batch)  # on-policy: a single mini-batch

@@ -141,6 +141,15 @@ class Trainer:
                 count = min(count, every - next_step % every)
         return count
 
+    def _next_horizon(self, next_step: int) -> int:
+        """The first step after `next_step` at which a validation, a checkpoint or the end needs nothing in flight."""
+        trainer = self.config.trainer
+        horizon = self.total_steps
+        for every in (trainer.validate_every, trainer.checkpoint_every):
+            if every:
+                horizon = min(horizon, next_step + every - next_step % every)
+        return horizon
+
     def session(self) -> TrainingSession:
         """Start the workers (restoring the resume checkpoint) for step-by-step control; use it as a context manager."""
         return TrainingSession(self)
@@ -170,7 +179,9 @@ class Trainer:
                         validations.append((0, run.validate()))
                         sinks.log(0, validations[-1][1])
                     while run.next_step < self.total_steps and stop.signal_number is None:
-                        chunk = run.steps(self._steps_in_next_call(run.next_step))
+                        chunk = run.steps(
+                            self._steps_in_next_call(run.next_step), horizon=self._next_horizon(run.next_step)
+                        )
                         for offset, metrics in enumerate(chunk):
                             done = run.next_step - len(chunk) + offset + 1
                             if offset == len(chunk) - 1 and self._validates_after(done):
@@ -182,6 +193,10 @@ class Trainer:
                         if (every and run.next_step % every == 0) or run.next_step == self.total_steps:
                             last_checkpoint, saved_step = run.save(), run.next_step
                     if stop.signal_number is not None and run.next_step < self.total_steps:
+                        # Asynchronous training: the steps whose samples exist run before the checkpoint.
+                        for metrics in run.drain():
+                            sinks.log(run.next_step, metrics)
+                            history.append(metrics)
                         if saved_step != run.next_step and run.next_step > 0:
                             last_checkpoint, saved_step = run.save(), run.next_step
                         raise stopped(

@@ -24,11 +24,13 @@ from rl_runtime.planning._placement_groups import SlotGroups, create_slot_groups
 from rl_runtime.planning._rendezvous import ActorRendezvous
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._engines import device_name
+from rl_runtime.trainer._errors import TrainerError
 from rl_runtime.trainer._lock import acquire_run_lock, release_run_lock
-from rl_runtime.trainer._split import is_split, train_subgraph
+from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, is_split, rollout_subgraph, train_subgraph
 from rl_runtime.trainer._validation import reduce_validation
 from rl_runtime.trainer._worker_state import RunResourcesFactory
-from rl_runtime.workers import Driver, start_workers
+from rl_runtime.workers import Driver, StepResult, start_workers
+from rl_runtime.workers._driver_async import PipelinedDriver
 from rl_runtime.workers._routing import edge_key
 from rl_runtime.workers._worker import WORKER_NICENESS
 
@@ -117,20 +119,54 @@ class TrainingSession:
             actor_options=options,
             retain_host_memory=self.config.placement.retain_host_memory,
         )
-        self._driver = Driver(self._workers, self.config.trainer.step_timeout_s)
+        self._driver = self._make_driver(split)
+
+    def _make_driver(self, split: bool) -> Driver:
+        """The synchronous driver, or with `algorithm.max_staleness` > 0 on a split placement the pipelined one."""
+        timeout_s = self.config.trainer.step_timeout_s
+        eta = self.config.algorithm.max_staleness
+        if eta == 0 or not split:
+            return Driver(self._workers, timeout_s)
+        placement = self.trainer.placement
+        return PipelinedDriver(
+            self._workers,
+            timeout_s,
+            rollout_ranks=rollout_subgraph(placement).ranks,
+            nodes={worker.rank: worker.graph.topological_order for worker in placement.workers},
+            receive_node=RECEIVE_WEIGHTS_NODE,
+            max_staleness=eta,
+        )
 
     def step(self) -> dict[str, float]:
         """Run training step `next_step` on every worker; its metrics, with throughput and timing added."""
         return self.steps(1)[0]
 
-    def steps(self, count: int) -> list[dict[str, float]]:
+    def steps(self, count: int, *, horizon: int | None = None) -> list[dict[str, float]]:
         """Run the next `count` training steps, one call per worker; each step's metrics, in order.
 
-        Timing and throughput of each step are the call's wall time shared evenly over its steps."""
+        Timing and throughput of each step are the call's wall time shared evenly over its steps. In asynchronous
+        training (`algorithm.max_staleness` > 0, split placement) the rollout slots run ahead up to, not past,
+        `horizon` (the next step that needs the pipeline drained: a validation, a checkpoint or the end; default
+        the step after these `count`)."""
         assert self._driver is not None, "use the session as a context manager"
         start = time.perf_counter()
-        results = self._driver.run_steps(range(self.next_step, self.next_step + count))
-        seconds = (time.perf_counter() - start) / count
+        numbers = range(self.next_step, self.next_step + count)
+        if isinstance(self._driver, PipelinedDriver):
+            results = self._driver.run_steps(numbers, horizon)
+        else:
+            results = self._driver.run_steps(numbers)
+        return self._step_metrics(results, (time.perf_counter() - start) / count)
+
+    def drain(self) -> list[dict[str, float]]:
+        """Asynchronous training: run the training steps whose samples the rollout slots already made, so that
+        nothing is in flight (before a checkpoint on a stop); their metrics (none when synchronous or drained)."""
+        if not isinstance(self._driver, PipelinedDriver) or self._driver.in_flight == 0:
+            return []
+        start = time.perf_counter()
+        results = self._driver.drain(self.next_step)
+        return self._step_metrics(results, (time.perf_counter() - start) / max(1, len(results)))
+
+    def _step_metrics(self, results: list[StepResult], seconds: float) -> list[dict[str, float]]:
         history = []
         for result in results:
             metrics = dict(result.metrics)
@@ -145,8 +181,16 @@ class TrainingSession:
             history.append(metrics)
         return history
 
+    def _require_drained(self, action: str) -> None:
+        if isinstance(self._driver, PipelinedDriver) and self._driver.in_flight:
+            raise TrainerError(
+                f"cannot {action} with {self._driver.in_flight} asynchronous rollout step(s) in flight after step "
+                f"{self.next_step}: pass the step as the horizon of `steps`, or call `drain` first"
+            )
+
     def validate(self) -> dict[str, float]:
         """Validation metrics of the current policy over the held-out files (empty without them)."""
+        self._require_drained("validate")
         start = time.perf_counter()
         per_rank = ray.get([worker.evaluate.remote(self.next_step) for worker in self._workers])
         k = self.config.rollout.val_samples_per_prompt
@@ -157,6 +201,7 @@ class TrainingSession:
 
     def save(self) -> Path:
         """Commit a checkpoint of the steps done so far; prune to `trainer.keep_last`."""
+        self._require_drained("save a checkpoint")
         done, start = self.next_step, time.perf_counter()
         root = checkpoints.checkpoint_root(self.trainer.run_dir)
         partial = checkpoints.begin_checkpoint(root, done)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
 from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber
-from rl_runtime.nodes._train import receive_rollout_weights, sync_rollout_weights
+from rl_runtime.nodes._train import catch_up_weights, receive_rollout_weights, sync_rollout_weights
 from rl_runtime.planning import WorkerAssignment
 from rl_runtime.planning._config import ProcessGroupConfig
 from rl_runtime.planning._process_groups import init_distributed
@@ -47,6 +48,7 @@ from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
 from rl_runtime.trainer._weight_transport import sync_targets, weight_transport
 from rl_runtime.workers import WorkerResources
+from rl_runtime.workers._driver_async import CATCH_UP_TIMING
 
 logger = logging.getLogger(__name__)
 
@@ -260,6 +262,14 @@ class RunHooks:
         random.setstate(state["python_rng"])
         publish_weights(res, version=state[POLICY_VERSION])
         logger.info("rank %d resumed from %s at policy version %d", self.rank, folder, res.policy_version)
+
+    def catch_up_weights(self, version: int) -> dict[str, float]:
+        """Rollout slot of an asynchronous split run: receive weight versions until the engine holds `version`.
+        Metrics: the last version's, and the wait as `timing_s/catch_up_weights`."""
+        start = time.perf_counter()
+        metrics = catch_up_weights(self.resources, version)
+        metrics[CATCH_UP_TIMING] = time.perf_counter() - start
+        return metrics
 
     def evaluate(self, step: int) -> dict[str, float]:
         """This worker's validation sums (empty without held-out files, and on a split placement's training slots)."""

@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 
 NODE_TIMING_PREFIX = "timing_s/"
 """Each node's wall time is reported as `timing_s/<node id>` (verl's timing namespace, reduced by max)."""
+INPUT_WAIT_METRIC = "timing_s/wait_coordinator_inputs"
+"""Seconds a step spent taking its inputs from the coordinator (waiting for producers, fetching payloads); reported
+only by workers with coordinator input edges. Part of the reading nodes' own `timing_s/<node id>`."""
 
 
 class GraphExecutor:
@@ -60,10 +63,13 @@ class GraphExecutor:
             )
         self._store = LocalEdgeStore()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._input_wait_s = 0.0
+        self._reads_coordinator = any(not route.local for edges in routes.inputs.values() for route in edges)
 
     def run_step(self, step: int) -> dict[str, float]:
         """Run every node for `step`; returns the nodes' metrics and timings (never sample tensors)."""
         metrics: dict[str, float] = {}
+        self._input_wait_s = 0.0
         for node_id, operation in self._bound.items():
             start = time.perf_counter()
             try:
@@ -73,6 +79,8 @@ class GraphExecutor:
                 raise NodeExecutionError(self.assignment.rank, node_id, step, traceback.format_exc()) from None
             metrics.update(output.metrics)
             metrics[f"{NODE_TIMING_PREFIX}{node_id}"] = time.perf_counter() - start
+        if self._reads_coordinator:
+            metrics[INPUT_WAIT_METRIC] = self._input_wait_s
         return metrics
 
     def _run_node(self, node_id: str, operation: NodeOperation, step: int) -> StepData:
@@ -82,7 +90,9 @@ class GraphExecutor:
             if route.local:
                 inputs[route.src] = self._store.take(route.key, step)[1]
             else:
+                start = time.perf_counter()
                 inputs[route.src] = get_edge(self.client, route, step, dp.rank)
+                self._input_wait_s += time.perf_counter() - start
         context = NodeContext(node, self.assignment.rank, dp, step, self.resources, self.client)
         output = operation(context, inputs)
         if inspect.isawaitable(output):

@@ -1,0 +1,203 @@
+"""Discrete-event model of synchronous vs asynchronous RL training (max_staleness eta = 0..4), calibrated from a run.
+
+Calibration (from a run folder's metrics.jsonl, steps after the first, medians):
+  decode_step_s = timing_s/gen / response_length/max    seconds per decode step of one rollout worker's batch
+                                                         (batch-at-a-time generation is memory-bound: a step of the
+                                                         whole batch costs about what a step of one sequence does)
+  train_token_s = timing_s/update_actor x slots / perf/total_num_tokens   seconds per trained token on one slot
+  sync_s        = timing_s/update_weights                           one weight sync
+
+Workload (stated here, the same for every row): steps of B = W x PER_WORKER samples in groups of GROUP_SIZE (the
+batch grows with the workers, each holding PER_WORKER concurrent sequences); grouped lognormal response lengths:
+each group draws a log-median from Normal(log(MEDIAN_LEN), GROUP_SIGMA), each sample LogNormal(that, SAMPLE_SIGMA),
+clipped to [1, MAX_LEN]; PROMPT_LEN prompt tokens per sample. W rollout workers and W training slots (a 1:1 split,
+as the 2-slot split placement).
+
+Three designs:
+  sync        (eta = 0)  every step: all workers generate their share of the batch (a worker's time is its longest
+                         response), then the trainer trains, then the weights sync.
+  pipelined   (eta >= 1) this repository's loop (PipelinedDriver): the same batch-at-a-time generation per step, but
+                         rollout step k may start once the weights of version k - eta are synced, so generation of
+                         step k overlaps training of steps k-eta .. k-1.
+  continuous  (eta >= 1) AReaL-style generation (needs the engines' asynchronous request API and continuous
+                         batching, not built here): every worker slot starts a new sample as soon as one finishes,
+                         with the version at its first token; a sample may start only while fewer than
+                         (version + eta + 1) x B samples have started (AReaL's staleness control); training step k
+                         takes the first B samples of whole finished groups.
+
+Prints the calibration, then for W = 8, 64, 512 the samples/s of each design and eta and the speed-up over sync,
+then the model's prediction for the 2-slot run (W = 1) with the calibration's own batch. Last line:
+RESULT async_sim speedup_eta1_w64=<continuous> pipelined=<pipelined> goal=2.5 met|missed
+Run: python bench/async_sim.py --metrics <run folder>/metrics.jsonl [--slots 2] [--steps 40] [--measured-ratio R]
+     (a few seconds; the embedded GRPO recipe's run folder, e.g. from tools/seam_walk.py, calibrates it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import math
+import random
+import statistics
+from pathlib import Path
+from typing import NamedTuple
+
+GROUP_SIZE, PER_WORKER = 8, 16
+"""Samples per group; concurrent sequences per rollout worker (its share of a step's batch: B = W x PER_WORKER)."""
+MEDIAN_LEN, GROUP_SIGMA, SAMPLE_SIGMA, MAX_LEN, PROMPT_LEN = 256, 0.5, 0.6, 2048, 128
+WORKERS = (8, 64, 512)
+ETAS = (0, 1, 2, 3, 4)
+GOAL = 2.5
+
+
+class Costs(NamedTuple):
+    decode_step_s: float
+    train_token_s: float
+    sync_s: float
+
+
+def calibrate(path: Path, slots: int) -> tuple[Costs, dict[str, float]]:
+    """The costs from a metrics.jsonl of a run on `slots` colocated slots (medians over the steps after the first;
+    `perf/total_num_tokens` is over all slots, each slot trained its share) and the medians they came from."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = rows[1:] if len(rows) > 1 else rows
+    keys = ("timing_s/gen", "response_length/max", "timing_s/update_actor", "perf/total_num_tokens")
+    missing = [key for key in keys if not all(key in row for row in rows)]
+    if missing:
+        raise SystemExit(f"{path}: rows lack {', '.join(missing)}; pass the metrics.jsonl of a GRPO run")
+    med = {
+        key: statistics.median(row[key] for row in rows)
+        for key in (*keys, "timing_s/update_weights")
+        if all(key in row for row in rows)
+    }
+    costs = Costs(
+        med["timing_s/gen"] / med["response_length/max"],
+        med["timing_s/update_actor"] * slots / med["perf/total_num_tokens"],
+        med.get("timing_s/update_weights", 0.0),
+    )
+    return costs, med
+
+
+def draw_step(rng: random.Random, groups: int, size: int) -> list[list[int]]:
+    """One step's response lengths, group by group (grouped lognormal, see the module doc)."""
+    out = []
+    for _ in range(groups):
+        centre = rng.gauss(math.log(MEDIAN_LEN), GROUP_SIGMA)
+        out.append([max(1, min(MAX_LEN, round(rng.lognormvariate(centre, SAMPLE_SIGMA)))) for _ in range(size)])
+    return out
+
+
+def _train_s(costs: Costs, lengths: list[int], slots: int) -> float:
+    return costs.train_token_s * sum(length + PROMPT_LEN for length in lengths) / slots
+
+
+def pipeline(gens: list[float], trains: list[float], sync_s: float, eta: int) -> float:
+    """When the last training step ends, for per-step generation and training seconds: rollout step k starts once
+    rollout step k - 1 ended and the weights it samples from are synced (version k - eta, or k when eta = 0);
+    training step k starts once step k - 1 ended and rollout step k's samples exist, and ends with the sync."""
+    rollout_end: list[float] = []
+    train_end: list[float] = []
+    for k, (gen, train) in enumerate(zip(gens, trains, strict=True)):
+        lag = k - 1 if eta == 0 else k - eta - 1
+        weights_ready = train_end[lag] if lag >= 0 else 0.0
+        rollout_end.append(max(rollout_end[-1] if rollout_end else 0.0, weights_ready) + gen)
+        train_end.append(max(train_end[-1] if train_end else 0.0, rollout_end[k]) + train + sync_s)
+    return train_end[-1]
+
+
+def sync_and_pipelined(costs: Costs, steps: list[list[list[int]]], workers: int, eta: int) -> float:
+    """Samples/s of the batch-at-a-time loop (eta = 0: synchronous; eta >= 1: this repository's pipelined loop);
+    a worker's generation time is its share's longest response in decode steps."""
+    gens, trains, samples = [], [], 0
+    for groups in steps:
+        lengths = [length for group in groups for length in group]
+        samples += len(lengths)
+        share = math.ceil(len(lengths) / workers)
+        gens.append(max(costs.decode_step_s * max(lengths[i : i + share]) for i in range(0, len(lengths), share)))
+        trains.append(_train_s(costs, lengths, workers))
+    return samples / pipeline(gens, trains, costs.sync_s, eta)
+
+
+def continuous(costs: Costs, steps: list[list[list[int]]], workers: int, eta: int) -> float:
+    """Samples/s of AReaL-style continuous generation with staleness control (see the module doc).
+
+    Samples start in order on whichever worker slot frees first; sample i (of rollout batch i // B) may start once
+    version i // B - eta exists. Training step v takes batch v (its groups whole) once all its samples finished and
+    step v - 1 ended, and makes version v + 1 after training and the sync."""
+    batches = [[length for group in groups for length in group] for groups in steps]
+    batch = len(batches[0])
+    free = [0.0] * (workers * math.ceil(batch / workers))  # when each worker slot frees
+    heapq.heapify(free)
+    version_time = [0.0]
+    batch_done = [0.0] * len(batches)
+
+    def train_to(version: int) -> None:
+        while len(version_time) <= version:
+            v = len(version_time) - 1
+            begin = max(version_time[v], batch_done[v])
+            version_time.append(begin + _train_s(costs, batches[v], workers) + costs.sync_s)
+
+    for b, lengths in enumerate(batches):
+        needed = max(0, b - eta)
+        train_to(needed)
+        for length in lengths:
+            start = max(heapq.heappop(free), version_time[needed])
+            end = start + costs.decode_step_s * length
+            heapq.heappush(free, end)
+            batch_done[b] = max(batch_done[b], end)
+    train_to(len(batches))
+    return len(batches) * batch / version_time[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--metrics", type=Path, required=True, help="a run folder's metrics.jsonl to calibrate from")
+    parser.add_argument("--slots", type=int, default=2, help="colocated slots of the calibration run (embedded: 2)")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--measured-ratio", type=float, default=None, help="bench/async.py's eta=1 / eta=0 ratio")
+    args = parser.parse_args()
+    costs, med = calibrate(args.metrics, args.slots)
+    print(f"calibration from {args.metrics}:")
+    for key, value in med.items():
+        print(f"  median {key} = {value:.6g}")
+    print(
+        f"  decode_step_s={costs.decode_step_s:.4g} train_token_s={costs.train_token_s:.4g} sync_s={costs.sync_s:.4g}"
+    )
+    print(
+        f"workload: W x {PER_WORKER} samples a step in groups of {GROUP_SIZE}, lengths grouped lognormal median "
+        f"{MEDIAN_LEN} sigma {GROUP_SIGMA}/{SAMPLE_SIGMA} cap {MAX_LEN}, prompts {PROMPT_LEN}; {args.steps} steps"
+    )
+    result: dict[tuple[str, int, int], float] = {}
+    for workers in WORKERS:
+        rng = random.Random(args.seed)
+        steps = [draw_step(rng, workers * PER_WORKER // GROUP_SIZE, GROUP_SIZE) for _ in range(args.steps)]
+        base = sync_and_pipelined(costs, steps, workers, 0)
+        print(f"W={workers:4d}  sync {base:10.2f} samples/s")
+        for eta in ETAS[1:]:
+            piped = sync_and_pipelined(costs, steps, workers, eta)
+            cont = continuous(costs, steps, workers, eta)
+            result[("pipelined", workers, eta)] = piped / base
+            result[("continuous", workers, eta)] = cont / base
+            print(
+                f"        eta={eta}  pipelined {piped:10.2f} ({piped / base:4.2f}x)  "
+                f"continuous {cont:10.2f} ({cont / base:4.2f}x)"
+            )
+    # The 2-slot split run: the rollout slot generates the calibration's whole batch (memory-bound decoding: in the
+    # time one slot took for its share), the training slot trains all of its tokens.
+    gens = [med["timing_s/gen"]] * args.steps
+    trains = [med["timing_s/update_actor"] * args.slots] * args.steps
+    two = pipeline(gens, trains, costs.sync_s, 0) / pipeline(gens, trains, costs.sync_s, 1)
+    measured = "not given" if args.measured_ratio is None else f"{args.measured_ratio:.2f}x"
+    print(f"2 slots split, eta=1 over eta=0 with the calibration's batch: model {two:.2f}x; measured {measured}")
+    speedup = result[("continuous", 64, 1)]
+    status = "met" if speedup >= GOAL else "missed"
+    print(
+        f"RESULT async_sim speedup_eta1_w64={speedup:.2f} pipelined={result[('pipelined', 64, 1)]:.2f} "
+        f"goal={GOAL} {status}"
+    )
+
+
+if __name__ == "__main__":
+    main()
