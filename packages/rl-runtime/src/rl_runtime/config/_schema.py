@@ -15,6 +15,7 @@ from rl_runtime.config._schema_algorithm import AlgorithmConfig, RewardKind
 from rl_runtime.config._schema_engines import engine_problems
 from rl_runtime.config._schema_rollout import rollout_problems
 from rl_runtime.config._schema_sections import (
+    TORCHRUN_LAUNCHER,
     BatchConfig,
     DataConfig,
     PlacementConfig,
@@ -198,7 +199,24 @@ def _placement_problems(config: RunConfig) -> list[ConfigProblem]:
     if not config.placement.colocate and config.placement.slots < _MIN_SPLIT_SLOTS:
         expected = f">= {_MIN_SPLIT_SLOTS} with placement.colocate=false (rollout and training get their own slots)"
         return [ConfigProblem("placement.slots", expected, str(config.placement.slots), "add slots or colocate")]
+    if config.trainer.launcher == TORCHRUN_LAUNCHER:
+        return spmd_problems(config, "trainer.launcher=torchrun")
     return []
+
+
+def spmd_problems(config: RunConfig, why: str) -> list[ConfigProblem]:
+    """What a run launched by torchrun (`why`) cannot do yet: samples crossing ranks, which only Ray's
+    DataCoordinator carries today (a split placement, rebalancing across ranks)."""
+    problems = []
+    if not config.placement.colocate:
+        expected = f"true: {why} runs every slot's whole pipeline in its own rank; split placement is Ray-only"
+        fix = "set placement.colocate=true, or trainer.launcher=ray and launch without torchrun"
+        problems.append(ConfigProblem("placement.colocate", expected, "false", fix))
+    if config.batch.balance_across_ranks is not RankBalancing.NONE:
+        expected = f"'none': {why}, and rebalancing samples across ranks goes through Ray's DataCoordinator"
+        found = repr(config.batch.balance_across_ranks.value)
+        problems.append(ConfigProblem("batch.balance_across_ranks", expected, found, "remove it, or launch under Ray"))
+    return problems
 
 
 def _batch_problems(config: RunConfig) -> list[ConfigProblem]:
