@@ -1,6 +1,6 @@
 """`torchrun --nproc-per-node 2 -m rl_recipes train grpo`: two ranks over gloo, no Ray, 2 steps on the embedded
-default (its warm start included, on both ranks); then the same run folder resumed under Ray for a third step, so
-the two launchers' checkpoints are one format."""
+default (its warm start included, on both ranks, and samples rebalanced across the ranks); then the same run folder
+resumed under Ray for a third step, so the two launchers' checkpoints are one format."""
 
 from __future__ import annotations
 
@@ -48,7 +48,16 @@ def test_torchrun_trains_two_steps_and_ray_resumes_its_checkpoint(
     overrides = _overrides(tmp_path)
     env = {name: value for name, value in os.environ.items() if name not in TORCHRUN_ENV}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    command += ["-m", "rl_recipes", "train", "grpo", *overrides, "trainer.total_steps=2"]
+    # Rebalancing across ranks too: its samples cross ranks over torch.distributed instead of the coordinator.
+    command += [
+        "-m",
+        "rl_recipes",
+        "train",
+        "grpo",
+        *overrides,
+        "trainer.total_steps=2",
+        "batch.balance_across_ranks=samples",
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
 
     assert done.returncode == 0, done.stderr[-4000:]
@@ -60,7 +69,9 @@ def test_torchrun_trains_two_steps_and_ray_resumes_its_checkpoint(
     checkpoint = run_dir / "checkpoints" / "step_00000002"
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 2
     assert (checkpoint / "rank_0.pt").is_file() and (checkpoint / "rank_1.pt").is_file()
-    assert sorted(read_metrics_jsonl(run_dir / "metrics.jsonl")) == [1, 2]
+    spmd_records = read_metrics_jsonl(run_dir / "metrics.jsonl")
+    assert sorted(spmd_records) == [1, 2]
+    assert all("global_seqlen/balanced_max" in spmd_records[step] for step in (1, 2))
 
     # The same folder under Ray (this process has no torchrun variables): resumes after step 2, runs step 3.
     config = load_recipe_config("grpo", overrides=[*overrides, "trainer.total_steps=3"])

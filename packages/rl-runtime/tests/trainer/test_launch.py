@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import attrs
 import pytest
 
-from rl_runtime.config import ConfigError, RankBalancing
+from rl_runtime.config import ConfigError
 from rl_runtime.trainer import Launch, TrainerError, launch_from_env, resolve_launch
 from rl_runtime.trainer._lock import LOCK_FILE, acquire_run_lock, release_run_lock
 
@@ -47,13 +46,9 @@ def test_a_world_size_other_than_the_slots_is_refused_naming_both(tmp_path: Path
         resolve_launch(config)
 
 
-def test_ray_only_features_are_refused_under_torchrun(tmp_path: Path, torchrun_rank_1: None) -> None:
+def test_split_placement_and_the_ray_launcher_are_refused_under_torchrun(tmp_path: Path, torchrun_rank_1: None) -> None:
     with pytest.raises(ConfigError, match=r"placement.colocate: expected true: a torchrun launch .*Ray-only"):
         resolve_launch(tiny_config(tmp_path, placement={"colocate": False}))
-    balanced = tiny_config(tmp_path / "balanced")
-    balanced = attrs.evolve(balanced, batch=attrs.evolve(balanced.batch, balance_across_ranks=RankBalancing.SAMPLES))
-    with pytest.raises(ConfigError, match=r"batch.balance_across_ranks: expected 'none'"):
-        resolve_launch(balanced)
     with pytest.raises(TrainerError, match=r"trainer.launcher: expected torchrun or auto .*found 'ray'"):
         resolve_launch(tiny_config(tmp_path, launcher="ray"))
 

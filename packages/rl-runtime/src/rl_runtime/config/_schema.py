@@ -205,18 +205,13 @@ def _placement_problems(config: RunConfig) -> list[ConfigProblem]:
 
 
 def spmd_problems(config: RunConfig, why: str) -> list[ConfigProblem]:
-    """What a run launched by torchrun (`why`) cannot do yet: samples crossing ranks, which only Ray's
-    DataCoordinator carries today (a split placement, rebalancing across ranks)."""
-    problems = []
+    """What a run launched by torchrun (`why`) cannot do yet: a split placement, whose rollout and training slots
+    only Ray's DataCoordinator and weight link join today."""
     if not config.placement.colocate:
         expected = f"true: {why} runs every slot's whole pipeline in its own rank; split placement is Ray-only"
         fix = "set placement.colocate=true, or trainer.launcher=ray and launch without torchrun"
-        problems.append(ConfigProblem("placement.colocate", expected, "false", fix))
-    if config.batch.balance_across_ranks is not RankBalancing.NONE:
-        expected = f"'none': {why}, and rebalancing samples across ranks goes through Ray's DataCoordinator"
-        found = repr(config.batch.balance_across_ranks.value)
-        problems.append(ConfigProblem("batch.balance_across_ranks", expected, found, "remove it, or launch under Ray"))
-    return problems
+        return [ConfigProblem("placement.colocate", expected, "false", fix)]
+    return []
 
 
 def _batch_problems(config: RunConfig) -> list[ConfigProblem]:
