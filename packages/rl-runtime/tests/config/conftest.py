@@ -123,6 +123,7 @@ def full_data() -> dict[str, Any]:
             "seed": 11,
             "step_timeout_s": 120.0,
             "steps_per_call": 3,
+            "launcher": "ray",
         },
     }
 

@@ -14,9 +14,9 @@ from ._task import TokenTask, tiny_config
 def test_public_api_is_pinned() -> None:
     assert sorted(trainer.__all__) == sorted(
         [
-            "CheckpointCorruptError", "CheckpointStateError", "ExtrasFactory", "RunLock", "RunLockedError",
-            "TrainResult", "Trainer", "TrainerError", "TrainingInterrupted", "build_actor",
-            "read_state", "verify_checkpoint",
+            "CheckpointCorruptError", "CheckpointStateError", "ExtrasFactory", "Launch", "RunLock", "RunLockedError",
+            "TrainResult", "Trainer", "TrainerError", "TrainingInterrupted", "build_actor", "launch_from_env",
+            "read_state", "resolve_launch", "spmd_barrier", "verify_checkpoint",
         ]
     )  # fmt: skip
 

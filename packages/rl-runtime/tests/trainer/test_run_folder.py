@@ -149,7 +149,7 @@ import ray
 from _task import TokenTask, tiny_config
 from rl_runtime.trainer import Trainer
 with Trainer(tiny_config(Path({folder!r}), total_steps=4), TokenTask).session() as run:
-    pids = ray.get([worker.__ray_call__.remote(lambda self: os.getpid()) for worker in run._workers])
+    pids = ray.get([worker.__ray_call__.remote(lambda self: os.getpid()) for worker in run.slots._workers])
     print(*pids, flush=True)
     time.sleep(600)
 """

@@ -43,6 +43,7 @@ from rl_coordinator.coordinator._requests import (
     SampleFilter,
     StepSpec,
 )
+from rl_coordinator.coordinator._selection import split_across_ranks
 from rl_coordinator.coordinator._state import CoordinatorState
 from rl_coordinator.coordinator._stream import ShareStream
 
@@ -69,6 +70,7 @@ __all__ = [
     "ShareStream",
     "StepSpec",
     "fetch_payloads",
+    "split_across_ranks",
     "start_coordinator",
     "use_local_path",
 ]

@@ -20,6 +20,7 @@ from rl_recipes.rewards import REWARD_FUNCTIONS
 from rl_recipes.sft import SFTConfig
 from rl_recipes.tasks import load_math_dataset, load_tokenizer
 from rl_runtime.config import load_config
+from rl_runtime.trainer import launch_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +32,12 @@ def train(args: argparse.Namespace) -> int:
     recipe = get_recipe(args.recipe)
     overrides = [*args.overrides, *([TAKE_OVER_OVERRIDE] if args.take_over else [])]
     config = load_recipe_config(recipe.name, args.config, overrides)
-    args.log_file = attach_run_log(Path(config.trainer.output_dir))
+    launch = launch_from_env()  # under torchrun every rank runs this command; rank 0 reports
+    args.log_file = attach_run_log(Path(config.trainer.output_dir), launch.rank)
     logger.info("rl-recipes train %s: log file %s", recipe.name, args.log_file)
     result = run_recipe(recipe, config)
+    if not launch.is_leader:
+        return 0
     before, after = result.heldout_before, result.heldout_after
     lines = [f"recipe {recipe.name}: {result.train.end_step} steps, run folder {result.run_dir}"]
     if before is not None and after is not None:

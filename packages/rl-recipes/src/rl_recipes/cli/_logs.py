@@ -13,10 +13,15 @@ its traceback."""
 _TRACEBACK_MARK = "Traceback (most recent call last):"
 
 
-def attach_run_log(run_dir: Path) -> Path:
-    """Copy the root logger's records to `run_dir/train.log` (appended across runs); its path."""
+RANK_LOG_FILE = "train.rank{rank}.log"
+"""The log file of torchrun rank `rank` > 0 (rank 0 writes `train.log`)."""
+
+
+def attach_run_log(run_dir: Path, rank: int = 0) -> Path:
+    """Copy the root logger's records to `run_dir/train.log` (appended across runs; a torchrun rank `rank` > 0
+    to `train.rank<rank>.log`); its path."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / RUN_LOG_FILE
+    path = run_dir / (RANK_LOG_FILE.format(rank=rank) if rank else RUN_LOG_FILE)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     logging.getLogger().addHandler(handler)

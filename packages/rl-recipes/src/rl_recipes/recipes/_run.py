@@ -18,7 +18,7 @@ from rl_recipes.recipes._registry import Recipe
 from rl_recipes.rewards import RewardLoadError, load_reward_function
 from rl_runtime.config import dump_config_yaml
 from rl_runtime.metrics import read_metrics_jsonl
-from rl_runtime.trainer import RunLock, TrainResult
+from rl_runtime.trainer import RunLock, TrainResult, resolve_launch, spmd_barrier
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +81,19 @@ def check_models(config: RecipeConfig) -> None:
 def start_run(recipe: Recipe, config: RecipeConfig) -> Path:
     """Check `config` against `recipe` and its reward, warm-start if configured, check the model folders and write
     the run folder's config (holding the folder's lock, so a second run into it is refused before it writes
-    anything); the folder."""
+    anything); the folder. Under torchrun every rank calls it: the warm start runs on all ranks together (SFT
+    shards its rows over them) and rank 0 writes the config."""
     recipe.check(config)
     check_reward(config)
+    launch = resolve_launch(config)  # under torchrun: a world size that is not placement.slots stops every rank here
     run_dir = Path(config.trainer.output_dir)
-    with RunLock(run_dir, take_over=config.trainer.take_over):
+    with RunLock(run_dir, take_over=config.trainer.take_over):  # rank 0's alone under torchrun
+        # Every torchrun rank sees the same folders before the warm start, which then runs on all of them together.
+        spmd_barrier(launch, config.trainer.step_timeout_s)
         prepare_warm_start(config)
         check_models(config)
-        (run_dir / CONFIG_FILE).write_text(dump_config_yaml(config))
+        if launch.is_leader:
+            (run_dir / CONFIG_FILE).write_text(dump_config_yaml(config))
     return run_dir
 
 
@@ -120,6 +125,8 @@ def finish_run(recipe: Recipe, config: RecipeConfig, result: TrainResult) -> Rec
     records = run_records(config, result)
     before = records.get(0, {}).get(key)
     after = next((records[step][key] for step in sorted(records, reverse=True) if key in records[step]), None)
+    if not resolve_launch(config).is_leader:  # a torchrun rank other than 0: rank 0 writes the run folder's files
+        return RecipeResult(recipe.name, result, before, after, run_dir, None)
     with RunLock(run_dir, take_over=config.trainer.take_over):
         curve = plot_reward_curve(records, run_dir / CURVE_FILE, heldout_key=key)
         summary = {

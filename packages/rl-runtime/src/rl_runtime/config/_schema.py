@@ -16,6 +16,7 @@ from rl_runtime.config._schema_async import async_problems
 from rl_runtime.config._schema_engines import engine_problems
 from rl_runtime.config._schema_rollout import rollout_problems
 from rl_runtime.config._schema_sections import (
+    TORCHRUN_LAUNCHER,
     BatchConfig,
     DataConfig,
     PlacementConfig,
@@ -199,6 +200,18 @@ def _placement_problems(config: RunConfig) -> list[ConfigProblem]:
     if not config.placement.colocate and config.placement.slots < _MIN_SPLIT_SLOTS:
         expected = f">= {_MIN_SPLIT_SLOTS} with placement.colocate=false (rollout and training get their own slots)"
         return [ConfigProblem("placement.slots", expected, str(config.placement.slots), "add slots or colocate")]
+    if config.trainer.launcher == TORCHRUN_LAUNCHER:
+        return spmd_problems(config, "trainer.launcher=torchrun")
+    return []
+
+
+def spmd_problems(config: RunConfig, why: str) -> list[ConfigProblem]:
+    """What a run launched by torchrun (`why`) cannot do yet: a split placement, whose rollout and training slots
+    only Ray's DataCoordinator and weight link join today."""
+    if not config.placement.colocate:
+        expected = f"true: {why} runs every slot's whole pipeline in its own rank; split placement is Ray-only"
+        fix = "set placement.colocate=true, or trainer.launcher=ray and launch without torchrun"
+        return [ConfigProblem("placement.colocate", expected, "false", fix)]
     return []
 
 

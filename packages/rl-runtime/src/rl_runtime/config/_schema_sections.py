@@ -37,6 +37,11 @@ RESUME_AUTO = "auto"
 """Resume from the newest checkpoint under the output folder when there is one."""
 RESUME_NEVER = "never"
 """Always start from scratch."""
+RAY_LAUNCHER = "ray"
+TORCHRUN_LAUNCHER = "torchrun"
+LAUNCHERS = (RESUME_AUTO, RAY_LAUNCHER, TORCHRUN_LAUNCHER)
+"""`trainer.launcher`: auto (torchrun when its environment variables are set, else Ray), ray (one Ray actor per
+slot) or torchrun (this process is one slot: `torchrun --nproc-per-node N -m rl_recipes train ...`)."""
 
 _DEFAULT_MAX_LENGTH = 512
 _DEFAULT_PROMPTS_PER_STEP = 8
@@ -316,3 +321,6 @@ class TrainerConfig:
     steps_per_call: int = attrs.field(default=1, validator=int_at_least(1))
     """Steps every worker runs per call from the driver (never past a validation or checkpoint): more divides the
     driver's per-step cost, and metrics then reach the sinks that many steps at a time."""
+    launcher: str = attrs.field(default="auto", validator=registered_name(LAUNCHERS, "launcher"))
+    """How the slots run: "ray" (a DAG worker actor per slot), "torchrun" (each torchrun rank is a slot, no Ray;
+    colocated placement only) or "auto" (torchrun when launched by it, Ray otherwise)."""

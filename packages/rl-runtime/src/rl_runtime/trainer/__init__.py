@@ -12,11 +12,15 @@ building only its sub-graph's engines, with the actor's updates broadcast to the
 `WeightReceiver`). Checkpoints under `<output_dir>/checkpoints/step_N` are committed atomically with a manifest
 of every file's CRC-32; `trainer.resume: auto` continues from the newest that verifies. One run at a time holds
 `output_dir` (`RunLock`); SIGINT/SIGTERM stop a run after a saved step (`TrainingInterrupted`).
+
+Launched by torchrun (`trainer.launcher`, `resolve_launch`), every process is one slot instead: the same worker
+code runs in the rank itself and the ranks meet over torch.distributed, without Ray; rank 0 writes the run folder.
 """
 
 from rl_runtime.trainer._checkpoints import read_state, verify_checkpoint
 from rl_runtime.trainer._engines import build_actor
 from rl_runtime.trainer._errors import CheckpointStateError, TrainerError, TrainingInterrupted
+from rl_runtime.trainer._launch import Launch, launch_from_env, resolve_launch, spmd_barrier
 from rl_runtime.trainer._lock import RunLock, RunLockedError
 from rl_runtime.trainer._loop import Trainer, TrainResult
 from rl_runtime.trainer._manifest import CheckpointCorruptError
@@ -26,6 +30,7 @@ __all__ = [
     "CheckpointCorruptError",
     "CheckpointStateError",
     "ExtrasFactory",
+    "Launch",
     "RunLock",
     "RunLockedError",
     "TrainResult",
@@ -33,6 +38,9 @@ __all__ = [
     "TrainerError",
     "TrainingInterrupted",
     "build_actor",
+    "launch_from_env",
     "read_state",
+    "resolve_launch",
+    "spmd_barrier",
     "verify_checkpoint",
 ]

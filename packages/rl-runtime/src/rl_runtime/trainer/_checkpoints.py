@@ -41,9 +41,19 @@ def checkpoint_root(run_dir: Path) -> Path:
     return Path(run_dir) / CHECKPOINTS_DIR
 
 
+def partial_folder(root: Path, step: int) -> Path:
+    """Where the checkpoint after `step` steps is written before it is committed."""
+    return root / f"step_{step:0{_STEP_DIGITS}d}{PARTIAL_SUFFIX}"
+
+
+def committed_folder(partial: Path) -> Path:
+    """The name `commit_checkpoint` gives the `.partial` folder `partial`."""
+    return partial.with_name(partial.name.removesuffix(PARTIAL_SUFFIX))
+
+
 def begin_checkpoint(root: Path, step: int) -> Path:
     """A fresh, empty `.partial` folder for the checkpoint after `step` steps (a stale one is removed)."""
-    partial = root / f"step_{step:0{_STEP_DIGITS}d}{PARTIAL_SUFFIX}"
+    partial = partial_folder(root, step)
     if partial.exists():
         shutil.rmtree(partial)
     partial.mkdir(parents=True)
@@ -60,7 +70,7 @@ def commit_checkpoint(partial: Path, state: dict[str, Any]) -> Path:
     start = time.perf_counter()
     manifest = write_manifest(partial)
     logger.debug("wrote %s in %.4f s", manifest, time.perf_counter() - start)
-    final = partial.with_name(partial.name.removesuffix(PARTIAL_SUFFIX))
+    final = committed_folder(partial)
     if final.exists():
         shutil.rmtree(final)
     os.replace(partial, final)

@@ -8,6 +8,9 @@ whole run and the Trainer inside takes it again for free.
 `take_over=True` starts even though a live run holds the folder: the old lock file is unlinked and a new one
 locked, so the old holder keeps a lock on a file no one else can open. Both runs then write into the folder; stop
 the other run first.
+
+Under torchrun only rank 0 takes the lock (`launch_from_env`); the other ranks of the job write into the folder
+under it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from rl_runtime.trainer._errors import TrainerError
+from rl_runtime.trainer._launch import launch_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +78,8 @@ def acquire_run_lock(run_dir: Path, *, take_over: bool = False) -> Path:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = (run_dir / LOCK_FILE).resolve()
+    if not launch_from_env().is_leader:
+        return path  # a torchrun rank other than 0: rank 0 holds the folder for the whole job
     if path in _HELD:
         fd, count = _HELD[path]
         _HELD[path] = (fd, count + 1)

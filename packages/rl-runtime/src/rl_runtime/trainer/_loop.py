@@ -1,5 +1,6 @@
-"""`Trainer`: the run's driver. Plans the pipeline on the slots, starts one DAG worker per slot, runs the steps,
-validates, checkpoints and resumes. Only metrics and control calls pass through it, never samples."""
+"""`Trainer`: the run's driver. Plans the pipeline on the slots, starts one DAG worker per slot (or, launched by
+torchrun, this rank's worker), runs the steps, validates, checkpoints and resumes. Only metrics and control calls
+pass through it, never samples."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from rl_runtime.trainer._data import open_files, steps_per_epoch
 from rl_runtime.trainer._embodied import check_embodied_run
 from rl_runtime.trainer._engines import actor_hf_config
 from rl_runtime.trainer._errors import TrainerError
+from rl_runtime.trainer._launch import resolve_launch
 from rl_runtime.trainer._session import TrainingSession
 from rl_runtime.trainer._split import plan_placement, rollout_subgraph, train_subgraph
 from rl_runtime.trainer._stop import StopOnSignal, stopped
@@ -75,6 +77,8 @@ class Trainer:
         if config.rollout.temperature == 0:
             raise TrainerError("rollout.temperature=0 samples greedily, which RL training cannot learn from; use > 0")
         self.config = config
+        self.launch = resolve_launch(config)
+        """Ray (this process drives every slot) or torchrun (this process is one slot); see `trainer.launcher`."""
         self.task_factory = task_factory
         self.extras_factory = extras_factory
         self.slots = config.placement.slots
@@ -173,7 +177,8 @@ class Trainer:
             validations: list[tuple[int, dict[str, float]]] = []
             last_checkpoint = self.resume_from
             saved_step = run.start_step if self.resume_from is not None else None
-            with MetricsLogger.from_names(trainer.log_sinks, context) as sinks:
+            sink_names = trainer.log_sinks if run.is_leader else ()  # under torchrun rank 0 logs every rank's step
+            with MetricsLogger.from_names(sink_names, context) as sinks:
                 try:
                     if trainer.validate_before_train and run.start_step == 0 and self.config.data.val_files:
                         validations.append((0, run.validate()))

@@ -126,12 +126,20 @@ class RunResourcesFactory:
         else:
             engines = SlotEngines.colocated(config)
         trains = engines.actor or engines.critic or engines.reference
-        group = None
+        # Launched by torchrun, the ranks met before the worker was built, and the launch leaves the group.
+        group, owns_group = None, not dist.is_initialized()
         if trains and dp.size > 1:
-            if self.exchange is None:
+            if not owns_group:
+                if dist.get_world_size() != dp.size:
+                    raise TrainerError(
+                        f"this process is in a torch.distributed world of {dist.get_world_size()} ranks, but its "
+                        f"training sub-graph has {dp.size}; launch one torchrun rank per slot"
+                    )
+            elif self.exchange is None:
                 raise TrainerError(f"{dp.size} data-parallel training ranks need an exchange to meet through; got None")
-            backend = "nccl" if device_name(config) == "cuda" else "gloo"
-            init_distributed(dp.rank, dp.size, self.exchange, ProcessGroupConfig(backend=backend))
+            else:
+                backend = "nccl" if device_name(config) == "cuda" else "gloo"
+                init_distributed(dp.rank, dp.size, self.exchange, ProcessGroupConfig(backend=backend))
             group = dist.group.WORLD
         actor = build_actor(config, self.total_steps) if engines.actor else None
         rollout, weight_sync, receiver = self._rollout_side(engines, actor, dp.rank, dp.size)
@@ -170,7 +178,7 @@ class RunResourcesFactory:
         val_source = None
         if engines.rollout and config.data.val_files:
             val_source = open_files(config.data.val_files, "data.val_files")
-        hooks = RunHooks(resources, assignment.rank, dp.rank, dp.size, val_source)
+        hooks = RunHooks(resources, assignment.rank, dp.rank, dp.size, val_source, owns_group=owns_group)
         return WorkerResources(resources, hooks)
 
     def _rollout_side(
@@ -212,11 +220,20 @@ class RunHooks:
     """Checkpoints, validation and clean-up of one worker's NodeResources (rl_runtime.workers.WorkerHooks)."""
 
     def __init__(
-        self, resources: NodeResources, rank: int, dp_rank: int, dp_size: int, val_source: RowSource | None
+        self,
+        resources: NodeResources,
+        rank: int,
+        dp_rank: int,
+        dp_size: int,
+        val_source: RowSource | None,
+        *,
+        owns_group: bool = True,
     ) -> None:
         self.resources = resources
         self.rank, self.dp_rank, self.dp_size = rank, dp_rank, dp_size
         self.val_source = val_source
+        self.owns_group = owns_group
+        """Whether `close` leaves torch.distributed: the worker joined it (under torchrun, the launch did)."""
 
     def save_checkpoint(self, path: str) -> None:
         """Engines (DCP, every rank) plus this rank's loader position, policy version, KL and RNG states."""
@@ -280,7 +297,7 @@ class RunHooks:
         return evaluate_shard(self.resources, self.val_source, self.dp_rank, self.dp_size)
 
     def close(self) -> None:
-        """Shut the rollout engine and the weight sync down and leave torch.distributed."""
+        """Shut the rollout engine and the weight sync down and leave torch.distributed if the worker joined it."""
         res = self.resources
         for link in (res.weight_sync, res.weight_receiver):
             if link is not None:
@@ -289,5 +306,5 @@ class RunHooks:
             res.rollout.shutdown()
         if res.env is not None:
             res.env.close()
-        if dist.is_initialized():
+        if self.owns_group and dist.is_initialized():
             dist.destroy_process_group()

@@ -1,4 +1,5 @@
-"""DAG workers: one Ray actor per slot runs its sub-graph's nodes each step; only metrics reach the driver.
+"""DAG workers: one Ray actor per slot runs its sub-graph's nodes each step; only metrics reach the driver. Under
+torchrun each process is one slot instead: a `LocalWorker` (the same step code) driven by an `SPMDDriver`.
 
     @register_operation("fake_generate")
     def fake_generate(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
@@ -28,17 +29,20 @@ from rl_runtime.workers._operations import (
 )
 from rl_runtime.workers._resources import ResourcesFactory, WorkerHooks, WorkerResources
 from rl_runtime.workers._routing import plan_routes
+from rl_runtime.workers._spmd import SPMDDriver
 from rl_runtime.workers._step_data import StepData
-from rl_runtime.workers._worker import start_workers
+from rl_runtime.workers._worker import LocalWorker, start_workers
 
 __all__ = [
     "NODE_OPERATIONS",
     "NODE_TIMING_PREFIX",
     "Driver",
+    "LocalWorker",
     "NodeContext",
     "NodeExecutionError",
     "NodeOperation",
     "ResourcesFactory",
+    "SPMDDriver",
     "StepData",
     "StepDataError",
     "StepResult",

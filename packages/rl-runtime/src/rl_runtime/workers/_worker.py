@@ -1,4 +1,5 @@
-"""The DAG worker Ray actor (one per slot) and `start_workers`, which builds one for every rank of a placement."""
+"""One slot's worker: `LocalWorker` (in this process), the `DAGWorker` Ray actor around it (one per slot) and
+`start_workers`, which builds one actor for every rank of a placement."""
 
 from __future__ import annotations
 
@@ -60,10 +61,71 @@ def _no_resources(assignment: WorkerAssignment) -> WorkerResources[None]:
     return WorkerResources(None)
 
 
+class LocalWorker:
+    """One slot's graph executor and hooks, run in the calling process: the body of a Ray `DAGWorker` and of a
+    torchrun rank (`rl_runtime.workers.SPMDDriver`), so both launchers run the same step code.
+
+    Args:
+        assignment: this worker's place (rank, sub-graph, data-parallel info).
+        routes: its edges, from `plan_routes`.
+        resources_factory: called once here with `assignment`; its WorkerResources' `nodes` is every operation's
+            `ctx.resources`, its `hooks` serve checkpoints, evaluation and `close`.
+        client: a CoordinatorClient, or None when the worker has no coordinator edge.
+        operations: operation name -> function; None binds from this process's NODE_OPERATIONS.
+    """
+
+    def __init__(
+        self,
+        assignment: WorkerAssignment,
+        routes: WorkerRoutes,
+        resources_factory: ResourcesFactory | None = None,
+        client: Any = None,
+        operations: Mapping[str, NodeOperation] | None = None,
+    ) -> None:
+        resources = unpack_resources((resources_factory or _no_resources)(assignment), assignment.rank)
+        self._executor = GraphExecutor(assignment, routes, resources.nodes, client, operations)
+        self._hooks = resources.hooks
+        self.rank = assignment.rank
+
+    def run_step(self, step: int) -> dict[str, float]:
+        """Run the graph for `step`; a failing node raises NodeExecutionError. Returns metrics only."""
+        return self._executor.run_step(step)
+
+    def run_steps(self, steps: Sequence[int]) -> list[dict[str, float]]:
+        """Run the graph for each of `steps` in order; their metrics."""
+        return [self._executor.run_step(step) for step in steps]
+
+    def save_checkpoint(self, path: str) -> None:
+        """Write this worker's part of a checkpoint under `path` (see WorkerHooks)."""
+        self._require_hooks("save_checkpoint").save_checkpoint(path)
+
+    def load_checkpoint(self, path: str) -> None:
+        """Restore this worker's part of the checkpoint in `path` (see WorkerHooks)."""
+        self._require_hooks("load_checkpoint").load_checkpoint(path)
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """This worker's validation metrics after `step` steps (see WorkerHooks)."""
+        return self._require_hooks("evaluate").evaluate(step)
+
+    def close(self) -> None:
+        """Release the resources' engines and groups."""
+        self._executor.close()
+        if self._hooks is not None:
+            self._hooks.close()
+
+    def _require_hooks(self, action: str) -> WorkerHooks:
+        if self._hooks is None:
+            raise WorkerError(
+                f"worker rank {self.rank} cannot {action}: its WorkerResources.hooks is None; build the workers with "
+                "a resources factory that provides WorkerHooks"
+            )
+        return self._hooks
+
+
 # ray.remote's typed overloads omit concurrency_groups (and so lose ActorClass.options).
 @ray.remote(concurrency_groups={HEALTH_GROUP: 1})  # pyright: ignore[reportCallIssue]
 class DAGWorker:
-    """Runs one WorkerAssignment's graph every step; only metrics leave it.
+    """Runs one WorkerAssignment's graph every step (a `LocalWorker` in its own Ray actor); only metrics leave it.
 
     It imports the `rl_core.plugins` entry points first (`rl_core.load_plugins`), as the driver does when it loads
     a run config, so the registrations of installed plugins (losses, estimators, engines) exist here too.
@@ -71,8 +133,7 @@ class DAGWorker:
     Args:
         assignment: this worker's place (rank, sub-graph, data-parallel info).
         routes: its edges, from `plan_routes`.
-        resources_factory: called once here, in the worker process, with `assignment`; its WorkerResources'
-            `nodes` is every operation's `ctx.resources`, its `hooks` serve checkpoints, evaluation and `close`.
+        resources_factory: called once here, in the worker process, with `assignment` (see LocalWorker).
         coordinator: the DataCoordinator actor handle, or None when the worker has no coordinator edge.
         operations: operation name -> function; None binds from this process's NODE_OPERATIONS.
         coordinator_timeout_s: how long a consumer waits for its share of a coordinator edge.
@@ -98,9 +159,7 @@ class DAGWorker:
         self.niceness = raise_priority()
         self.retains_host_memory = retain_host_memory and retain_freed_host_memory()
         client = None if coordinator is None else CoordinatorClient(coordinator, timeout_s=coordinator_timeout_s)
-        resources = unpack_resources((resources_factory or _no_resources)(assignment), assignment.rank)
-        self._executor = GraphExecutor(assignment, routes, resources.nodes, client, operations)
-        self._hooks = resources.hooks
+        self._worker = LocalWorker(assignment, routes, resources_factory, client, operations)
         self.rank = assignment.rank
 
     def ready(self) -> int:
@@ -113,23 +172,23 @@ class DAGWorker:
 
     def run_step(self, step: int) -> dict[str, float]:
         """Run the graph for `step`; a failing node raises NodeExecutionError. Returns metrics only."""
-        return self._executor.run_step(step)
+        return self._worker.run_step(step)
 
     def run_steps(self, steps: Sequence[int]) -> list[dict[str, float]]:
         """Run the graph for each of `steps` in order, without returning to the driver in between; their metrics."""
-        return [self._executor.run_step(step) for step in steps]
+        return self._worker.run_steps(steps)
 
     def save_checkpoint(self, path: str) -> None:
         """Write this worker's part of a checkpoint under `path` (see WorkerHooks)."""
-        self._require_hooks("save_checkpoint").save_checkpoint(path)
+        self._worker.save_checkpoint(path)
 
     def load_checkpoint(self, path: str) -> None:
         """Restore this worker's part of the checkpoint in `path` (see WorkerHooks)."""
-        self._require_hooks("load_checkpoint").load_checkpoint(path)
+        self._worker.load_checkpoint(path)
 
     def evaluate(self, step: int) -> dict[str, float]:
         """This worker's validation metrics after `step` steps (see WorkerHooks)."""
-        return self._require_hooks("evaluate").evaluate(step)
+        return self._worker.evaluate(step)
 
     def catch_up_weights(self, version: int) -> dict[str, float]:
         """Asynchronous training, a split placement's rollout slot: receive weight versions until the rollout engine
@@ -145,17 +204,7 @@ class DAGWorker:
 
     def close(self) -> None:
         """Release the resources' engines and groups; the actor can be killed afterwards."""
-        self._executor.close()
-        if self._hooks is not None:
-            self._hooks.close()
-
-    def _require_hooks(self, action: str) -> WorkerHooks:
-        if self._hooks is None:
-            raise WorkerError(
-                f"worker rank {self.rank} cannot {action}: its WorkerResources.hooks is None; build the workers with "
-                "a resources factory that provides WorkerHooks"
-            )
-        return self._hooks
+        self._worker.close()
 
     @ray.method(concurrency_group=HEALTH_GROUP)
     def ping(self) -> int:
