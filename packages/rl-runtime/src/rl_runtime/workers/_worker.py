@@ -107,6 +107,18 @@ class LocalWorker:
         """This worker's validation metrics after `step` steps (see WorkerHooks)."""
         return self._require_hooks("evaluate").evaluate(step)
 
+    def catch_up_weights(self, version: int) -> dict[str, float]:
+        """Asynchronous training, a split placement's rollout slot: receive weight versions until the rollout engine
+        holds `version` (the hooks' `catch_up_weights`); its metrics."""
+        hooks = self._require_hooks("catch_up_weights")
+        catch_up = getattr(hooks, "catch_up_weights", None)
+        if catch_up is None:
+            raise WorkerError(
+                f"worker rank {self.rank} cannot catch_up_weights: its hooks ({type(hooks).__name__}) have no "
+                "catch_up_weights method; asynchronous training needs the runtime's RunHooks"
+            )
+        return catch_up(version)
+
     def close(self) -> None:
         """Release the resources' engines and groups."""
         self._executor.close()
@@ -192,15 +204,8 @@ class DAGWorker:
 
     def catch_up_weights(self, version: int) -> dict[str, float]:
         """Asynchronous training, a split placement's rollout slot: receive weight versions until the rollout engine
-        holds `version` (the hooks' `catch_up_weights`); its metrics."""
-        hooks = self._require_hooks("catch_up_weights")
-        catch_up = getattr(hooks, "catch_up_weights", None)
-        if catch_up is None:
-            raise WorkerError(
-                f"worker rank {self.rank} cannot catch_up_weights: its hooks ({type(hooks).__name__}) have no "
-                "catch_up_weights method; asynchronous training needs the runtime's RunHooks"
-            )
-        return catch_up(version)
+        holds `version` (see LocalWorker); its metrics."""
+        return self._worker.catch_up_weights(version)
 
     def close(self) -> None:
         """Release the resources' engines and groups; the actor can be killed afterwards."""
