@@ -66,13 +66,16 @@ def _eos_ids(model: PreTrainedModel, config: HFEngineConfig) -> frozenset[int]:
 class HFEngine:
     """Batched transformers generation with a KV cache, pausable and updatable in place.
 
-    One `generate` call is one left-padded batch (split at `max_batch_size`); concurrent calls interleave
-    their decoding steps. Log-probs are those of `log_softmax(logits / temperature)` at the chosen tokens
-    (raw logits for greedy requests), before top-k / top-p truncation.
+    Requests (`submit`, `agenerate`, `generate`) go to one scheduler thread that decodes them in one running
+    batch of at most `max_batch_size` rows: requests join it between steps as others finish (continuous
+    batching, `_scheduler.py`; docs/async-requests.md), and a `generate` call's requests join together.
+    Log-probs are those of `log_softmax(logits / temperature)` at the chosen tokens (raw logits for greedy
+    requests), before top-k / top-p truncation.
 
-    Seeds: a request with `seed` draws from its own generator, one draw per step, so its sample does not
-    depend on its batchmates' draws; its logits match the unbatched ones only up to floating-point order,
-    so batches of different composition agree except at draws within ~1e-6 of a boundary. Requests
+    Seeds: a request with `seed` draws from its own generator, one draw per step counted from when it joined,
+    so its sample does not depend on its batchmates' draws; its logits match the unbatched ones only up to
+    floating-point order, so batches of different composition agree except at draws within ~1e-6 of a
+    boundary. Requests
     without a seed share the engine's generator (`HFEngineConfig.seed`). See `InferenceEngine` for the
     semantics of each method.
     """

@@ -17,10 +17,12 @@ token with the version that produced it (recompute costs one prefill of the rows
 
 from __future__ import annotations
 
+import atexit
 import collections
 import concurrent.futures
 import logging
 import threading
+import weakref
 from collections.abc import Sequence
 
 import torch
@@ -34,6 +36,16 @@ from rl_engines.rollout._sampling import BatchSampler
 from rl_engines.rollout._submit import aborted_output
 
 logger = logging.getLogger(__name__)
+
+EXIT_JOIN_S = 5.0
+"""How long interpreter exit waits for a scheduler thread to stop (one decode step at most)."""
+
+
+def _stop_at_exit(ref: weakref.ref) -> None:
+    """Stop a scheduler still running at interpreter exit, so its thread does not die inside a torch call."""
+    scheduler = ref()
+    if scheduler is not None:
+        scheduler.stop(EXIT_JOIN_S)
 
 
 def _resolve(future: concurrent.futures.Future, value: object, error: BaseException | None = None) -> None:
@@ -65,6 +77,7 @@ class Scheduler:
         """Rows whose KV cache was recomputed after a weight update (partial rollouts)."""
         self._thread = threading.Thread(target=self._loop, name="hf-scheduler", daemon=True)
         self._thread.start()
+        atexit.register(_stop_at_exit, weakref.ref(self))
 
     # ---- any thread ------------------------------------------------------------------------------------
     def submit(self, entries: Sequence[Entry]) -> None:
