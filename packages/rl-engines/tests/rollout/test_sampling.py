@@ -109,6 +109,21 @@ def test_seeded_rows_stay_independent_across_uniform_blocks() -> None:
     assert draws_alone == draws_crowded
 
 
+def test_a_seeded_row_joining_mid_batch_draws_as_if_alone() -> None:
+    seeded = SamplingParams(max_new_tokens=1, temperature=1.0, seed=13)
+    row = _logits(1, seed=14)
+    alone = _sampler(seeded)
+    crowded = _sampler(SamplingParams(max_new_tokens=1, temperature=1.0, seed=3), seed=5)
+    for _ in range(UNIFORM_BLOCK // 2 + 5):  # join in the middle of the batchmate's uniform block
+        crowded(_logits(1, 15))
+    crowded.extend([seeded])
+    steps = UNIFORM_BLOCK + 3
+    draws_alone = [int(alone(row)[0][0]) for _ in range(steps)]
+    draws_crowded = [int(crowded(torch.cat([_logits(1, 16), row]))[0][1]) for _ in range(steps)]
+    assert draws_alone == draws_crowded
+    assert len(set(draws_alone)) > 1
+
+
 @pytest.mark.parametrize("uniform", [0.0, 0.5, 1.0 - 2**-24])
 def test_inverse_cdf_never_draws_a_token_without_mass(uniform: float) -> None:
     probs = torch.tensor([[0.0, 0.3, 0.0, 0.7, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0]])

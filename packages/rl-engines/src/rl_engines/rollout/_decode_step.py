@@ -14,8 +14,9 @@ from rl_engines.rollout._fast_decode import FastDecoder, KVState, PrefillKV
 class DecodeStep(Protocol):
     """One token per row of a batch through the model; holds the batch's KV cache, attention mask and positions."""
 
-    def select(self, index: torch.Tensor) -> None:
-        """Keep only the rows at `index: (B',)`."""
+    def select(self, index: torch.Tensor, drop: int = 0) -> None:
+        """Keep only the rows at `index: (B',)`; a step that can (`FastStep`) also drops its first `drop` cache
+        columns, which no kept row attends."""
         ...
 
     def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -37,7 +38,7 @@ class ModelStep:
         self._positions = last
         self._cache_arg = cache_arg(type(model))
 
-    def select(self, index: torch.Tensor) -> None:
+    def select(self, index: torch.Tensor, drop: int = 0) -> None:
         self._cache.batch_select_indices(index)
         self._mask, self._positions = self._mask[index], self._positions[index]
 
@@ -63,9 +64,26 @@ class FastStep:
         """`mask` and `last` as for `ModelStep`; `capacity`: the most columns (prompt and decode) a row can fill."""
         self._decoder, self._state, self._positions = decoder, KVState(cache, mask, capacity), last
 
-    def select(self, index: torch.Tensor) -> None:
-        self._state.select(index)
+    @property
+    def width(self) -> int:
+        """Cache columns filled so far (every row writes the same column each step)."""
+        return self._state.width
+
+    def select(self, index: torch.Tensor, drop: int = 0) -> None:
+        self._state.select(index, drop)
         self._positions = self._positions[index]
+
+    def extend(self, cache: PrefillKV, mask: torch.Tensor, last: torch.Tensor, capacity: int) -> int:
+        """Add the rows of a prefill (`mask: (n, W)`, `last: (n,)` as for the constructor) between steps; `capacity`
+        bounds the columns any row can now fill. Returns by how many columns the existing rows moved right."""
+        shift = self._state.extend(cache, mask)
+        self._state.capacity = max(self._state.capacity, capacity)
+        self._positions = torch.cat([self._positions, last])
+        return shift
+
+    def set_capacity(self, capacity: int) -> None:
+        """Bound the columns any row can fill from now on."""
+        self._state.capacity = capacity
 
     def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
         self._positions = self._positions + 1

@@ -93,11 +93,50 @@ class KVState:
         self.width += 1
         return self.width - 1
 
-    def select(self, index: torch.Tensor) -> None:
-        """Keep only the rows at `index: (B',)`."""
+    def select(self, index: torch.Tensor, drop: int = 0) -> None:
+        """Keep only the rows at `index: (B',)`, and drop the first `drop` columns (which none of them attends)."""
+        if drop:
+            self.keys = [k[:, :, drop:] for k in self.keys]
+            self.values = [v[:, :, drop:] for v in self.values]
+            self.bias = self.bias[:, drop:]
+            self.width -= drop
+            self.capacity -= drop
         self.keys = [k.index_select(0, index) for k in self.keys]
         self.values = [v.index_select(0, index) for v in self.values]
         self.bias = self.bias.index_select(0, index)
+
+    def extend(self, prefill: PrefillKV, mask: torch.Tensor) -> int:
+        """Append the rows of a prefill with padding mask `mask: (n, W)`, their last prompt column aligned with the
+        batch's last filled column; returns by how many columns the existing rows moved right (when W is wider
+        than the batch: 0 otherwise)."""
+        prompt_width = mask.shape[-1]
+        shift = max(0, prompt_width - self.width)
+        allocated = self.bias.shape[1] + shift
+        if shift:
+            self.keys = [self._place(k, allocated, shift) for k in self.keys]
+            self.values = [self._place(v, allocated, shift) for v in self.values]
+            self.bias = self._place(self.bias, allocated, shift, float("-inf"))
+            self.width += shift
+            self.capacity += shift
+        offset = self.width - prompt_width
+        keys = [self._place(k, allocated, offset) for k in prefill.keys]
+        values = [self._place(v, allocated, offset) for v in prefill.values]
+        bias = torch.full(mask.shape, float("-inf"), dtype=self.bias.dtype, device=mask.device)
+        bias = self._place(bias.masked_fill_(mask.bool(), 0.0), allocated, offset, float("-inf"))
+        self.keys = [torch.cat([old, new]) for old, new in zip(self.keys, keys, strict=True)]
+        self.values = [torch.cat([old, new]) for old, new in zip(self.values, values, strict=True)]
+        self.bias = torch.cat([self.bias, bias])
+        return shift
+
+    @staticmethod
+    def _place(filled: torch.Tensor, columns: int, offset: int, fill: float = 0.0) -> torch.Tensor:
+        """`filled` copied into a new tensor of `columns` along its column dimension, starting at `offset`."""
+        dim = 2 if filled.dim() == 4 else 1
+        shape = list(filled.shape)
+        shape[dim] = columns
+        out = filled.new_full(shape, fill)
+        out.narrow(dim, offset, filled.shape[dim]).copy_(filled)
+        return out
 
 
 class FastDecoder:

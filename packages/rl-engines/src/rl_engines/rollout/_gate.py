@@ -129,6 +129,27 @@ class RequestGate:
         unservable = self._stopped or self.asleep or not self.weights_loaded or self._dirty
         return not (ticket.abort_all or unservable)
 
+    def join(self, ticket: Ticket, rids: Iterable[str]) -> bool:
+        """Add `rids` to the admitted `ticket` (requests joining a running batch) if the engine admits now; False
+        while paused or updating (they wait); raises as `admit` when it is asleep, stopped or unversioned."""
+        with self._cond:
+            if self._stopped:
+                raise EngineShutdownError("the engine was shut down; build a new one")
+            if self.asleep:
+                raise EngineAsleepError(f"the engine is asleep (released {sorted(self.asleep)}); call wake_up() first")
+            if self._pause_mode is not None or self._exclusive or ticket.abort_all:
+                return False
+            self._raise_if_unversioned()
+            ticket.rids = ticket.rids | frozenset(rids)
+            return True
+
+    def leave(self, ticket: Ticket, rids: Iterable[str]) -> None:
+        """Requests `rids` of `ticket` have ended: forget them (and aborts addressed to them)."""
+        gone = frozenset(rids)
+        with self._cond:
+            ticket.rids = ticket.rids - gone
+            ticket.aborted -= gone
+
     def release(self, ticket: Ticket) -> None:
         """The generate call of `ticket` has returned."""
         with self._cond:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import threading
@@ -25,9 +26,11 @@ from rl_engines.rollout._fast_decode import FastDecoder
 from rl_engines.rollout._gate import RequestGate
 from rl_engines.rollout._handles import SharedTensorBucket, open_shared_bucket
 from rl_engines.rollout._hf_config import HFEngineConfig
-from rl_engines.rollout._hf_generation import DecodeSetup, PrefillCache, decode_batch
+from rl_engines.rollout._hf_generation import DecodeSetup, PrefillCache
 from rl_engines.rollout._hf_weights import ModelWeights, iter_safetensors, safetensors_files
-from rl_engines.rollout._submit import RequestThreads, agenerate_by_submit, failed_future
+from rl_engines.rollout._running_batch import Entry
+from rl_engines.rollout._scheduler import Scheduler
+from rl_engines.rollout._submit import agenerate_by_submit, failed_future
 from rl_engines.rollout._types import (
     SLEEP_TAGS,
     EngineStatus,
@@ -63,13 +66,16 @@ def _eos_ids(model: PreTrainedModel, config: HFEngineConfig) -> frozenset[int]:
 class HFEngine:
     """Batched transformers generation with a KV cache, pausable and updatable in place.
 
-    One `generate` call is one left-padded batch (split at `max_batch_size`); concurrent calls interleave
-    their decoding steps. Log-probs are those of `log_softmax(logits / temperature)` at the chosen tokens
-    (raw logits for greedy requests), before top-k / top-p truncation.
+    Requests (`submit`, `agenerate`, `generate`) go to one scheduler thread that decodes them in one running
+    batch of at most `max_batch_size` rows: requests join it between steps as others finish (continuous
+    batching, `_scheduler.py`; docs/async-requests.md), and a `generate` call's requests join together.
+    Log-probs are those of `log_softmax(logits / temperature)` at the chosen tokens (raw logits for greedy
+    requests), before top-k / top-p truncation.
 
-    Seeds: a request with `seed` draws from its own generator, one draw per step, so its sample does not
-    depend on its batchmates' draws; its logits match the unbatched ones only up to floating-point order,
-    so batches of different composition agree except at draws within ~1e-6 of a boundary. Requests
+    Seeds: a request with `seed` draws from its own generator, one draw per step counted from when it joined,
+    so its sample does not depend on its batchmates' draws; its logits match the unbatched ones only up to
+    floating-point order, so batches of different composition agree except at draws within ~1e-6 of a
+    boundary. Requests
     without a seed share the engine's generator (`HFEngineConfig.seed`). See `InferenceEngine` for the
     semantics of each method.
     """
@@ -117,9 +123,7 @@ class HFEngine:
         self._sleep_level = 0
         self._group: WeightGroup | None = None
         self._mapped: dict[str, torch.Tensor] = {}
-        self._threads = RequestThreads(
-            self._run_one, self.abort, self.weight_version, max_workers=self.config.max_batch_size, name="hf-submit"
-        )
+        self._scheduler = Scheduler(self._setup, self._gate, self._cache, self.config.max_batch_size)
 
     @classmethod
     def from_config(cls, config: HFEngineConfig) -> HFEngine:
@@ -148,16 +152,22 @@ class HFEngine:
                 f"request {request.rid!r} has token ids {bad[:3]} outside the vocabulary of {self.vocab_size}"
             )
 
+    def _entry(self, request: GenerateRequest, on_tokens: TokenCallback | None) -> Entry:
+        budget = min(request.sampling.max_new_tokens, self.context_len - len(request.input_ids))
+        return Entry(request, on_tokens, concurrent.futures.Future(), budget)
+
     def submit(
         self, request: GenerateRequest, *, on_tokens: TokenCallback | None = None
     ) -> concurrent.futures.Future[GenerateOutput]:
-        """See `InferenceEngine.submit`."""
+        """See `InferenceEngine.submit`: the request joins the running decode batch at the next step boundary."""
         try:
             check_requests([request])
             self._check(request)
         except Exception as error:
             return failed_future(error)
-        return self._threads.submit(request, on_tokens)
+        entry = self._entry(request, on_tokens)
+        self._scheduler.submit([entry])
+        return entry.future
 
     async def agenerate(self, request: GenerateRequest) -> GenerateOutput:
         """See `InferenceEngine.agenerate`."""
@@ -165,37 +175,23 @@ class HFEngine:
 
     def cancel(self, rid: str) -> None:
         """See `InferenceEngine.cancel`."""
-        self._threads.cancel(rid)
-
-    def _run_one(
-        self, request: GenerateRequest, on_tokens: TokenCallback | None, cancelled: threading.Event
-    ) -> GenerateOutput:
-        return self._generate([request], on_tokens, cancelled)[0]
+        self._scheduler.cancel([rid])
 
     def generate(
         self, requests: Sequence[GenerateRequest], *, on_tokens: TokenCallback | None = None
     ) -> list[GenerateOutput]:
-        """See `InferenceEngine.generate`."""
+        """See `InferenceEngine.generate`: the requests are submitted together (one prefill, one batch when nothing
+        else runs) and awaited."""
         batch = check_requests(requests)
         for request in batch:
             self._check(request)
-        return self._generate(batch, on_tokens, None)
-
-    def _generate(
-        self, batch: list[GenerateRequest], on_tokens: TokenCallback | None, cancelled: threading.Event | None
-    ) -> list[GenerateOutput]:
-        ticket = self._gate.admit(r.rid for r in batch)
+        entries = [self._entry(request, on_tokens) for request in batch]
+        self._scheduler.submit(entries)
         try:
-            if cancelled is not None and cancelled.is_set():  # cancelled while waiting for admission
-                self._gate.abort([r.rid for r in batch])
-            outputs: list[GenerateOutput] = []
-            size = self.config.max_batch_size
-            for start in range(0, len(batch), size):
-                chunk = batch[start : start + size]
-                outputs += decode_batch(self._setup, chunk, self._gate, ticket, self._cache, on_tokens)
-            return outputs
-        finally:
-            self._gate.release(ticket)
+            return [entry.future.result() for entry in entries]
+        except BaseException:
+            self._scheduler.cancel([e.request.rid for e in entries if not e.future.done()])
+            raise
 
     def pause(self, mode: PauseMode = "abort", *, timeout_s: float | None = None) -> None:
         """See `InferenceEngine.pause`."""
@@ -206,8 +202,8 @@ class HFEngine:
         self._gate.resume()
 
     def abort(self, rids: Collection[str] | None = None) -> None:
-        """See `InferenceEngine.abort`."""
-        self._gate.abort(None if rids is None else list(rids))
+        """See `InferenceEngine.abort` (requests still queued end "abort" at once)."""
+        self._scheduler.cancel(None if rids is None else list(rids))
 
     # ---- memory ----------------------------------------------------------------------------------
     def sleep(self, level: Literal[1, 2] = 1) -> None:
@@ -341,8 +337,8 @@ class HFEngine:
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def status(self) -> EngineStatus:
-        """See `InferenceEngine.status`."""
-        return self._gate.status()
+        """See `InferenceEngine.status` (`in_flight` counts requests admitted and not finished)."""
+        return dataclasses.replace(self._gate.status(), in_flight=self._scheduler.in_flight())
 
     def health(self) -> bool:
         """See `InferenceEngine.health`."""
@@ -351,7 +347,7 @@ class HFEngine:
     def shutdown(self) -> None:
         """See `InferenceEngine.shutdown`."""
         self._gate.stop()
-        self._threads.shutdown()
+        self._scheduler.stop(self.config.drain_timeout_s)
         self.destroy_weights_update_group()
         self._cache.clear()
         self._mapped.clear()

@@ -6,8 +6,9 @@ is what a trainer recomputes with a full forward at the same temperature; top-k 
 tokens may be drawn.
 
 Drawing is one inverse-CDF search over the whole batch per step, fed one uniform number per sampled row.
-Seeds: a row with a seed takes its uniforms from its own `torch.Generator`, UNIFORM_BLOCK at a time, so its
-draws do not depend on which other requests share the batch. Rows without a seed share the engine's
+Seeds: a row with a seed takes its uniforms from its own `torch.Generator`, UNIFORM_BLOCK at a time, counted from
+the step it joined the batch, so its draws do not depend on which other requests share the batch or when it
+joined. Rows without a seed share the engine's
 generator, which draws their uniforms together each step. What a seeded row draws still depends on its
 logits, which equal the unbatched ones only up to floating-point reduction order (padding changes matmul
 shapes), so two runs with different batch compositions agree except where a draw lands within ~1e-6 of a
@@ -28,24 +29,21 @@ of one per row per token (which dominated sampling time for batches of short com
 
 
 class BatchSampler:
-    """Chooses the next token of every row of a batch; rows can be dropped as they finish (`select`)."""
+    """Chooses the next token of every row of a batch; rows can leave as they finish (`select`) and join between
+    steps (`extend`). A seeded row's k-th token takes its generator's k-th uniform whenever it joined."""
 
     def __init__(self, params: Sequence[SamplingParams], device: torch.device, shared: torch.Generator) -> None:
-        self._params = list(params)
-        self._rows = list(range(len(self._params)))
         self._device = device
         self._shared = shared
-        self._generators = {
-            i: torch.Generator(device=device).manual_seed(p.seed)
-            for i, p in enumerate(self._params)
-            if p.seed is not None and not p.greedy
-        }
-        self._uniforms = torch.zeros(len(self._params), UNIFORM_BLOCK, device=device)
-        self._position = 0
-        self._rebuild()
+        self._step = 0
+        self._params: list[SamplingParams] = []
+        self._generators: list[torch.Generator | None] = []
+        self._joined: list[int] = []
+        self._uniforms = torch.zeros(0, UNIFORM_BLOCK, device=device)
+        self.extend(params)
 
     def _rebuild(self) -> None:
-        params = [self._params[i] for i in self._rows]
+        params = self._params
         self._all_greedy = all(p.greedy for p in params)
         # Greedy rows use temperature 1 so their log-probs are those of the raw logits.
         temps = [p.temperature if not p.greedy else 1.0 for p in params]
@@ -53,26 +51,42 @@ class BatchSampler:
         self._filter = any((p.top_k != -1 or p.top_p < 1.0) and not p.greedy for p in params)
         self._top_k = torch.tensor([p.top_k for p in params], device=self._device).unsqueeze(-1)
         self._top_p = torch.tensor([p.top_p for p in params], dtype=torch.float32, device=self._device).unsqueeze(-1)
-        seeded = [(j, i) for j, i in enumerate(self._rows) if i in self._generators]
-        self._seeded_rows = torch.tensor([j for j, _ in seeded], dtype=torch.long, device=self._device)
-        self._seeded_sources = torch.tensor([i for _, i in seeded], dtype=torch.long, device=self._device)
-        unseeded = [j for j, i in enumerate(self._rows) if i not in self._generators and not params[j].greedy]
+        seeded = [j for j, g in enumerate(self._generators) if g is not None]
+        self._seeded = seeded
+        self._seeded_rows = torch.tensor(seeded, dtype=torch.long, device=self._device)
+        self._seeded_joined = torch.tensor([self._joined[j] for j in seeded], dtype=torch.long, device=self._device)
+        unseeded = [j for j, g in enumerate(self._generators) if g is None and not params[j].greedy]
         self._unseeded_rows = torch.tensor(unseeded, dtype=torch.long, device=self._device)
         self._sampled_rows = torch.cat([self._seeded_rows, self._unseeded_rows])
         # The common batch (every row sampled, all seeded or all not) gets its uniforms already in row order.
-        self._in_row_order = [j for j, _ in seeded] + unseeded == list(range(len(params)))
+        self._in_row_order = seeded + unseeded == list(range(len(params)))
         self._unit_temperature = all(t == 1.0 for t in temps)
-        self._row_uniforms: torch.Tensor | None = None
 
     def select(self, keep: Sequence[int]) -> None:
         """Keep only the current rows at positions `keep` (in that order)."""
-        self._rows = [self._rows[j] for j in keep]
+        self._params = [self._params[j] for j in keep]
+        self._generators = [self._generators[j] for j in keep]
+        self._joined = [self._joined[j] for j in keep]
+        self._uniforms = self._uniforms[torch.tensor(list(keep), dtype=torch.long, device=self._device)]
+        self._rebuild()
+
+    def extend(self, params: Sequence[SamplingParams]) -> None:
+        """Append rows sampled with `params`; their first token is the next call's."""
+        self._params += list(params)
+        self._generators += [
+            torch.Generator(device=self._device).manual_seed(p.seed) if p.seed is not None and not p.greedy else None
+            for p in params
+        ]
+        self._joined += [self._step] * len(params)
+        fresh = torch.zeros(len(params), UNIFORM_BLOCK, device=self._device)
+        self._uniforms = torch.cat([self._uniforms, fresh]) if len(self._uniforms) else fresh
         self._rebuild()
 
     def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`logits: (B, V)` for the current rows -> `(tokens (B,) int64, logprobs (B,) float32)`."""
         logits = logits.float()
         if self._all_greedy:
+            self._step += 1
             tokens = logits.argmax(dim=-1)
             return tokens, torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         scaled = logits if self._unit_temperature else logits / self._temperature
@@ -89,15 +103,16 @@ class BatchSampler:
 
     def _next_uniforms(self) -> torch.Tensor:
         """One uniform in [0, 1) for each sampled row `(S,)`, in `_sampled_rows` order: seeded rows, then the rest."""
-        column = self._position % UNIFORM_BLOCK
-        if column == 0:
-            for i, generator in self._generators.items():
-                self._uniforms[i] = torch.rand(UNIFORM_BLOCK, generator=generator, device=self._device)
-            self._row_uniforms = None
-        self._position += 1
-        if self._row_uniforms is None:
-            self._row_uniforms = self._uniforms[self._seeded_sources]
-        seeded = self._row_uniforms[:, column]
+        step = self._step
+        self._step += 1
+        for j in self._seeded:
+            if (step - self._joined[j]) % UNIFORM_BLOCK == 0:
+                generator = self._generators[j]
+                self._uniforms[j] = torch.rand(UNIFORM_BLOCK, generator=generator, device=self._device)
+        if self._seeded:
+            seeded = self._uniforms[self._seeded_rows, (step - self._seeded_joined) % UNIFORM_BLOCK]
+        else:
+            seeded = self._uniforms.new_zeros(0)
         if not self._unseeded_rows.numel():
             return seeded
         shared = torch.rand(len(self._unseeded_rows), generator=self._shared, device=self._device)

@@ -11,14 +11,14 @@ from rl_engines.rollout import GenerateOutput, PromptTooLongError
 from rl_engines.testing._harness import Harness, expect
 from rl_engines.testing._models import V1
 
-CONCURRENT = 16
+CONCURRENT = 8
 THROTTLE_S = 0.002
 STARTED_TOKENS = 3
 
 
 def check_agenerate_concurrent(h: Harness) -> None:
-    """16 `agenerate`s awaited together from one event loop (varied prompt and output lengths) give the outputs of
-    sequential greedy calls, each under its own rid; `submit` futures give the same."""
+    """8 `agenerate`s awaited together from one event loop (varied prompt and output lengths) give the outputs of
+    sequential greedy calls, each under its own rid; `submit` futures (half of them) give the same."""
     h.reset()
     prompts = h.models.prompts(CONCURRENT, seed=13)
     lengths = [4 + (7 * i) % 17 for i in range(CONCURRENT)]
@@ -29,10 +29,10 @@ def check_agenerate_concurrent(h: Harness) -> None:
         return list(await asyncio.gather(*(h.engine.agenerate(request) for request in requests)))
 
     gathered = asyncio.run(asyncio.wait_for(together(), h.timeout_s))
-    futures = [h.engine.submit(request) for request in requests]
+    futures = [h.engine.submit(request) for request in requests[::2]]
     submitted = [future.result(timeout=h.timeout_s) for future in futures]
-    for outputs, how in ((gathered, "agenerate"), (submitted, "submit")):
-        for request, a, b in zip(requests, alone, outputs, strict=True):
+    for outputs, how, step in ((gathered, "agenerate", 1), (submitted, "submit", 2)):
+        for request, a, b in zip(requests[::step], alone[::step], outputs, strict=True):
             expect(b.rid == request.rid, f"{how}: request {request.rid} got rid {b.rid!r}")
             expect(a.output_ids == b.output_ids, f"{how} {request.rid}: {b.output_ids} != sequential {a.output_ids}")
             expect(b.finish_reason == "length", f"{how} {request.rid}: finish {b.finish_reason!r}")
