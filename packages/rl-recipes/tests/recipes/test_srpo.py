@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from _recipe_runs import newest_step, train_until_checkpoint
 
+from rl_engines.vla import VLAPolicy
 from rl_recipes.recipes import SUMMARY_FILE, get_recipe, load_recipe_config, run_recipe
 from rl_recipes.recipes.srpo import FRAME_STRIP, SUCCESS_CURVE
 from rl_runtime.metrics import read_metrics_jsonl
@@ -122,6 +124,26 @@ def test_a_sigkilled_run_resumes_to_the_uninterrupted_metrics(workspace: Path, r
             assert records[step][name] == pytest.approx(expected[step][name], rel=1e-6, abs=1e-7), (step, name)
     summary = json.loads((run_dir / SUMMARY_FILE).read_text())
     assert summary["heldout_success_before"] == expected[0][HELDOUT]
+
+
+def test_export_writes_the_vla_of_a_checkpoint_that_eval_loads(
+    workspace: Path, ray_cluster: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rl_recipes.cli import main
+
+    final = workspace / "full" / "srpo" / "final_model"
+    if not final.is_dir():
+        pytest.skip("needs the two-step run of this module")
+    out = workspace / "exported"
+    assert main(["export", str(workspace / "full" / "srpo" / "checkpoints" / "step_00000002"), "--out", str(out)]) == 0
+    assert (out / "word_tokenizer.json").is_file()
+    exported = VLAPolicy.from_pretrained(out).model.state_dict()
+    expected = VLAPolicy.from_pretrained(final).model.state_dict()  # the recipe's own export of the same step
+    assert exported.keys() == expected.keys()
+    assert all(torch.equal(exported[name], expected[name]) for name in expected)
+    argv = ["eval", "--model", str(out), "--env", "babyai", "--first-trial", "4", "--trials", "2", "--max-steps", "16"]
+    assert main(argv) == 0
+    assert "over 2 episodes" in capsys.readouterr().out
 
 
 def test_eval_reports_success_per_task_of_the_final_model(
