@@ -6,22 +6,74 @@ active envs with random chunks of `--chunk` actions until every episode ended; e
 because the 2-core dev machines drift between runs; worker start-up (spawn imports torch) is outside the timing.
 The RESULT line's ratio is 2 workers over the local loop at the largest env count; goal >= 1.6x.
 
-    python bench/embodied.py              # ~1 min on 2 cores; --help for the options
+Then the rollout share of an SRPO step: a short real `rl-recipes train srpo` run (tiny warm start, `--srpo-steps`
+steps of 4 trials x 4 episodes, no validation) with the envs in the rollout worker's process (`env.num_workers=0`)
+and again in a pool of 2 workers; the share is `timing_s/rollout_actor` over `timing_s/step`, the median over the
+steps after the first (the first pays for start-up). `--srpo-steps 0` skips it.
+
+    python bench/embodied.py              # ~2-3 min on 2 cores; --help for the options
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
 from rl_core.envs import EnvConfig, EnvPool, LocalVectorEnv, VectorEnv
 from rl_recipes.environments import babyai_factory, babyai_spec
 
+DEFAULT_LEVEL = "GoToLocal"
+"""The SRPO recipe's level (configs/srpo.yaml)."""
+
 GOAL = 1.6
+ROLLOUT_KEY = "timing_s/rollout_actor"
+STEP_KEY = "timing_s/step"
+
+
+def _srpo_overrides(folder: Path, steps: int, workers: int) -> list[str]:
+    """A short SRPO run into `folder`: tiny warm start, 4 trials x 4 episodes a step, no validation or strip."""
+    return [
+        f"warm_start.output_dir={folder}/warm_start",
+        f"actor.model.path={folder}/warm_start/model",
+        "warm_start.steps=10",
+        "warm_start.num_demos=4",
+        f"data.train_files=[{folder}/pools/train.jsonl]",
+        "data.val_files=[]",
+        "train_trials=4",
+        "heldout_trials=0",
+        "strip_episodes=0",
+        "env.num_trials=4",
+        "env.num_envs=16",
+        f"env.num_workers={workers}",
+        "batch.prompts_per_step=4",
+        "batch.samples_per_prompt=4",
+        f"trainer.total_steps={steps}",
+        "trainer.validate_before_train=false",
+        f"trainer.validate_every={steps}",
+        f"trainer.checkpoint_every={steps}",
+        "trainer.log_sinks=[jsonl]",
+        f"trainer.output_dir={folder}/run",
+    ]
+
+
+def _srpo_rollout_share(steps: int, workers: int) -> tuple[float, float, float]:
+    """Median rollout seconds, step seconds and rollout share over steps 2..`steps` of a short SRPO run."""
+    from rl_recipes.recipes import get_recipe, load_recipe_config, run_recipe
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    with tempfile.TemporaryDirectory(prefix="bench_srpo_") as folder:
+        config = load_recipe_config("srpo", overrides=_srpo_overrides(Path(folder), steps, workers))
+        history = run_recipe(get_recipe("srpo"), config).train.history[1:]
+    rollout = statistics.median(m[ROLLOUT_KEY] for m in history)
+    step = statistics.median(m[STEP_KEY] for m in history)
+    return rollout, step, statistics.median(m[ROLLOUT_KEY] / m[STEP_KEY] for m in history)
 
 
 async def _episodes(env: VectorEnv, num_envs: int, chunk: int, gen: torch.Generator) -> int:
@@ -55,6 +107,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=64, help="episode length limit")
     parser.add_argument("--rounds", type=int, default=3, help="alternating measurements per side")
     parser.add_argument("--seconds", type=float, default=1.0, help="length of one measurement")
+    parser.add_argument("--srpo-steps", type=int, default=4, help="steps of each short SRPO run; 0 skips them")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -89,9 +142,19 @@ def main() -> None:
     if (max(args.envs), 2) not in ratios:
         raise SystemExit("the RESULT line needs --workers to include 2")
     rate, ratio = headline
+    shares = ""
+    if args.srpo_steps > 1:
+        print(f"SRPO step (BabyAI {DEFAULT_LEVEL}, 16 envs), medians of steps 2..{args.srpo_steps}")
+        print(f"{'env loop':>16} {'rollout s':>10} {'step s':>8} {'rollout share':>14}")
+        for workers, label in ((0, "local"), (2, "pool2")):
+            rollout, step, share = _srpo_rollout_share(args.srpo_steps, workers)
+            print(f"{label:>16} {rollout:>10.2f} {step:>8.2f} {share:>14.2f}", flush=True)
+            shares += f" srpo_rollout_share_{label}={share:.2f}"
     verdict = "met" if ratio >= GOAL else "missed"
     envs = max(args.envs)
-    print(f"RESULT embodied pool2_env_steps_per_s={rate:.0f} ratio={ratio:.2f} goal={GOAL} envs={envs} {verdict}")
+    print(
+        f"RESULT embodied pool2_env_steps_per_s={rate:.0f} ratio={ratio:.2f} goal={GOAL} envs={envs}{shares} {verdict}"
+    )
 
 
 if __name__ == "__main__":

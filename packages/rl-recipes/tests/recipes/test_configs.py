@@ -46,7 +46,7 @@ def test_the_packaged_srpo_config_loads_and_passes_its_checks() -> None:
     assert isinstance(config, SRPORecipeConfig)
     assert (config.pipeline, config.algorithm.adv_estimator) == EMBODIED["srpo"]
     assert config.algorithm.reward is RewardKind.SRPO and config.embedder is not None
-    assert config.env is not None and config.env.tasks == ("GoToLocal",)
+    assert config.env is not None and config.env.tasks == ("GoToRedBallGrey",)
     assert config.warm_start is not None and config.actor.model.path == str(config.warm_start.model_dir)
     assert config_path("srpo.yaml").read_text().splitlines()[0].startswith("# rl-recipes train srpo")
     baseline = load_recipe_config("srpo", overrides=["algorithm.reward=binary"])
@@ -55,7 +55,7 @@ def test_the_packaged_srpo_config_loads_and_passes_its_checks() -> None:
 
 def test_srpo_refuses_pools_larger_than_the_env_s_trials() -> None:
     with pytest.raises(ConfigError, match=r"env.num_trials: expected >= train_trials \+ heldout_trials = 32"):
-        load_recipe_config("srpo", overrides=["env.num_trials=20"])
+        load_recipe_config("srpo", overrides=["train_trials=16", "heldout_trials=16", "env.num_trials=20"])
 
 
 @pytest.mark.parametrize("name", sorted({**EXPECTED, **EMBODIED}))

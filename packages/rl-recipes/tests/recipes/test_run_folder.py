@@ -10,17 +10,16 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from _recipe_runs import train_until_checkpoint
 
 from rl_recipes.recipes import CURVE_FILE, SUMMARY_FILE
 from rl_runtime.trainer import RunLock
-from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints, newest_verified_checkpoint
+from rl_runtime.trainer._checkpoints import checkpoint_root, newest_verified_checkpoint
 
 pytestmark = pytest.mark.slow
-WAIT_S = 600.0
 TOTAL_STEPS = 6
 HELDOUT = "val/reward/mean@1"
 CLI = [sys.executable, "-m", "rl_recipes.cli._main", "train", "grpo"]
@@ -47,29 +46,9 @@ def _overrides(workspace: Path) -> list[str]:
     ]
 
 
-def _newest_step(run_dir: Path) -> int:
-    found = complete_checkpoints(checkpoint_root(run_dir))
-    return found[-1][0] if found else 0
-
-
 def _run_until_checkpoint(workspace: Path, sig: signal.Signals, log: Path) -> tuple[int, str]:
-    """Start the CLI in its own process group; once it commits a checkpoint newer than the folder's newest, send
-    the group `sig` (as a terminal's Ctrl-C or a kill does). Its exit status and stderr."""
-    run_dir = workspace / "grpo"
-    before = _newest_step(run_dir)
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    with log.open("w") as err:
-        process = subprocess.Popen([*CLI, *_overrides(workspace)], env=env, start_new_session=True, stderr=err)
-        deadline = time.monotonic() + WAIT_S
-        try:
-            while _newest_step(run_dir) <= before:
-                assert process.poll() is None, f"the run exited with {process.returncode}: {log.read_text()[-3000:]}"
-                assert time.monotonic() < deadline, "no new checkpoint in time"
-                time.sleep(0.1)
-        finally:
-            os.killpg(process.pid, sig)
-            process.wait(timeout=WAIT_S)
-    return process.returncode, log.read_text()
+    """`rl-recipes train grpo` into `workspace/grpo`, sent `sig` once it commits a new checkpoint."""
+    return train_until_checkpoint("grpo", _overrides(workspace), workspace / "grpo", sig, log)
 
 
 def test_two_kills_a_ctrl_c_and_resumes_report_the_whole_run(tmp_path: Path) -> None:

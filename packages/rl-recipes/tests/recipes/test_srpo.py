@@ -1,16 +1,20 @@
 """`rl-recipes train srpo` through the real runtime on BabyAI with tiny settings: two steps write the run folder
-(curve, frame strip, summary, per-task validation), the binary baseline gets its own folder, and a run stopped
-after its first step resumes to the uninterrupted run's metrics."""
+(curve, frame strip, summary, per-task validation), the binary baseline gets its own folder, and a run
+SIGKILLed after its first step's checkpoint resumes to the uninterrupted run's metrics."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
+from _recipe_runs import newest_step, train_until_checkpoint
 
+from rl_engines.vla import VLAPolicy
 from rl_recipes.recipes import SUMMARY_FILE, get_recipe, load_recipe_config, run_recipe
 from rl_recipes.recipes.srpo import FRAME_STRIP, SUCCESS_CURVE
 from rl_runtime.metrics import read_metrics_jsonl
@@ -28,6 +32,7 @@ DETERMINISTIC = (
     "critic/advantages/mean",
     "val/reward/mean@4",
 )
+HELDOUT = "val/reward/mean@4"
 
 
 @pytest.fixture(scope="module")
@@ -99,18 +104,46 @@ def test_the_binary_baseline_gets_its_own_folder(workspace: Path, ray_cluster: N
     assert (workspace / "full" / "srpo" / "metrics.jsonl").is_file()  # the SRPO run's folder is untouched
 
 
-def test_a_stopped_run_resumes_to_the_uninterrupted_metrics(workspace: Path, ray_cluster: None) -> None:
+def test_a_sigkilled_run_resumes_to_the_uninterrupted_metrics(workspace: Path, ray_cluster: None) -> None:
     uninterrupted = workspace / "full" / "srpo" / "metrics.jsonl"
     if not uninterrupted.is_file():
         pytest.skip("needs the two-step run of this module")
-    recipe = get_recipe("srpo")
-    run_recipe(recipe, load_recipe_config("srpo", overrides=_overrides(workspace, "resumed", "trainer.total_steps=1")))
-    resumed = run_recipe(recipe, load_recipe_config("srpo", overrides=_overrides(workspace, "resumed")))
+    run_dir = workspace / "killed" / "srpo"
+    overrides = _overrides(workspace, "killed")
+    train_until_checkpoint("srpo", overrides, run_dir, signal.SIGKILL, workspace / "killed.log")
+    assert newest_step(run_dir) == 1  # killed after its first step's checkpoint, before the second's
+    resumed = run_recipe(get_recipe("srpo"), load_recipe_config("srpo", overrides=overrides))
     assert resumed.train.start_step == 1 and resumed.train.end_step == 2
-    expected = read_metrics_jsonl(uninterrupted)[2]
-    got = read_metrics_jsonl(workspace / "resumed" / "srpo" / "metrics.jsonl")[2]
-    for name in DETERMINISTIC:
-        assert got[name] == pytest.approx(expected[name], rel=1e-6, abs=1e-7), name
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl")
+    assert sorted(records) == [0, 1, 2]
+    expected = read_metrics_jsonl(uninterrupted)
+    for step in (1, 2):  # step 1 from the killed process, step 2 from the resumed one
+        names = [name for name in DETERMINISTIC if name in expected[step]]
+        assert "actor/pg_loss" in names and set(names) <= set(records[step]), (step, names)
+        for name in names:
+            assert records[step][name] == pytest.approx(expected[step][name], rel=1e-6, abs=1e-7), (step, name)
+    summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+    assert summary["heldout_success_before"] == expected[0][HELDOUT]
+
+
+def test_export_writes_the_vla_of_a_checkpoint_that_eval_loads(
+    workspace: Path, ray_cluster: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rl_recipes.cli import main
+
+    final = workspace / "full" / "srpo" / "final_model"
+    if not final.is_dir():
+        pytest.skip("needs the two-step run of this module")
+    out = workspace / "exported"
+    assert main(["export", str(workspace / "full" / "srpo" / "checkpoints" / "step_00000002"), "--out", str(out)]) == 0
+    assert (out / "word_tokenizer.json").is_file()
+    exported = VLAPolicy.from_pretrained(out).model.state_dict()
+    expected = VLAPolicy.from_pretrained(final).model.state_dict()  # the recipe's own export of the same step
+    assert exported.keys() == expected.keys()
+    assert all(torch.equal(exported[name], expected[name]) for name in expected)
+    argv = ["eval", "--model", str(out), "--env", "babyai", "--first-trial", "4", "--trials", "2", "--max-steps", "16"]
+    assert main(argv) == 0
+    assert "over 2 episodes" in capsys.readouterr().out
 
 
 def test_eval_reports_success_per_task_of_the_final_model(

@@ -16,7 +16,7 @@ from rl_recipes.recipes._config import RecipeConfig
 from rl_recipes.recipes._plot import plot_reward_curve
 from rl_recipes.recipes._registry import Recipe
 from rl_recipes.rewards import RewardLoadError, load_reward_function
-from rl_runtime.config import dump_config_yaml
+from rl_runtime.config import RunConfig, dump_config_yaml
 from rl_runtime.metrics import read_metrics_jsonl
 from rl_runtime.trainer import RunLock, TrainResult, resolve_launch, spmd_barrier
 
@@ -97,7 +97,7 @@ def start_run(recipe: Recipe, config: RecipeConfig) -> Path:
     return run_dir
 
 
-def run_records(config: RecipeConfig, result: TrainResult) -> dict[int, dict[str, Any]]:
+def run_records(config: RunConfig, result: TrainResult) -> dict[int, dict[str, Any]]:
     """The whole run's metrics by step (0: the validation before training): `metrics.jsonl`, which spans every
     resume, when the run writes it; otherwise only what this process ran."""
     path = Path(config.trainer.output_dir) / METRICS_FILE

@@ -1,7 +1,7 @@
 """SRPO (Fei et al. 2025): VLA-GRPO on environment episodes whose failures are scored by their video embedding's
 distance to the same task's successes; `algorithm.reward=binary` is its GRPO baseline.
 
-    rl-recipes train srpo                              # BabyAI GoToLocal, tiny VLA, CPU, minutes
+    rl-recipes train srpo                              # BabyAI GoToRedBallGrey, tiny VLA, CPU, ~10 minutes
     rl-recipes train srpo algorithm.reward=binary      # the baseline, same rollouts budget
 
 `run` is the whole run: the checks; the (task, trial) pools written as prompt files; the warm start (a tiny VLA
@@ -34,7 +34,7 @@ from rl_recipes.embodied import (
     warm_start,
 )
 from rl_recipes.recipes._registry import Recipe, expect, register_recipe
-from rl_recipes.recipes._run import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RecipeResult
+from rl_recipes.recipes._run import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RecipeResult, run_records
 from rl_runtime.config import RewardKind, dump_config_yaml
 from rl_runtime.nodes import Episode
 from rl_runtime.trainer import Trainer, TrainResult, build_actor
@@ -93,13 +93,19 @@ def strip_episodes(config: SRPORecipeConfig, env: EnvConfig, policy: VLAPolicy, 
     return play_episodes(env, policy, task.encode_instruction, [0] * count, trials)
 
 
+def export_policy(config: SRPORecipeConfig, checkpoint: Path, total_steps: int, out: Path) -> Path:
+    """Load the actor of `checkpoint` (a run of `config`) in this process and write the VLA folder `out` (config,
+    weights, word tokenizer) that `VLAPolicy.from_pretrained` and `rl-recipes eval --env` load."""
+    actor = build_actor(config, total_steps=total_steps)
+    actor.load_checkpoint(checkpoint / _ACTOR_DIR)
+    return actor.export_hf(out)
+
+
 def final_policy(config: SRPORecipeConfig, result: TrainResult, run_dir: Path) -> VLAPolicy | None:
     """The trained policy, exported from the last checkpoint into `<run>/final_model`; None without a checkpoint."""
     if result.last_checkpoint is None:
         return None
-    actor = build_actor(config, total_steps=result.end_step)
-    actor.load_checkpoint(result.last_checkpoint / _ACTOR_DIR)
-    folder = actor.export_hf(run_dir / FINAL_MODEL)
+    folder = export_policy(config, result.last_checkpoint, result.end_step, run_dir / FINAL_MODEL)
     return VLAPolicy.from_pretrained(folder)
 
 
@@ -124,9 +130,11 @@ def run(config: SRPORecipeConfig) -> RecipeResult:
     runs = {kind.value: read_metrics(run_dir.parent / kind.value / METRICS_FILE) for kind in RewardKind}
     curve = plot_success_curve({label: records for label, records in runs.items() if records}, run_dir / SUCCESS_CURVE)
     key = HELDOUT_KEY.format(k=config.rollout.val_samples_per_prompt)
-    heldout_before = next((m[key] for s, m in result.validations if s == 0 and key in m), None)
-    heldout_after = next((m[key] for _, m in reversed(result.validations) if key in m), None)
-    per_task = {k: v for _, m in result.validations[-1:] for k, v in m.items() if k.startswith("val/success_rate/")}
+    records = run_records(config, result)  # every step of the run, across resumes
+    validated = [records[step] for step in sorted(records) if key in records[step]]
+    heldout_before = records.get(0, {}).get(key)
+    heldout_after = validated[-1][key] if validated else None
+    per_task = {k: v for m in validated[-1:] for k, v in m.items() if k.startswith("val/success_rate/")}
     summary = {
         "recipe": RECIPE.name,
         "reward": config.algorithm.reward.value,
