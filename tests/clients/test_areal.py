@@ -102,3 +102,13 @@ def test_distributed_weight_update(server: ServerProcess, models: ConformanceMod
         assert _generate(server) == reference_greedy(models.v2, PROMPT, 4)[0]
     finally:
         dist.destroy_process_group(group)
+
+
+def test_disk_weight_update(server: ServerProcess, models: ConformanceModels) -> None:
+    backend = client_module("areal.engine.sglang_remote").SGLangBackend()
+    for directory, model in ((models.v2_dir, models.v2), (models.v1_dir, models.v1)):
+        meta = SimpleNamespace(use_lora=False, path=directory)  # the WeightUpdateMeta fields the builder reads
+        (update,) = backend.build_disk_weight_update_requests(meta).requests
+        answer = _send(server, update)
+        assert answer.status_code == 200 and answer.json()["success"] is True, answer.text
+        assert _generate(server) == reference_greedy(model, PROMPT, 4)[0]
