@@ -7,6 +7,7 @@ numeric-string `master_port` refused, and a non-streaming request running on aft
 
 from __future__ import annotations
 
+import datetime
 import socket
 import threading
 import time
@@ -14,14 +15,19 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+import torch
+import torch.distributed as dist
 from _rollout_server import ServerProcess
+from _sglang_trainer import InBackground, broadcast_all, init_custom_process_group, init_request, update_request
 from fastapi.testclient import TestClient
 
-from rl_engines.rollout import HFEngineConfig, InvalidRequestError
+from rl_engines.rollout import HFEngineConfig, InvalidRequestError, WeightGroup, WeightGroupSpec, weights_checksum
 from rl_engines.server import ServerConfig, build_hf_engine, create_app
 from rl_engines.server._routes_weights import _port
 from rl_engines.sync import free_port
 from rl_engines.testing import ConformanceModels, TinyModelSpec, reference_greedy
+
+TRAINER_TIMEOUT = datetime.timedelta(seconds=60)
 
 PROMPT = [5, 17, 42, 9, 77]
 
@@ -158,7 +164,7 @@ def test_rendezvous_with_dead_peers_never_block_control_calls(models: Conformanc
 
         def join(port: int) -> None:
             with httpx.Client(base_url=server.url, timeout=120.0) as http:
-                body = {**group, "master_port": str(port), "group_name": f"g{port}", "timeout_s": 20}
+                body = {**group, "master_port": str(port), "group_name": f"g{port}", "timeout_s": 10}
                 results.append(http.post("/init_weights_update_group", json=body))
 
         waiting = [threading.Thread(target=join, args=(free_port(),)) for _ in range(2)]
@@ -185,3 +191,87 @@ def _third_join(http: httpx.Client, group: dict) -> str:
     answer = http.post("/init_weights_update_group", json=body)
     assert answer.status_code == 409, answer.text
     return str(answer.json()["message"])
+
+
+def _sglang_group(client: TestClient, group_name: str, **extra: object) -> dist.ProcessGroup:
+    """Join the server's weight group from an SGLang-style trainer: the init call waits while rank 0 joins."""
+    port = free_port()
+    joining = InBackground(
+        lambda: client.post("/init_weights_update_group", json={**init_request(port, group_name), **extra})
+    )
+    group = init_custom_process_group(
+        backend="gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        world_size=2,
+        rank=0,
+        group_name=group_name,
+        timeout=TRAINER_TIMEOUT,
+    )
+    answer = joining.result()
+    assert answer.status_code == 200 and answer.json()["success"] is True, answer.text
+    return group
+
+
+def test_an_sglang_style_trainer_updates_the_weights(client: TestClient, models: ConformanceModels) -> None:
+    # Before, the server's store never checked in and its keys lacked torch's prefixes: the trainer timed out.
+    named = list(models.state(2).items())
+    group = _sglang_group(client, "areal_group")
+    try:
+        updating = InBackground(
+            lambda: client.post("/update_weights_from_distributed", json=update_request(named, "areal_group"))
+        )
+        broadcast_all(group, named)
+        answer = updating.result()
+        assert answer.status_code == 200 and answer.json()["success"] is True, answer.text
+        assert client.post("/weights_checksum", json={}).json()["checksum"] == models.checksum(models.state(2))
+        generated = client.post("/generate", json=body())  # no weight_version was sent: it keeps serving
+        assert generated.json()["output_ids"] == reference_greedy(models.v2, PROMPT, 4)[0]
+        assert client.post("/destroy_weights_update_group", json={"group_name": "areal_group"}).json()["success"]
+    finally:
+        dist.destroy_process_group(group)
+    restored = client.post("/update_weights_from_disk", json={"model_path": str(models.v1_dir), "weight_version": "1"})
+    assert restored.json()["success"] is True
+
+
+def test_a_broadcast_that_never_comes_frees_its_thread(client: TestClient, models: ConformanceModels) -> None:
+    # The trainer joins (with our `timeout_s` extension) and then never broadcasts: the receive gives up.
+    before = client.post("/weights_checksum", json={}).json()["checksum"]
+    group = _sglang_group(client, "stalled", timeout_s=1.5)
+    try:
+        named = list(models.state(2).items())[:1]
+        started = time.monotonic()
+        answer = client.post("/update_weights_from_distributed", json=update_request(named, "stalled"))
+        assert answer.status_code == 504 and "took over 1.5 s" in answer.json()["message"], answer.text
+        assert time.monotonic() - started < 30
+        for _ in range(2 * 8):  # more calls than control threads: none is still held
+            assert client.post("/flush_cache").status_code == 200
+        assert client.post("/weights_checksum", json={}).json()["checksum"] == before
+        expect_serving(client, models)
+        assert client.post("/destroy_weights_update_group", json={"group_name": "stalled"}).json()["success"]
+    finally:
+        dist.destroy_process_group(group)
+
+
+def test_our_trainer_side_meets_an_sglang_server_side() -> None:
+    # The other direction: real SGLang servers join with `init_custom_process_group` at rank_offset.
+    port, sent = free_port(), [("a", torch.arange(6.0)), ("b", torch.ones(2, 2))]
+    joining = InBackground(
+        lambda: init_custom_process_group(
+            backend="gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            world_size=2,
+            rank=1,
+            group_name="ours",
+            timeout=TRAINER_TIMEOUT,
+        )
+    )
+    trainer = WeightGroup(WeightGroupSpec("127.0.0.1", port, 1, 2, "ours", "gloo", 60.0), 0)
+    server_side = joining.result()
+    received = [(name, torch.zeros_like(tensor)) for name, tensor in sent]
+    receiving = InBackground(lambda: [dist.broadcast(t, src=0, group=server_side) for _, t in received])
+    for _, tensor in sent:
+        trainer.broadcast(tensor, src=0)
+    receiving.result()
+    trainer.close()
+    dist.destroy_process_group(server_side)
+    assert weights_checksum(received) == weights_checksum(sent)

@@ -5,6 +5,12 @@ is independent of the training world: engines never join the trainer's default g
 can open and close it between steps. gloo serves CPU tensors, NCCL CUDA tensors. Every collective waits
 at most `spec.timeout_s` and then raises `EngineTimeoutError`; after a timeout the group is unusable and
 must be closed and re-created.
+
+The rendezvous is the one SGLang's `init_custom_process_group` performs (the function sglang 0.5's servers,
+AReaL's and verl's trainers call with `init_method="tcp://host:port"`), so either side may be theirs:
+every rank checks in with the store (the `tcp://` rendezvous waits for `world_size` check-ins), the backend's
+keys live under `<group_name>/<group_name>//<device>/` (torch's process-group helper prefixes the group name and
+the device once more), and gloo's rank 0 publishes the group's sequence number, which the other ranks wait for.
 """
 
 from __future__ import annotations
@@ -28,6 +34,19 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+_BACKEND_DEVICE = {"gloo": "cpu", "nccl": "cuda"}
+"""The device torch's process-group helper files a backend's store keys under (gloo serves "cpu" first)."""
+
+
+def _backend_store(
+    spec: WeightGroupSpec,
+    store: dist.Store,  # pyright: ignore[reportPrivateImportUsage]
+) -> dist.Store:  # pyright: ignore[reportPrivateImportUsage]
+    """The store view `init_custom_process_group` hands its backend: the group name, then torch's own
+    `<group_name>/` and `<device>/` prefixes."""
+    named = dist.PrefixStore(spec.group_name, store)  # pyright: ignore[reportPrivateImportUsage]
+    helper = dist.PrefixStore(f"{spec.group_name}/", named)  # pyright: ignore[reportPrivateImportUsage]
+    return dist.PrefixStore(f"{_BACKEND_DEVICE[spec.backend]}/", helper)  # pyright: ignore[reportPrivateImportUsage]
 
 
 def _gloo_options(spec: WeightGroupSpec, timeout: datetime.timedelta) -> dist.ProcessGroupGloo._Options:  # pyright: ignore[reportAttributeAccessIssue]
@@ -48,8 +67,6 @@ def _nccl_group(
     size: int,
     timeout: datetime.timedelta,
 ) -> ProcessGroupNCCL:
-    if not dist.is_nccl_available():
-        raise EngineStateError("backend='nccl' needs a CUDA build of torch with NCCL; use backend='gloo' on CPU")
     from torch.distributed import ProcessGroupNCCL  # CUDA builds only
 
     options = ProcessGroupNCCL.Options()
@@ -68,6 +85,8 @@ class WeightGroup:
     def __init__(self, spec: WeightGroupSpec, rank: int) -> None:
         if not 0 <= rank < spec.world_size:
             raise EngineStateError(f"rank {rank} is outside the weight group of size {spec.world_size}")
+        if spec.backend == "nccl" and not dist.is_nccl_available():  # before the store: its peers would wait on us
+            raise EngineStateError("backend='nccl' needs a CUDA build of torch with NCCL; use backend='gloo' on CPU")
         self.spec = spec
         self.rank = rank
         self._timeout = datetime.timedelta(seconds=spec.timeout_s)
@@ -78,13 +97,16 @@ class WeightGroup:
                 spec.world_size,
                 is_master=rank == 0,
                 timeout=self._timeout,
-                wait_for_workers=False,
+                wait_for_workers=True,  # check in, as the `tcp://` rendezvous does; rank 0 waits for every rank
+                multi_tenant=True,
             )
-            prefixed = dist.PrefixStore(spec.group_name, self._store)  # pyright: ignore[reportPrivateImportUsage]
+            prefixed = _backend_store(spec, self._store)
             if spec.backend == "gloo":
                 self._group = dist.ProcessGroupGloo(prefixed, rank, spec.world_size, _gloo_options(spec, self._timeout))
             else:
                 self._group = _nccl_group(prefixed, rank, spec.world_size, self._timeout)
+            # Rank 0 publishes the sequence number and the others read it, as torch's helper does for every group.
+            self._group._set_sequence_number_for_group()  # pyright: ignore[reportAttributeAccessIssue]
         except (RuntimeError, dist.DistStoreError) as error:
             raise EngineTimeoutError(
                 f"joining weight group {spec.group_name!r} at {spec.master_address}:{spec.master_port} as rank "
