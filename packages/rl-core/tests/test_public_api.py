@@ -22,6 +22,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "as_bool_mask",
         "check_sample",
         "check_tensor",
+        "import_from_spec",
         "load_plugins",
         "lookup",
         "nearest_name",

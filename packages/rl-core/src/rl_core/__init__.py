@@ -3,6 +3,7 @@
 from rl_core._errors import DuplicateNameError, RLCoreError, ShapeError, UnknownNameError
 from rl_core._plugins import PLUGIN_GROUP, PluginError, load_plugins
 from rl_core._registry import lookup, nearest_name, registrar
+from rl_core._spec import import_from_spec
 from rl_core._validation import as_bool_mask, check_tensor
 from rl_core.schema import SAMPLE_FIELDS, FieldSpec, check_sample
 
@@ -21,6 +22,7 @@ __all__ = [
     "as_bool_mask",
     "check_sample",
     "check_tensor",
+    "import_from_spec",
     "load_plugins",
     "lookup",
     "nearest_name",

@@ -9,22 +9,16 @@ worker (so the workflow object never has to pickle).
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Mapping
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from rl_core._errors import RLCoreError, UnknownNameError
+from rl_core._spec import import_from_spec
 from rl_core.workflows._protocols import RolloutWorkflow
 from rl_core.workflows._registry import WorkflowFactory, get_workflow
 
 _SPEC_FORMS = "a registered name, a dotted path 'pkg.mod:Name', or a file path 'path/to/file.py:Name'"
-_FILE_MODULE_PREFIX = "_rl_core_workflow_file_"
 
 
 class WorkflowLoadError(RLCoreError, ValueError):
@@ -40,18 +34,9 @@ def resolve_workflow(spec: str) -> WorkflowFactory:
             return get_workflow(spec)
         except UnknownNameError as exc:
             raise WorkflowLoadError(f"workflow spec {spec!r}: {exc}; or give {_SPEC_FORMS}") from None
-    location, _, attribute = spec.rpartition(":")
-    if not location or not attribute:
-        raise WorkflowLoadError(f"workflow spec {spec!r} is malformed; give {_SPEC_FORMS}")
-    is_file = location.endswith(".py") or "/" in location or "\\" in location
-    module = _import_file(spec, Path(location)) if is_file else _import_module(spec, location)
-    if not hasattr(module, attribute):
-        candidates = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
-        raise WorkflowLoadError(
-            f"workflow spec {spec!r}: {location!r} has no attribute {attribute!r}; callables defined there: "
-            f"{', '.join(candidates) or 'none'}; fix the name after ':'"
-        )
-    factory: WorkflowFactory = getattr(module, attribute)
+    factory: WorkflowFactory = import_from_spec(
+        spec, what="workflow", forms=_SPEC_FORMS, error=WorkflowLoadError, placeholder="Name"
+    )
     if not callable(factory):
         raise WorkflowLoadError(
             f"workflow spec {spec!r} names a {type(factory).__name__}; point it at a class or function that builds "
@@ -77,43 +62,3 @@ def load_workflow(spec: str, kwargs: Mapping[str, Any] | None = None) -> Rollout
             "data)'; a RolloutWorkflow needs that coroutine method"
         )
     return workflow
-
-
-def _import_module(spec: str, name: str) -> ModuleType:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        raise WorkflowLoadError(
-            f"workflow spec {spec!r}: module {exc.name or name!r} not found; install the package that provides it or "
-            "add its folder to PYTHONPATH (for a file, give 'path/to/file.py:Name')"
-        ) from exc
-    except Exception as exc:
-        raise WorkflowLoadError(
-            f"workflow spec {spec!r}: importing {name!r} failed with {type(exc).__name__}: {exc}; fix that module"
-        ) from exc
-
-
-def _import_file(spec: str, path: Path) -> ModuleType:
-    if not path.is_file():
-        raise WorkflowLoadError(
-            f"workflow spec {spec!r}: file {str(path)!r} not found (resolved to {str(path.resolve())!r}); check the "
-            "path, which is relative to the working directory (give an absolute path for Ray workers)"
-        )
-    resolved = path.resolve()
-    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
-    module_name = f"{_FILE_MODULE_PREFIX}{resolved.stem}_{digest}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    module_spec = importlib.util.spec_from_file_location(module_name, resolved)
-    if module_spec is None or module_spec.loader is None:
-        raise WorkflowLoadError(f"workflow spec {spec!r}: {str(path)!r} cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[module_name]
-        raise WorkflowLoadError(
-            f"workflow spec {spec!r}: running {str(path)!r} failed with {type(exc).__name__}: {exc}; fix that file"
-        ) from exc
-    return module

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from rl_core import UnknownNameError
+from rl_core import UnknownNameError, import_from_spec
 from rl_recipes._errors import RecipeError
 from rl_recipes.rewards._builtin import AVAILABILITY_CHECKS
 from rl_recipes.rewards._registry import RewardFunction, get_reward_function
@@ -20,7 +14,6 @@ from rl_recipes.rewards._registry import RewardFunction, get_reward_function
 EXPECTED_SIGNATURE = "fn(response_text: str, ground_truth: str) -> float"
 """The documented form; `fn(response_text, ground_truth, **extra)` is taken too, and then gets the sample's extras."""
 _SPEC_FORMS = "a registered name, a dotted path 'pkg.mod:fn', or a file path 'path/to/file.py:fn'"
-_FILE_MODULE_PREFIX = "_rl_recipes_reward_file_"
 
 
 class RewardLoadError(RecipeError, ValueError):
@@ -37,18 +30,7 @@ def load_reward_function(spec: str) -> RewardFunction:
     """
     if ":" not in spec:
         return _load_registered(spec)
-    location, _, attribute = spec.rpartition(":")
-    if not location or not attribute:
-        raise RewardLoadError(f"reward function spec {spec!r} is malformed; give {_SPEC_FORMS}")
-    is_file = location.endswith(".py") or "/" in location or "\\" in location
-    module = _import_file(spec, Path(location)) if is_file else _import_module(spec, location)
-    if not hasattr(module, attribute):
-        candidates = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
-        raise RewardLoadError(
-            f"reward function spec {spec!r}: {location!r} has no attribute {attribute!r}; "
-            f"callables defined there: {', '.join(candidates) or 'none'}; fix the name after ':'"
-        )
-    fn = getattr(module, attribute)
+    fn = import_from_spec(spec, what="reward function", forms=_SPEC_FORMS, error=RewardLoadError, placeholder="fn")
     return fn if _check_signature(spec, fn) else _DropExtras(fn)
 
 
@@ -75,49 +57,6 @@ def _load_registered(spec: str) -> RewardFunction:
         except ImportError as exc:
             raise RewardLoadError(f"reward function spec {spec!r}: {exc}") from exc
     return fn
-
-
-def _import_module(spec: str, name: str) -> ModuleType:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        raise RewardLoadError(
-            f"reward function spec {spec!r}: module {exc.name or name!r} not found; install the package that "
-            "provides it or add its folder to PYTHONPATH (for a file, give 'path/to/file.py:fn')"
-        ) from exc
-    except Exception as exc:
-        raise RewardLoadError(
-            f"reward function spec {spec!r}: importing {name!r} failed with {type(exc).__name__}: {exc}; "
-            "fix the error in that module"
-        ) from exc
-
-
-def _import_file(spec: str, path: Path) -> ModuleType:
-    if not path.is_file():
-        raise RewardLoadError(
-            f"reward function spec {spec!r}: file {str(path)!r} not found (resolved to {str(path.resolve())!r}); "
-            "check the path, which is relative to the working directory"
-        )
-    resolved = path.resolve()
-    # One module name per file, so the same file loads once and its functions stay picklable by reference.
-    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
-    module_name = f"{_FILE_MODULE_PREFIX}{resolved.stem}_{digest}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    module_spec = importlib.util.spec_from_file_location(module_name, resolved)
-    if module_spec is None or module_spec.loader is None:
-        raise RewardLoadError(f"reward function spec {spec!r}: {str(path)!r} cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[module_name]
-        raise RewardLoadError(
-            f"reward function spec {spec!r}: running {str(path)!r} failed with {type(exc).__name__}: {exc}; "
-            "fix the error in that file"
-        ) from exc
-    return module
 
 
 def _check_signature(spec: str, fn: object) -> bool:
