@@ -4,8 +4,6 @@ folder's contents, and `export` of the last checkpoint to a folder transformers 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,19 +15,8 @@ from rl_runtime.metrics import read_metrics_jsonl
 
 pytestmark = pytest.mark.slow
 RECIPES = ["grpo", "dr_grpo", "rloo", "reinforce_plus_plus", "ppo", "dapo", "remax"]
-NUM_CPUS = 2
 VARYING_REWARD = "def reward(response_text, ground_truth, **extra):\n    return float(len(response_text) % 3 == 0)\n"
 """A plug-in reward that varies between samples even for an untrained model, so DAPO's filter keeps groups."""
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    import ray
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=NUM_CPUS, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,7 @@ SIGKILLed after its first step's checkpoint resumes to the uninterrupted run's m
 from __future__ import annotations
 
 import json
-import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,6 @@ from rl_recipes.recipes.srpo import FRAME_STRIP, SUCCESS_CURVE
 from rl_runtime.metrics import read_metrics_jsonl
 
 pytestmark = pytest.mark.slow
-NUM_CPUS = 2
 # Decided by the run's seeds: the rollouts, rewards and the update (timings and throughput are not).
 DETERMINISTIC = (
     "rollout/success_rate",
@@ -33,16 +30,6 @@ DETERMINISTIC = (
     "val/reward/mean@4",
 )
 HELDOUT = "val/reward/mean@4"
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    import ray
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=NUM_CPUS, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
