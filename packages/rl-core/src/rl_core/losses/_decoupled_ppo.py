@@ -1,8 +1,8 @@
 """AReaL's decoupled PPO objective for asynchronous, off-policy training (Fu et al. 2025, arXiv:2505.24298).
 
 Asynchronous training learns from samples a *behaviour* policy `pi_behav` (the rollout engine, possibly
-several versions old) generated. Standard PPO would clip the ratio against `pi_behav`, which can be far
-from the current policy and makes the trust region stale. The decoupled objective separates the two jobs:
+several versions old) generated. Standard PPO would clip the ratio against `pi_behav`, which can lie far
+away from the current policy and makes the trust region stale. The decoupled objective separates the two jobs:
 
 - the trust region is centred on the *proximal* policy `pi_prox`: the trainer's policy at the start of
   the update, whose log-probs it recomputes (`old_log_probs`): `r = pi_theta / pi_prox`, clipped as PPO;
