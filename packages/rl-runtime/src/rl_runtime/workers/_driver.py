@@ -47,6 +47,14 @@ class StepResult:
     """Pickled size of everything `ray.get` returned to the driver this step (the per-rank metric dicts)."""
 
 
+def step_result(step: int, per_rank: Sequence[dict[str, float]]) -> StepResult:
+    """The StepResult of `step` from each rank's metrics (by rank): merged with `reduce_rank_metrics`, and the
+    pickled size of what the driver received."""
+    ranks = tuple(per_rank)
+    received = len(pickle.dumps(ranks, protocol=pickle.HIGHEST_PROTOCOL))
+    return StepResult(step, reduce_rank_metrics(ranks), ranks, received)
+
+
 class Driver:
     """Runs steps on a list of DAG workers (index = rank) and raises the first fault it sees.
 
@@ -87,12 +95,7 @@ class Driver:
             ready, pending = ray.wait(pending, num_returns=len(pending), timeout=min(remaining, FAULT_POLL_S))
             for ref, value in zip(ready, self._get_all(ready, rank_of, steps[0]), strict=True):
                 values[rank_of[ref]] = value
-        results = []
-        for index, step in enumerate(steps):
-            per_rank = tuple(rank_values[index] for rank_values in values)
-            received = len(pickle.dumps(per_rank, protocol=pickle.HIGHEST_PROTOCOL))
-            results.append(StepResult(step, reduce_rank_metrics(per_rank), per_rank, received))
-        return results
+        return [step_result(step, [rank_values[index] for rank_values in values]) for index, step in enumerate(steps)]
 
     def _get_all(self, refs: list[Any], rank_of: dict[Any, int], step: int) -> list[list[dict[str, float]]]:
         """The values of finished calls in one `ray.get`; on a failure, the lowest failing rank's error."""

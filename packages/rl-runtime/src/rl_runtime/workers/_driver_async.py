@@ -21,15 +21,13 @@ and loading weights, over their nodes' time), each the mean over its ranks.
 from __future__ import annotations
 
 import math
-import pickle
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ray
 
-from rl_runtime.metrics import reduce_rank_metrics
-from rl_runtime.workers._driver import FAULT_POLL_S, Driver, StepResult
+from rl_runtime.workers._driver import FAULT_POLL_S, Driver, StepResult, step_result
 from rl_runtime.workers._executor import INPUT_WAIT_METRIC, NODE_TIMING_PREFIX
 
 CATCH_UP_TIMING = "timing_s/catch_up_weights"
@@ -132,11 +130,10 @@ class PipelinedDriver(Driver):
             per_rank[rank].update(value[0] if isinstance(value, list) else value)
         if step == horizon - 1:
             self._next_rollout, self._catch_up = None, None
-        received = len(pickle.dumps(tuple(per_rank), protocol=pickle.HIGHEST_PROTOCOL))
-        metrics = reduce_rank_metrics(per_rank)
-        metrics.update(self._idle_ratios(per_rank))
-        metrics[AHEAD_METRIC] = float(ahead)
-        return StepResult(step, metrics, tuple(per_rank), received)
+        result = step_result(step, per_rank)
+        result.metrics.update(self._idle_ratios(per_rank))
+        result.metrics[AHEAD_METRIC] = float(ahead)
+        return result
 
     def _idle_ratios(self, per_rank: list[dict[str, float]]) -> dict[str, float]:
         def busy(rank: int) -> float:

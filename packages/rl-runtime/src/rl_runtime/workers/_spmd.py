@@ -10,7 +10,6 @@ torch.distributed.
 from __future__ import annotations
 
 import logging
-import pickle
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,8 +17,7 @@ import torch.distributed as dist
 
 from rl_coordinator import CoordinatorInputError, SampleInfo
 from rl_coordinator.coordinator import ReadRequest, split_across_ranks
-from rl_runtime.metrics import reduce_rank_metrics
-from rl_runtime.workers._driver import StepResult
+from rl_runtime.workers._driver import StepResult, step_result
 from rl_runtime.workers._worker import LocalWorker
 
 logger = logging.getLogger(__name__)
@@ -56,12 +54,7 @@ class SPMDDriver:
         if not steps:
             raise ValueError("run_steps needs at least one step")
         values = self._gather(self.worker.run_steps(steps))
-        results = []
-        for index, step in enumerate(steps):
-            per_rank = tuple(rank_values[index] for rank_values in values)
-            received = len(pickle.dumps(per_rank, protocol=pickle.HIGHEST_PROTOCOL))
-            results.append(StepResult(step, reduce_rank_metrics(per_rank), per_rank, received))
-        return results
+        return [step_result(step, [rank_values[index] for rank_values in values]) for index, step in enumerate(steps)]
 
     def evaluate(self, step: int) -> list[dict[str, float]]:
         """Every rank's validation metrics after `step` steps, by rank."""
