@@ -14,11 +14,18 @@ torchrun each process is one slot instead: a `LocalWorker` (the same step code) 
 Operations are bound by the name graph nodes give (`NODE_OPERATIONS`); an unregistered name fails at start.
 Edges between nodes on the same ranks stay in the worker (`LocalEdgeStore`); edges between sub-graphs go
 through the DataCoordinator, keyed `"<src>-><dst>"` and by step. Faults reach the driver as
-`NodeExecutionError` (rank, node, step, traceback) or `WorkerLostError` (rank).
+`NodeExecutionError` (rank, node, step, traceback) or `WorkerLostError` (rank); under torchrun the ranks that did not
+fail raise `RankFailedError`, naming the rank that did.
 """
 
 from rl_runtime.workers._driver import Driver, StepResult, run_steps
-from rl_runtime.workers._errors import NodeExecutionError, StepDataError, WorkerError, WorkerLostError
+from rl_runtime.workers._errors import (
+    NodeExecutionError,
+    RankFailedError,
+    StepDataError,
+    WorkerError,
+    WorkerLostError,
+)
 from rl_runtime.workers._executor import NODE_TIMING_PREFIX
 from rl_runtime.workers._operations import (
     NODE_OPERATIONS,
@@ -41,6 +48,7 @@ __all__ = [
     "NodeContext",
     "NodeExecutionError",
     "NodeOperation",
+    "RankFailedError",
     "ResourcesFactory",
     "SPMDDriver",
     "StepData",
