@@ -1,7 +1,10 @@
 """Under torchrun, a node that raises on one rank stops every rank at once, each naming the failed rank, its node
 and its exception: two processes over gloo (`env://`, as torchrun sets it up), each an `SPMDDriver` over a
 `LocalWorker`; rank 1's `score` node raises at step 1 while rank 0 waits for it in a collective of its `reduce`
-node. Without the failure exchange rank 0 ends with gloo's "Connection closed by peer", naming nothing."""
+node. Without the failure exchange rank 0 ends with gloo's "Connection closed by peer", naming nothing.
+
+Each rank also imports what a torchrun rank runs (`rl_runtime.trainer`), and reports whether Ray got imported: it
+must not (Ray is the Ray launcher's, imported lazily)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ _RANK = textwrap.dedent(
     from rl_core.graph import Node, TaskGraph
     from rl_runtime.planning import SchedulerConfig, TaskScheduler
     from rl_runtime.workers import LocalWorker, SPMDDriver, StepData, bind_operations, plan_routes, register_operation
+    from rl_runtime.trainer._spmd_slots import SPMDSlots  # the torchrun launcher's modules, to check for Ray below
 
     @register_operation("spmd_test_score")
     def score(ctx, inputs):
@@ -55,7 +59,8 @@ _RANK = textwrap.dedent(
     try:
         driver.run_step(1)
     except Exception as error:
-        report = {"first_sum": first, "type": type(error).__name__, "message": str(error)}
+        ray = sorted(name for name in sys.modules if name == "ray" or name.startswith("ray."))
+        report = {"first_sum": first, "type": type(error).__name__, "message": str(error), "ray": ray}
         print(json.dumps({**report, "seconds": time.monotonic() - start}), flush=True)
         sys.exit(2)
     """
@@ -84,6 +89,7 @@ def test_a_rank_whose_node_raises_stops_every_rank_naming_it(tmp_path: Path) -> 
         assert process.returncode == 2, err[-3000:]
         reports.append(json.loads(out.strip().splitlines()[-1]))
     assert [report["first_sum"] for report in reports] == [2.0, 2.0]  # step 0 ran on both
+    assert [report["ray"] for report in reports] == [[], []]  # a torchrun rank runs without Ray
     failed, stopped = reports[1], reports[0]
     # the failed rank raises its own error; the other one the failed rank's report, not gloo's broken connection
     assert (

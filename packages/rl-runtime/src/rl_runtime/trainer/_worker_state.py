@@ -48,7 +48,6 @@ from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
 from rl_runtime.trainer._weight_transport import sync_targets, weight_transport
 from rl_runtime.workers import WorkerResources
-from rl_runtime.workers._driver_async import CATCH_UP_TIMING
 
 logger = logging.getLogger(__name__)
 
@@ -283,6 +282,9 @@ class RunHooks:
     def catch_up_weights(self, version: int) -> dict[str, float]:
         """Rollout slot of an asynchronous split run: receive weight versions until the engine holds `version`.
         Metrics: the last version's, and the wait as `timing_s/catch_up_weights`."""
+        # Only Ray runs split placement; the pipelined driver's module imports Ray, which a torchrun rank must not.
+        from rl_runtime.workers._driver_async import CATCH_UP_TIMING
+
         start = time.perf_counter()
         metrics = catch_up_weights(self.resources, version)
         metrics[CATCH_UP_TIMING] = time.perf_counter() - start

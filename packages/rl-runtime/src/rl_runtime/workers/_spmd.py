@@ -17,9 +17,9 @@ import torch.distributed as dist
 
 from rl_coordinator import CoordinatorInputError, SampleInfo
 from rl_coordinator.coordinator import ReadRequest, split_across_ranks
-from rl_runtime.workers._driver import StepResult, step_result
+from rl_runtime.workers._local_worker import LocalWorker
 from rl_runtime.workers._spmd_failure import share_failure
-from rl_runtime.workers._worker import LocalWorker
+from rl_runtime.workers._step_result import StepResult, step_result
 
 logger = logging.getLogger(__name__)
 
