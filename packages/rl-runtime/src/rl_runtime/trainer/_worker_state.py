@@ -46,7 +46,7 @@ from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
 from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
-from rl_runtime.trainer._weight_transport import sync_targets, weight_transport
+from rl_runtime.trainer._weight_transport import publisher_into, sync_targets, weight_transport
 from rl_runtime.workers import WorkerResources
 
 logger = logging.getLogger(__name__)
@@ -189,9 +189,7 @@ class RunResourcesFactory:
         if not self.split:
             assert actor is not None, "a colocated worker builds every engine"
             rollout = make_rollout_engine(config, actor.hf_config, dp_rank, dp_size)
-            transport = weight_transport(config, dp_rank)
-            weight_sync = local_weight_sync(sync_targets(config, rollout), rollout_dtype(config), transport)
-            return rollout, weight_sync, None
+            return rollout, publisher_into(config, rollout, dp_rank), None
         assert self.weight_exchange is not None, "split placement needs a weight exchange"
         rollout_ranks = self.plan.rollout_dp
         timeout_s = config.trainer.step_timeout_s
