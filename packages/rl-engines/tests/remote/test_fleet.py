@@ -90,10 +90,13 @@ def test_requests_are_dealt_over_every_server(started: list[ServerFleet], monkey
     fleet.shutdown()  # the clients only: these servers belong to the started fleets
 
 
-def test_an_unreachable_server_is_retried_on_the_others(started: list[ServerFleet]) -> None:
+def test_an_unreachable_server_is_retried_on_the_others_and_skipped_by_weight_updates(
+    started: list[ServerFleet],
+) -> None:
     doomed = LocalServer.start(_HF_CONFIG)
     members = [RemoteEngine(started[0].members[0].config), RemoteEngine(RemoteEngineConfig(doomed.url))]
     fleet = ServerFleet(members, health_interval_s=60.0)
+    alone = ServerFleet([RemoteEngine(RemoteEngineConfig(doomed.url))])
     doomed.stop()
     # submit deals each request on its own: those dealt to the dead server are retried on the other one
     submitted = [fleet.submit(request).result(timeout=60) for request in _requests(2)]
@@ -102,7 +105,15 @@ def test_an_unreachable_server_is_retried_on_the_others(started: list[ServerFlee
     outputs = fleet.generate(_requests(4))
     assert [output.rid for output in outputs] == ["r0", "r1", "r2", "r3"]
     assert fleet.generate(_requests(2))[0].rid == "r0"  # the dead server is skipped until it is probed again
+    assert fleet.down == [doomed.url] and fleet.status().state  # control calls go to the live server
+    # a weight update goes to the live server only; the dead one stays out of generation until an update reaches it
+    assert fleet.weight_targets() == [0] and fleet._missed_update == {1}
+    fleet.readmit([0])
+    assert fleet.down == [doomed.url]
+    with pytest.raises(ServerConnectionError, match=rf"no rollout server of the fleet answers .*{doomed.url}"):
+        alone.weight_targets()
     fleet.shutdown()
+    alone.shutdown()
 
 
 def test_an_address_that_does_not_answer_is_named_after_the_retries() -> None:

@@ -1,6 +1,7 @@
 """`torchrun --nproc-per-node 2 -m rl_recipes train grpo`: two ranks over gloo, no Ray, 2 steps on the embedded
 default (its warm start included, on both ranks, and samples rebalanced across the ranks); then the same run folder
-resumed under Ray for a third step, so the two launchers' checkpoints are one format."""
+resumed under Ray for a third step, so the two launchers' checkpoints are one format. The ranks run the CLI through a
+wrapper that fails a rank whose process imported Ray: a torchrun launch runs without it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ pytestmark = pytest.mark.slow
 TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 TIMEOUT_S = 600
 VARYING_REWARD = "def reward(response_text, ground_truth, **extra):\n    return float(len(response_text) % 3 == 0)\n"
+NO_RAY_MAIN = """
+import runpy, sys
+try:
+    runpy.run_module("rl_recipes", run_name="__main__", alter_sys=True)
+except SystemExit as done:
+    code = done.code
+ray = sorted(name for name in sys.modules if name == "ray" or name.startswith("ray."))
+if ray:
+    print(f"a torchrun rank imported Ray: {ray[:5]}", file=sys.stderr)
+    sys.exit(3)
+sys.exit(code)
+"""
 
 
 def _overrides(workspace: Path) -> list[str]:
@@ -45,13 +58,13 @@ def test_torchrun_trains_two_steps_and_ray_resumes_its_checkpoint(
 ) -> None:
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a local test cluster needs no token (Ray >= 2.5x warns)
     (tmp_path / "reward.py").write_text(VARYING_REWARD)
+    (tmp_path / "rank_main.py").write_text(NO_RAY_MAIN)
     overrides = _overrides(tmp_path)
     env = {name: value for name, value in os.environ.items() if name not in TORCHRUN_ENV}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     # Rebalancing across ranks too: its samples cross ranks over torch.distributed instead of the coordinator.
     command += [
-        "-m",
-        "rl_recipes",
+        str(tmp_path / "rank_main.py"),  # `-m rl_recipes`, checking that no rank imported Ray
         "train",
         "grpo",
         *overrides,

@@ -12,7 +12,7 @@ from rl_runtime.planning._config import ProcessGroupConfig, SlotGroupConfig
 from rl_runtime.planning._errors import ProcessGroupError
 from rl_runtime.planning._placement_groups import create_slot_groups
 from rl_runtime.planning._process_groups import ProcessGroupManager, resolve_backend
-from rl_runtime.planning._rendezvous import ActorRendezvous
+from rl_runtime.planning._ray_rendezvous import ActorRendezvous
 
 GRPO_ROLES = ["rollout", "reward", "advantage", "actor", "reference"]
 CONFIG = ProcessGroupConfig(backend="gloo", timeout_s=60, rendezvous_timeout_s=60)

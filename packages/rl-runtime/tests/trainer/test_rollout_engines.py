@@ -1,5 +1,6 @@
 """Rollout engines and weight-sync transports through the Trainer: GRPO steps with `rollout.engine: server` (our
-HTTP rollout server, one started on each slot or an external fleet), and a 2-step run per `rollout.weight_sync`
+HTTP rollout server, one started on each slot or an external fleet, which keeps training when one of its servers
+is killed), and a 2-step run per `rollout.weight_sync`
 transport, each sync verified (version and weights checksum) by the WeightSync."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from rl_engines.remote import LocalServer
 from rl_engines.sync import free_port
 from rl_engines.training import load_hf_config
+from rl_runtime.nodes._train import SERVERS_SKIPPED_METRIC
 from rl_runtime.trainer import Trainer, TrainResult
 from rl_runtime.trainer._weight_transport import WEIGHT_SYNC_DIR
 from rl_runtime.workers._errors import WorkerStartError
@@ -31,9 +33,13 @@ def _run(folder: Path, rollout: dict[str, Any], placement: dict[str, Any] | None
 def _assert_trained_and_verified(result: TrainResult) -> None:
     assert [result.start_step, result.end_step, len(result.history)] == [0, 2, 2]
     for metrics in result.history:
-        assert metrics["actor/grad_norm"] > 0
-        assert metrics["sync/num_tensors"] > 0 and "sync/weights_checksum" in metrics
-        assert metrics["perf/total_num_tokens"] > 0
+        _assert_step_trained_and_verified(metrics)
+
+
+def _assert_step_trained_and_verified(metrics: dict[str, float]) -> None:
+    assert metrics["actor/grad_norm"] > 0
+    assert metrics["sync/num_tensors"] > 0 and "sync/weights_checksum" in metrics
+    assert metrics["perf/total_num_tokens"] > 0
 
 
 def test_two_grpo_steps_through_a_rollout_server_on_each_slot(tmp_path: Path, ray_runtime: None) -> None:
@@ -63,12 +69,19 @@ def two_servers(tmp_path: Path) -> Iterator[list[LocalServer]]:
             server.stop()
 
 
-def test_two_grpo_steps_against_an_external_fleet_of_two_servers(
+def test_two_grpo_steps_against_an_external_fleet_of_two_servers_one_killed_after_step_one(
     tmp_path: Path, ray_runtime: None, two_servers: list[LocalServer]
 ) -> None:
     addresses = [server.url for server in two_servers]
-    result = _run(tmp_path, {"engine": "server", "servers": addresses}, _ONE_SLOT)
-    _assert_trained_and_verified(result)
+    config = tiny_config(tmp_path, placement=_ONE_SLOT, rollout={"engine": "server", "servers": addresses}, **_SHORT)
+    with Trainer(config, TokenTask).session() as run:
+        history = [run.step()]
+        two_servers[1].stop()  # killed mid-run: its requests go to the other, the weight update skips it
+        history.append(run.step())
+    assert run.next_step == 2
+    for metrics in history:
+        _assert_step_trained_and_verified(metrics)
+    assert SERVERS_SKIPPED_METRIC not in history[0] and history[1][SERVERS_SKIPPED_METRIC] == 1.0
 
 
 def test_a_server_that_does_not_answer_stops_the_run_before_step_one_naming_it(

@@ -6,9 +6,9 @@ import rl_runtime.workers as workers
 
 PUBLIC = [
     "NODE_OPERATIONS", "NODE_TIMING_PREFIX", "Driver", "LocalWorker", "NodeContext", "NodeExecutionError",
-    "NodeOperation", "ResourcesFactory", "SPMDDriver", "StepData", "StepDataError", "StepResult", "WorkerError",
-    "WorkerHooks", "WorkerLostError", "WorkerResources", "bind_operations", "plan_routes", "register_operation",
-    "run_steps", "start_workers",
+    "NodeOperation", "RankFailedError", "ResourcesFactory", "SPMDDriver", "StepData", "StepDataError", "StepResult",
+    "WorkerError", "WorkerHooks", "WorkerLostError", "WorkerResources", "bind_operations", "plan_routes",
+    "register_operation", "run_steps", "start_workers",
 ]  # fmt: skip
 
 

@@ -18,11 +18,14 @@ behind the docstrings"), which is what makes per-sample or per-batch designs slo
 Balancing spreads an object's samples over ranks, so a rank may fetch samples it does not use;
 `StepSpec.keep_batches` (the default) balances runs of samples sharing a ref first and then exchanges single
 samples, which keeps about the balance of sample-by-sample while a rank reads few objects.
+
+The Ray-backed names (the actor, its client, `fetch_payloads`, `ShareStream`) import Ray on first use; the rest
+(requests, `split_across_ranks`, `LocalEdgeStore`) work in a process without Ray, such as a torchrun rank.
 """
 
-from rl_coordinator.coordinator._actor import DEFAULT_MAX_CONCURRENCY, DataCoordinator, start_coordinator
-from rl_coordinator.coordinator._client import CoordinatorClient
-from rl_coordinator.coordinator._fetch import fetch_payloads
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from rl_coordinator.coordinator._local import LocalEdgeStore, use_local_path
 from rl_coordinator.coordinator._metrics import (
     METRIC_BYTES_THROUGH,
@@ -45,7 +48,32 @@ from rl_coordinator.coordinator._requests import (
 )
 from rl_coordinator.coordinator._selection import split_across_ranks
 from rl_coordinator.coordinator._state import CoordinatorState
-from rl_coordinator.coordinator._stream import ShareStream
+
+if TYPE_CHECKING:
+    from rl_coordinator.coordinator._actor import DEFAULT_MAX_CONCURRENCY, DataCoordinator, start_coordinator
+    from rl_coordinator.coordinator._client import CoordinatorClient
+    from rl_coordinator.coordinator._fetch import fetch_payloads
+    from rl_coordinator.coordinator._stream import ShareStream
+
+_NEED_RAY = {
+    "DEFAULT_MAX_CONCURRENCY": "_actor",
+    "DataCoordinator": "_actor",
+    "start_coordinator": "_actor",
+    "CoordinatorClient": "_client",
+    "fetch_payloads": "_fetch",
+    "ShareStream": "_stream",
+}
+"""The names whose modules import Ray, imported on first use: a torchrun process (no Ray) uses the rest."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _NEED_RAY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",

@@ -7,8 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import ray
-
 from rl_coordinator._errors import CoordinatorInputError
 from rl_coordinator._sample_info import SampleInfo, pack_infos, unpack_infos
 from rl_core import nearest_name
@@ -284,6 +282,8 @@ class PutRequest:
 
     def __post_init__(self) -> None:
         check_put(self.edge_key, self.infos, self.refs, self.positions)
+        import ray  # only Ray's path puts; imported here so a torchrun process can use this module without Ray
+
         bad = next((i for i, ref in enumerate(self.refs) if not isinstance(ref, ray.ObjectRef)), None)
         if bad is not None:
             raise CoordinatorInputError(

@@ -21,6 +21,7 @@ from rl_engines.remote._errors import (
     status_for,
 )
 from rl_engines.remote._fleet import ServerFleet
+from rl_engines.remote._fleet_sync import FleetWeightSync
 from rl_engines.remote._launch import LocalServer, ServerStartError
 from rl_engines.remote._wire_generate import (
     finish_reason_json,
@@ -40,6 +41,7 @@ __all__ = [
     "ERROR_TYPES",
     "SGLANG_CAPABILITIES",
     "AuthenticationError",
+    "FleetWeightSync",
     "LocalServer",
     "PayloadTooLargeError",
     "ProtocolError",

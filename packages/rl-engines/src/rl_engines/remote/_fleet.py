@@ -1,11 +1,15 @@
 """`ServerFleet`: several rollout servers behind one `InferenceEngine`, balanced per request.
 
 Generation deals each request to the next server that answers its health check (round robin over the fleet);
-a server that cannot be reached is marked down, its requests go to the others (up to `retries` times), and it
-is probed again after `health_interval_s`. Every other call (pause, weights, version, flush) goes to every
+a server that cannot be reached is marked down (a warning), its requests go to the others (up to `retries` times),
+and it is probed again after `health_interval_s`. Every other call (pause, weights, version, flush) goes to every
 server, because each must hold the same weights: a server that misses an update fails the call rather than serve
 old weights. Weight transports that address engines one by one (shared memory, broadcast) sync the `members`
-directly. `shutdown` closes the clients and stops the servers the fleet started (`owned`).
+directly, through a `FleetWeightSync`: each update goes to the servers that answer then (`weight_targets`), skips
+and reports the others, and a server that missed an update rejoins generation only once an update reached it
+again (`readmit`), never with old weights. Control calls (status, pause, resume, abort, sleep, wake, flush) go to
+the servers not marked down. `shutdown` closes the clients and stops the servers the fleet started
+(`owned`).
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class ServerFleet:
         self.retries = retries
         self.health_interval_s = health_interval_s
         self._down: dict[int, float] = {}  # member index -> when it was last found unreachable
+        self._missed_update: set[int] = set()  # down during a weight update: back only through `readmit`
         self._next = 0
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -105,6 +110,8 @@ class ServerFleet:
             since = self._down.get(index)
             if since is None:
                 usable.append(index)
+            elif index in self._missed_update:
+                continue  # it holds old weights: the next weight update brings it back (`readmit`)
             elif now - since >= self.health_interval_s:
                 if member.health():
                     logger.info("rollout server %s answers again", member.config.base_url)
@@ -113,6 +120,43 @@ class ServerFleet:
                 else:
                     self._down[index] = now
         return usable
+
+    def _mark_down(self, index: int, error: object) -> None:
+        with self._lock:
+            self._down[index] = time.monotonic()
+        logger.warning("rollout server %s is down, serving from the others: %s", self.addresses[index], error)
+
+    @property
+    def down(self) -> list[str]:
+        """The addresses of the servers marked down now (unreachable at their last call or probe)."""
+        return [self.addresses[index] for index in sorted(self._down)]
+
+    def weight_targets(self) -> list[int]:
+        """The indexes of the members a weight update goes to now: every server that answers its health check, a
+        down one that answers again included (the update brings it up to date); the others are marked down and
+        will miss the update. `ServerConnectionError` naming every address when none answers."""
+        answers = list(self._pool.map(lambda member: member.health(), self.members))
+        targets = [index for index, alive in enumerate(answers) if alive]
+        if not targets:
+            raise ServerConnectionError(
+                f"no rollout server of the fleet answers its health check: {', '.join(self.addresses)}; restart "
+                "them, or fix rollout.servers"
+            )
+        for index, alive in enumerate(answers):
+            if not alive:
+                if index not in self._down:
+                    self._mark_down(index, "no answer to its health check before a weight update")
+                self._missed_update.add(index)
+        return targets
+
+    def readmit(self, indexes: Collection[int]) -> None:
+        """The members `indexes` hold the latest weights (a weight update reached them): serve from them again."""
+        with self._lock:
+            for index in indexes:
+                if index in self._down:
+                    logger.info("rollout server %s is back with the latest weights", self.addresses[index])
+                self._down.pop(index, None)
+                self._missed_update.discard(index)
 
     def _deal(self, batch: list[GenerateRequest], usable: list[int]) -> dict[int, list[int]]:
         """Request positions per member index, round robin from where the last call stopped."""
@@ -156,10 +200,7 @@ class ServerFleet:
             try:
                 return self.members[member].generate([request], on_tokens=on_tokens)[0]
             except ServerConnectionError as error:
-                logger.warning(
-                    "rollout server %s is unreachable; retrying on another: %s", self.addresses[member], error
-                )
-                self._down[member] = time.monotonic()
+                self._mark_down(member, error)
                 last_error = error
         raise ServerConnectionError(
             f"request {request.rid!r} found no rollout server that answers among {self.addresses} after "
@@ -193,10 +234,7 @@ class ServerFleet:
                     for position, output in zip(positions, future.result(), strict=True):
                         outputs[position] = output
                 except ServerConnectionError as error:
-                    logger.warning(
-                        "rollout server %s is unreachable; retrying its requests: %s", self.addresses[member], error
-                    )
-                    self._down[member] = time.monotonic()
+                    self._mark_down(member, error)
                     last_error = error
                     failed += positions
             if not failed:
@@ -220,6 +258,28 @@ class ServerFleet:
             raise first_error
         return results
 
+    def _each_live(self, call: Callable[[RemoteEngine], T]) -> list[T]:
+        """`call` on every member not marked down (control calls: status, pause, sleep...); a member that cannot be
+        reached is marked down and left out. `ServerConnectionError` naming the addresses when none answers."""
+        live = [index for index in range(len(self.members)) if index not in self._down]
+        futures = {index: self._pool.submit(call, self.members[index]) for index in live}
+        results, first_error = [], None
+        for index, future in futures.items():
+            try:
+                results.append(future.result())
+            except ServerConnectionError as error:
+                self._mark_down(index, error)
+            except Exception as error:  # every call ends before the first failure is raised
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+        if not results:
+            raise ServerConnectionError(
+                f"no rollout server of the fleet answers: {', '.join(self.addresses)}; restart them, or fix "
+                "rollout.servers"
+            )
+        return results
+
     def _same(self, values: list[T], what: str) -> T:
         if any(value != values[0] for value in values[1:]):
             raise EngineStateError(
@@ -229,23 +289,23 @@ class ServerFleet:
 
     def pause(self, mode: PauseMode = "abort", *, timeout_s: float | None = None) -> None:
         """Pause every server."""
-        self._each(lambda member: member.pause(mode, timeout_s=timeout_s))
+        self._each_live(lambda member: member.pause(mode, timeout_s=timeout_s))
 
     def resume(self) -> None:
         """Resume every server."""
-        self._each(lambda member: member.resume())
+        self._each_live(lambda member: member.resume())
 
     def abort(self, rids: Collection[str] | None = None) -> None:
         """Abort `rids` (None: all) on every server."""
-        self._each(lambda member: member.abort(rids))
+        self._each_live(lambda member: member.abort(rids))
 
     def sleep(self, level: Literal[1, 2] = 1) -> None:
         """Put every server to sleep."""
-        self._each(lambda member: member.sleep(level))
+        self._each_live(lambda member: member.sleep(level))
 
     def wake_up(self, tags: Collection[str] | None = None) -> None:
         """Wake every server."""
-        self._each(lambda member: member.wake_up(tags))
+        self._each_live(lambda member: member.wake_up(tags))
 
     def update_weights_from_disk(self, path: str | os.PathLike[str]) -> None:
         """Every server loads the checkpoint at `path` (which each must be able to read)."""
@@ -273,7 +333,7 @@ class ServerFleet:
 
     def flush_cache(self) -> None:
         """Flush every server's prefix cache."""
-        self._each(lambda member: member.flush_cache())
+        self._each_live(lambda member: member.flush_cache())
 
     def set_weight_version(self, version: int) -> None:
         """Label every server's weights `version`."""
@@ -288,8 +348,8 @@ class ServerFleet:
         return self._same(self._each(lambda member: member.weights_checksum(names)), "the weights checksum")
 
     def status(self) -> EngineStatus:
-        """The first server's status, with the in-flight count of the whole fleet."""
-        statuses = self._each(lambda member: member.status())
+        """The first live server's status, with the in-flight count of the live servers."""
+        statuses = self._each_live(lambda member: member.status())
         return EngineStatus(
             state=statuses[0].state,
             weight_version=statuses[0].weight_version,

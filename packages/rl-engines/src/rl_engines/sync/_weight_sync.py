@@ -74,6 +74,8 @@ class SyncReport:
     nbytes: int
     checksum: str | None
     seconds: dict[str, float] = field(default_factory=dict)
+    skipped: tuple[str, ...] = ()
+    """Engines the sync left out because they did not answer (a server fleet's dead servers), by address."""
 
 
 class WeightSync:

@@ -60,6 +60,10 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else math.nan
 
 
+SERVERS_SKIPPED_METRIC = "sync/servers_skipped"
+"""Rollout servers of a fleet that a weight update skipped because they did not answer (0 when none: absent)."""
+
+
 def checksum_metric(checksum: str) -> float:
     """A weights checksum (hex digest) as a metric value: its first `CHECKSUM_METRIC_HEX_DIGITS` hex digits."""
     return float(int(checksum[:CHECKSUM_METRIC_HEX_DIGITS], 16))
@@ -70,7 +74,8 @@ def sync_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
     when colocated asleep), or, under split placement, to the rollout slots.
 
     Metrics: `sync/weight_version`, and from the worker that sent them `sync/bytes`, `sync/num_tensors` and
-    `sync/weights_checksum` (`checksum_metric` of the tensors as sent)."""
+    `sync/weights_checksum` (`checksum_metric` of the tensors as sent); `sync/servers_skipped` when the update left
+    out rollout servers that do not answer."""
     if res.actor is None or res.weight_sync is None:
         raise StepDataError("this worker holds no actor to publish weights from; the actor runs on the training slots")
     if res.rollout is not None and "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
@@ -82,6 +87,8 @@ def sync_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
         metrics.update({"sync/bytes": float(report.nbytes), "sync/num_tensors": float(report.tensors)})
     if report.checksum is not None:
         metrics["sync/weights_checksum"] = checksum_metric(report.checksum)
+    if report.skipped:  # a server fleet's servers that did not answer (see rl_engines.remote.FleetWeightSync)
+        metrics[SERVERS_SKIPPED_METRIC] = float(len(report.skipped))
     return metrics
 
 

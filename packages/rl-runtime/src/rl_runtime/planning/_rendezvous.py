@@ -1,23 +1,21 @@
 """Agreeing on the torch.distributed master address: rank 0 picks a free port and shares it.
 
 Rank 0 asks the OS for a free port on its host and publishes `host:port` through an exchange: a tiny Ray
-actor (`ActorRendezvous`, for Ray workers) or a file (`FileRendezvous`, for processes that share a disk).
-The others wait for it with a timeout. Between picking the port and rank 0's TCP store binding it another
+actor (`ActorRendezvous` in `_ray_rendezvous`, for Ray workers) or a file (`FileRendezvous`, for processes that
+share a disk). The others wait for it with a timeout. Between picking the port and rank 0's TCP store binding it another
 process could take it; the window is milliseconds, and a failed bind surfaces as torch's own error.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
-import ray
 
 from rl_runtime.planning._errors import RendezvousTimeout
 
@@ -89,49 +87,3 @@ class FileRendezvous:
             time.sleep(_POLL_S)
         data = json.loads(self.path.read_text())
         return RendezvousAddress(data["host"], int(data["port"]))
-
-
-@ray.remote(num_cpus=0)  # holds one address: it needs no CPU slot of its own
-class RendezvousStore:
-    """Ray actor holding the master address once rank 0 has published it."""
-
-    def __init__(self) -> None:
-        self._address: tuple[str, int] | None = None
-        self._published = asyncio.Event()
-
-    async def publish(self, host: str, port: int) -> None:
-        self._address = (host, port)
-        self._published.set()
-
-    async def wait(self, timeout_s: float) -> tuple[str, int] | None:
-        """The address, or None if it was not published within `timeout_s` seconds."""
-        try:
-            await asyncio.wait_for(self._published.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            return None
-        return self._address
-
-
-class ActorRendezvous:
-    """The address in a `RendezvousStore` actor; pickles as its actor handle, so pass it to every worker."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-
-    @classmethod
-    def start(cls) -> ActorRendezvous:
-        """Start a fresh store actor (call on the driver, once per run)."""
-        return cls(RendezvousStore.remote())
-
-    def publish(self, address: RendezvousAddress) -> None:
-        ray.get(self.store.publish.remote(address.host, address.port))
-
-    def wait(self, timeout_s: float) -> RendezvousAddress:
-        """The published address; raises `RendezvousTimeout` after `timeout_s` seconds."""
-        found = ray.get(self.store.wait.remote(timeout_s))
-        if found is None:
-            raise RendezvousTimeout(
-                f"rank 0 did not publish the master address to the rendezvous actor within {timeout_s:g} s; check "
-                "that rank 0 started and was given the same ActorRendezvous"
-            )
-        return RendezvousAddress(*found)

@@ -14,7 +14,7 @@ from rl_coordinator.coordinator import start_coordinator
 from rl_runtime.nodes._rebalance import REBALANCE_OPERATION
 from rl_runtime.planning._config import SlotGroupConfig
 from rl_runtime.planning._placement_groups import SlotGroups, create_slot_groups
-from rl_runtime.planning._rendezvous import ActorRendezvous
+from rl_runtime.planning._ray_rendezvous import ActorRendezvous
 from rl_runtime.trainer._engines import device_name
 from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, is_split, rollout_subgraph, train_subgraph
 from rl_runtime.trainer._worker_state import RunResourcesFactory

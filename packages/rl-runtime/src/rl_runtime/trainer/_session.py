@@ -19,7 +19,6 @@ from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._errors import TrainerError
 from rl_runtime.trainer._launch import Launch
 from rl_runtime.trainer._lock import acquire_run_lock, release_run_lock
-from rl_runtime.trainer._ray_slots import RaySlots
 from rl_runtime.trainer._spmd_slots import SPMDSlots
 from rl_runtime.trainer._validation import reduce_validation
 from rl_runtime.workers import StepResult
@@ -62,8 +61,13 @@ class Slots(Protocol):
 
 
 def make_slots(trainer: Trainer, launch: Launch) -> Slots:
-    """The slots of `trainer` for `launch`: this rank's under torchrun, Ray workers otherwise."""
-    return SPMDSlots(trainer, launch) if launch.spmd else RaySlots(trainer)
+    """The slots of `trainer` for `launch`: this rank's under torchrun, Ray workers otherwise (Ray imported only
+    then: a torchrun rank runs without it)."""
+    if launch.spmd:
+        return SPMDSlots(trainer, launch)
+    from rl_runtime.trainer._ray_slots import RaySlots
+
+    return RaySlots(trainer)
 
 
 class TrainingSession:

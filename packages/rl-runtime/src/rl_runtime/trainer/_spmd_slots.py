@@ -4,7 +4,8 @@ The worker is the `LocalWorker` a Ray `DAGWorker` wraps, built by the same `RunR
 placement; the training roles shard over the torch.distributed world torchrun set up (no rendezvous actor), and
 an `SPMDDriver` gathers the ranks' metric dicts over a gloo group. Colocated placement only (`resolve_launch`
 refuses split placement); a rebalance node (`batch.balance_across_ranks`) exchanges samples through an
-`SPMDEdgeClient` instead of Ray's DataCoordinator.
+`SPMDEdgeClient` instead of Ray's DataCoordinator. A rank that fails stops the others, each naming it
+(`stop_together`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rl_runtime.nodes._rebalance import REBALANCE_OPERATION
 from rl_runtime.trainer._launch import Launch, join_spmd, leave_spmd
 from rl_runtime.trainer._worker_state import RunResourcesFactory
 from rl_runtime.workers import LocalWorker, SPMDDriver, StepResult, bind_operations, plan_routes
-from rl_runtime.workers._spmd import SPMDEdgeClient
+from rl_runtime.workers._spmd import SPMDEdgeClient, stop_together
 
 if TYPE_CHECKING:
     from rl_runtime.trainer._loop import Trainer
@@ -51,7 +52,10 @@ class SPMDSlots:
         # A rebalance node moves samples between ranks: over torch.distributed here, as Ray's coordinator does.
         rebalances = any(node.operation == REBALANCE_OPERATION for node in assignment.graph.nodes.values())
         client = SPMDEdgeClient(group) if rebalances else None
-        worker = LocalWorker(assignment, routes, factory, client, operations)
+        # Engines build collectively (FSDP): a rank that fails here must not leave the others waiting unnamed.
+        worker = stop_together(
+            "building its worker", lambda: LocalWorker(assignment, routes, factory, client, operations)
+        )
         self._driver = SPMDDriver(worker, group)
         logger.info("rank %d of %d started its worker", self.launch.rank, self.launch.world_size)
 

@@ -2,7 +2,8 @@
 rl_runtime.config.weight_sync_transports for which the placement allows), and the engines it addresses.
 
 A "server" engine's `ServerFleet` is synced server by server: each server is one engine of the `WeightSync`, so
-shared-memory buffers and broadcast ranks are per server and each server's weights are verified on their own.
+shared-memory buffers and broadcast ranks are per server and each server's weights are verified on their own; a
+colocated worker syncs it through a `FleetWeightSync`, which skips (and reports) the servers that do not answer.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from rl_engines.sync import (
     DiskTransport,
     ReferenceTransport,
     SharedMemoryTransport,
+    WeightSync,
     WeightTransport,
 )
 from rl_runtime.config import RunConfig, WeightSyncKind, resolve_weight_sync
 from rl_runtime.config._schema_rollout import SERVER_ENGINE, EngineLocation, engine_location
-from rl_runtime.trainer._engines import device_name
+from rl_runtime.nodes._resources import WeightPublisher
+from rl_runtime.trainer._engines import device_name, local_weight_sync, rollout_dtype
 
 WEIGHT_SYNC_DIR = "weight_sync"
 """Folder under the run's output folder where the disk transport publishes each rollout slot's weights."""
@@ -37,6 +40,22 @@ def sync_targets(config: RunConfig, engine: InferenceEngine) -> list[InferenceEn
         if isinstance(engine, ServerFleet):
             return list(engine.members)
     return [engine]
+
+
+def publisher_into(config: RunConfig, engine: InferenceEngine, rank: int) -> WeightPublisher:
+    """The weight sync of colocated rollout slot `rank` into its `engine`: a `WeightSync` over `sync_targets`, or,
+    for a server fleet, a `FleetWeightSync` that rebuilds it (fresh transport) over the servers that answer."""
+    dtype = rollout_dtype(config)
+
+    def make_sync(engines: list[InferenceEngine]) -> WeightSync:
+        return local_weight_sync(engines, dtype, weight_transport(config, rank))
+
+    if config.rollout.engine == SERVER_ENGINE:
+        from rl_engines.remote import FleetWeightSync, ServerFleet
+
+        if isinstance(engine, ServerFleet):
+            return FleetWeightSync(engine, lambda servers: make_sync(list(servers)))
+    return make_sync(sync_targets(config, engine))
 
 
 def _address_towards(address: str) -> str:

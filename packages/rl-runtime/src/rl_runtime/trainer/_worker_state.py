@@ -46,9 +46,8 @@ from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
 from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
-from rl_runtime.trainer._weight_transport import sync_targets, weight_transport
+from rl_runtime.trainer._weight_transport import publisher_into, sync_targets, weight_transport
 from rl_runtime.workers import WorkerResources
-from rl_runtime.workers._driver_async import CATCH_UP_TIMING
 
 logger = logging.getLogger(__name__)
 
@@ -190,9 +189,7 @@ class RunResourcesFactory:
         if not self.split:
             assert actor is not None, "a colocated worker builds every engine"
             rollout = make_rollout_engine(config, actor.hf_config, dp_rank, dp_size)
-            transport = weight_transport(config, dp_rank)
-            weight_sync = local_weight_sync(sync_targets(config, rollout), rollout_dtype(config), transport)
-            return rollout, weight_sync, None
+            return rollout, publisher_into(config, rollout, dp_rank), None
         assert self.weight_exchange is not None, "split placement needs a weight exchange"
         rollout_ranks = self.plan.rollout_dp
         timeout_s = config.trainer.step_timeout_s
@@ -283,6 +280,9 @@ class RunHooks:
     def catch_up_weights(self, version: int) -> dict[str, float]:
         """Rollout slot of an asynchronous split run: receive weight versions until the engine holds `version`.
         Metrics: the last version's, and the wait as `timing_s/catch_up_weights`."""
+        # Only Ray runs split placement; the pipelined driver's module imports Ray, which a torchrun rank must not.
+        from rl_runtime.workers._driver_async import CATCH_UP_TIMING
+
         start = time.perf_counter()
         metrics = catch_up_weights(self.resources, version)
         metrics[CATCH_UP_TIMING] = time.perf_counter() - start

@@ -14,12 +14,24 @@ torchrun each process is one slot instead: a `LocalWorker` (the same step code) 
 Operations are bound by the name graph nodes give (`NODE_OPERATIONS`); an unregistered name fails at start.
 Edges between nodes on the same ranks stay in the worker (`LocalEdgeStore`); edges between sub-graphs go
 through the DataCoordinator, keyed `"<src>-><dst>"` and by step. Faults reach the driver as
-`NodeExecutionError` (rank, node, step, traceback) or `WorkerLostError` (rank).
+`NodeExecutionError` (rank, node, step, traceback) or `WorkerLostError` (rank); under torchrun the ranks that did not
+fail raise `RankFailedError`, naming the rank that did.
+
+`Driver`, `run_steps` and `start_workers` import Ray on first use; the rest runs in a torchrun rank without Ray.
 """
 
-from rl_runtime.workers._driver import Driver, StepResult, run_steps
-from rl_runtime.workers._errors import NodeExecutionError, StepDataError, WorkerError, WorkerLostError
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from rl_runtime.workers._errors import (
+    NodeExecutionError,
+    RankFailedError,
+    StepDataError,
+    WorkerError,
+    WorkerLostError,
+)
 from rl_runtime.workers._executor import NODE_TIMING_PREFIX
+from rl_runtime.workers._local_worker import LocalWorker
 from rl_runtime.workers._operations import (
     NODE_OPERATIONS,
     NodeContext,
@@ -31,7 +43,24 @@ from rl_runtime.workers._resources import ResourcesFactory, WorkerHooks, WorkerR
 from rl_runtime.workers._routing import plan_routes
 from rl_runtime.workers._spmd import SPMDDriver
 from rl_runtime.workers._step_data import StepData
-from rl_runtime.workers._worker import LocalWorker, start_workers
+from rl_runtime.workers._step_result import StepResult
+
+if TYPE_CHECKING:
+    from rl_runtime.workers._driver import Driver, run_steps
+    from rl_runtime.workers._worker import start_workers
+
+_NEED_RAY = {"Driver": "_driver", "run_steps": "_driver", "start_workers": "_worker"}
+"""The names whose modules import Ray, imported on first use: a torchrun rank (no Ray) uses the rest."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _NEED_RAY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "NODE_OPERATIONS",
@@ -41,6 +70,7 @@ __all__ = [
     "NodeContext",
     "NodeExecutionError",
     "NodeOperation",
+    "RankFailedError",
     "ResourcesFactory",
     "SPMDDriver",
     "StepData",

@@ -12,17 +12,18 @@ early. Its own work is O(workers) calls into Ray per call, not per step: running
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from rl_runtime.metrics import reduce_rank_metrics
 from rl_runtime.workers._errors import NodeExecutionError, StepTimeoutError, WorkerLostError
+
+# Re-exported: the pipelined driver (`_driver_async`) imports them from here.
+from rl_runtime.workers._step_result import StepResult as StepResult
+from rl_runtime.workers._step_result import step_result as step_result
 
 logger = logging.getLogger(__name__)
 
@@ -32,27 +33,6 @@ PING_TIMEOUT_S = 10.0
 FAULT_POLL_S = 0.5
 """While ranks still run, the driver looks at the finished ones this often: a failed or dead rank is reported at most
 half a second late, and a step of minutes costs a few hundred cheap wake-ups."""
-
-
-@attrs.frozen
-class StepResult:
-    """What the driver got back from one step."""
-
-    step: int
-    metrics: dict[str, float]
-    """Merged over ranks with `rl_runtime.metrics.reduce_rank_metrics`."""
-    per_rank: tuple[dict[str, float], ...]
-    """Each rank's own metrics, by rank."""
-    received_bytes: int
-    """Pickled size of everything `ray.get` returned to the driver this step (the per-rank metric dicts)."""
-
-
-def step_result(step: int, per_rank: Sequence[dict[str, float]]) -> StepResult:
-    """The StepResult of `step` from each rank's metrics (by rank): merged with `reduce_rank_metrics`, and the
-    pickled size of what the driver received."""
-    ranks = tuple(per_rank)
-    received = len(pickle.dumps(ranks, protocol=pickle.HIGHEST_PROTOCOL))
-    return StepResult(step, reduce_rank_metrics(ranks), ranks, received)
 
 
 class Driver:

@@ -51,6 +51,20 @@ class WorkerLostError(WorkerError, RuntimeError):
         return (type(self), (self.rank, self.step, self.reason))
 
 
+class RankFailedError(WorkerError, RuntimeError):
+    """Under torchrun, another rank failed first: this rank stops with the failed rank's own report (its rank, host,
+    node or action, and exception), not with the broken collective it was waiting in."""
+
+    def __init__(self, report: str, failed_rank: int, rank: int) -> None:
+        self.report = report
+        self.failed_rank = failed_rank
+        self.rank = rank
+        super().__init__(f"{report}; rank {rank} stopped with it")
+
+    def __reduce__(self) -> tuple[type[RankFailedError], tuple[str, int, int]]:
+        return (type(self), (self.report, self.failed_rank, self.rank))
+
+
 class StepTimeoutError(WorkerError, TimeoutError):
     """Workers still alive did not finish a step within the driver's timeout."""
 

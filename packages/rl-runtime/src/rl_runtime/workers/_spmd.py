@@ -10,17 +10,33 @@ torch.distributed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch.distributed as dist
 
 from rl_coordinator import CoordinatorInputError, SampleInfo
 from rl_coordinator.coordinator import ReadRequest, split_across_ranks
-from rl_runtime.workers._driver import StepResult, step_result
-from rl_runtime.workers._worker import LocalWorker
+from rl_runtime.workers._local_worker import LocalWorker
+from rl_runtime.workers._spmd_failure import share_failure
+from rl_runtime.workers._step_result import StepResult, step_result
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def stop_together(action: str, call: Callable[[], T]) -> T:
+    """`call()`; when it raises, the ranks stop together: the first rank to fail re-raises its own error (after
+    recording it in the job's store), every later one raises the RankFailedError naming the first
+    (`share_failure`). Free on the happy path: the store is touched only on an exception."""
+    try:
+        return call()
+    except Exception as error:
+        first = share_failure(error, action)
+        if first is None:
+            raise
+        raise first from error
 
 
 class SPMDDriver:
@@ -28,7 +44,8 @@ class SPMDDriver:
 
     Ray's `Driver` has one process that calls every worker; here every rank is both driver and worker, so a step
     is the local `run_steps` then an `all_gather_object` of the metric dicts. A node that raises on one rank raises
-    its NodeExecutionError on that rank; the others stop when torchrun ends the job.
+    its NodeExecutionError on that rank, which ends; the others, whose collectives with it then fail, raise a
+    RankFailedError naming its rank, host, node and exception (`stop_together`).
     """
 
     def __init__(self, worker: LocalWorker, group: Any = None) -> None:
@@ -53,25 +70,26 @@ class SPMDDriver:
         steps = list(steps)
         if not steps:
             raise ValueError("run_steps needs at least one step")
-        values = self._gather(self.worker.run_steps(steps))
+        values = stop_together("run_steps", lambda: self._gather(self.worker.run_steps(steps)))
         return [step_result(step, [rank_values[index] for rank_values in values]) for index, step in enumerate(steps)]
 
     def evaluate(self, step: int) -> list[dict[str, float]]:
         """Every rank's validation metrics after `step` steps, by rank."""
-        return self._gather(self.worker.evaluate(step))
+        return stop_together("evaluate", lambda: self._gather(self.worker.evaluate(step)))
 
     def save_checkpoint(self, path: str) -> None:
         """Write this rank's part of a checkpoint under `path`; returns once every rank has written its part."""
-        self.worker.save_checkpoint(path)
-        self.barrier()
+        stop_together("save_checkpoint", lambda: (self.worker.save_checkpoint(path), self._barrier()))
 
     def load_checkpoint(self, path: str) -> None:
         """Restore this rank's part of the checkpoint in `path`; returns once every rank has."""
-        self.worker.load_checkpoint(path)
-        self.barrier()
+        stop_together("load_checkpoint", lambda: (self.worker.load_checkpoint(path), self._barrier()))
 
     def barrier(self) -> None:
         """Wait until every rank gets here."""
+        stop_together("barrier", self._barrier)
+
+    def _barrier(self) -> None:
         dist.barrier(group=self.group)
 
     def close(self) -> None:
