@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -86,6 +88,17 @@ def test_builtin_nodes(name: str) -> None:
         assert node.dependencies == previous
         previous = (node_id,)
     assert is_irreducible(graph)
+
+
+SERIALISED = Path(__file__).with_name("builtin_graphs.json")
+"""Every built-in's `to_dict()` as written before the shared chain became `_rewarded_update`/`_policy_update`."""
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_builtin_serialises_as_recorded(name: str) -> None:
+    recorded = json.loads(SERIALISED.read_text())
+    assert set(recorded) == set(EXPECTED)
+    assert json.dumps(get_pipeline(name).to_dict(), indent=2) == json.dumps(recorded[name], indent=2)
 
 
 def test_builtin_operations_are_exactly_those_the_registered_builtins_use() -> None:

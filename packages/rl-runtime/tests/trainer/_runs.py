@@ -19,6 +19,10 @@ from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 
 KILL_WAIT_S = 300.0
+STRAIGHT: dict[str, Any] = {"total_steps": 4, "checkpoint_every": 1, "validate_every": 4}
+"""The uninterrupted 4-step run the resume tests compare against (conftest's `straight`, shared by the session): a
+checkpoint after every step (a killed run resumes from one), a validation after the last (the steps-per-call run
+validates there too); no validation before step 4, so its first steps train as a plain run's."""
 NON_DETERMINISTIC = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step")
 _MODEL_PREFIX = "backbone."
 """The actor checkpoint holds the policy network, whose Hugging Face model sits under this attribute."""

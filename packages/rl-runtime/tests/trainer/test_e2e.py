@@ -14,7 +14,7 @@ from rl_runtime.trainer import Trainer, TrainResult
 from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 from rl_runtime.trainer._session import DRIVER_BYTES_METRIC
 
-from ._runs import actor_weights, deterministic, run_and_kill_after
+from ._runs import STRAIGHT, actor_weights, deterministic, run_and_kill_after
 from ._task import TokenTask, tiny_config
 
 pytestmark = pytest.mark.slow
@@ -50,12 +50,15 @@ BITWISE_METRICS = ("sync/weights_checksum",)
 """A checksum of the weights' bit patterns: equal weights up to rounding give unrelated values."""
 
 
-def test_ddp_replicas_train_as_fsdp_shards_do(tmp_path: Path, ray_runtime: None) -> None:
-    fsdp = Trainer(tiny_config(tmp_path / "fsdp", total_steps=2, checkpoint_every=2), TokenTask).fit()
+def test_ddp_replicas_train_as_fsdp_shards_do(tmp_path: Path, straight: TrainResult) -> None:
     ddp_config = tiny_config(tmp_path / "ddp", total_steps=2, checkpoint_every=2, actor={"data_parallel": "ddp"})
     ddp = Trainer(ddp_config, TokenTask).fit()
+    # The FSDP2 run (tiny_config's default): the session's STRAIGHT run, whose first 2 steps are a plain 2-step run's
+    # (constant learning rate, no validation before step 4), with its step-2 checkpoint.
+    fsdp_history = straight.history[:2]
+    fsdp_checkpoint = checkpoint_root(straight.run_dir) / "step_00000002"
 
-    for ours, reference in zip(ddp.history, fsdp.history, strict=True):
+    for ours, reference in zip(ddp.history, fsdp_history, strict=True):
         ours, reference = deterministic(ours), deterministic(reference)
         assert ours.keys() == reference.keys()
         assert "actor/kl_loss" in ours  # the reference policy ran replicated too
@@ -63,21 +66,10 @@ def test_ddp_replicas_train_as_fsdp_shards_do(tmp_path: Path, ray_runtime: None)
             if name not in BITWISE_METRICS:
                 assert ours[name] == pytest.approx(value, rel=DDP_TOLERANCE, abs=DDP_TOLERANCE), name
     weights = actor_weights(ddp.last_checkpoint, tmp_path)
-    expected = actor_weights(fsdp.last_checkpoint, tmp_path)
+    expected = actor_weights(fsdp_checkpoint, tmp_path)
     assert weights.keys() == expected.keys()
     for name, tensor in expected.items():
         torch.testing.assert_close(weights[name], tensor, atol=DDP_TOLERANCE, rtol=DDP_TOLERANCE, msg=name)
-
-
-STRAIGHT = {"total_steps": 4, "checkpoint_every": 1, "validate_every": 4}
-"""The uninterrupted 4-step run both tests below compare against: a checkpoint after every step (the killed run
-resumes from one), a validation after the last (the steps-per-call run validates there too)."""
-
-
-@pytest.fixture(scope="module")
-def straight(tmp_path_factory: pytest.TempPathFactory, ray_runtime: None) -> TrainResult:
-    """One STRAIGHT run for the module: the resume and the steps-per-call tests each ran an identical one."""
-    return Trainer(tiny_config(tmp_path_factory.mktemp("straight"), **STRAIGHT), TokenTask).fit()
 
 
 def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: Path, straight: TrainResult) -> None:

@@ -21,20 +21,13 @@ from rl_runtime.trainer import CheckpointCorruptError, RunLockedError, Trainer, 
 from rl_runtime.trainer._checkpoints import checkpoint_root, newest_verified_checkpoint, verify_checkpoint
 from rl_runtime.trainer._lock import LOCK_FILE
 
-from ._runs import actor_weights, deterministic, run_and_kill_after
+from ._runs import STRAIGHT, actor_weights, deterministic, run_and_kill_after
 from ._task import TokenTask, tiny_config
 
 pytestmark = pytest.mark.slow
-STRAIGHT = {"total_steps": 4, "checkpoint_every": 1, "validate_every": 4}
 FILE_KINDS = ("actor/__0_0.distcp", "actor/__1_0.distcp", "actor/.metadata", "actor/engine.json", "rank_0.pt",
               "rank_1.pt", "trainer_state.json", "manifest.json")  # fmt: skip
 """One file of every kind a colocated GRPO checkpoint holds."""
-
-
-@pytest.fixture(scope="module")
-def straight(tmp_path_factory: pytest.TempPathFactory, ray_runtime: None) -> TrainResult:
-    """An uninterrupted 4-step run keeping every checkpoint."""
-    return Trainer(tiny_config(tmp_path_factory.mktemp("straight"), **STRAIGHT), TokenTask).fit()
 
 
 def _copy_run(straight: TrainResult, folder: Path) -> Path:

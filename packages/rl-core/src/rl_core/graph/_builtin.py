@@ -80,13 +80,19 @@ def _rollout(pipeline_id: str, description: str) -> Pipeline:
 
 
 def _policy_update(pipeline: Pipeline, after: str) -> Pipeline:
-    """The tail every built-in shares: old and reference log-probs, then the actor update."""
+    """The tail every built-in shares: advantages, old and reference log-probs, then the actor update."""
     return (
         pipeline.add_node(
+            "calculate_advantages",
+            OP_COMPUTE_ADVANTAGE,
+            role=NodeRole.ADVANTAGE,
+            dependencies=[after],
+        )
+        .add_node(
             "actor_old_log_prob",
             OP_COMPUTE_OLD_LOG_PROB,
             role=NodeRole.ACTOR,
-            dependencies=[after],
+            dependencies=["calculate_advantages"],
         )
         .add_node(
             "reference_log_prob",
@@ -103,53 +109,40 @@ def _policy_update(pipeline: Pipeline, after: str) -> Pipeline:
     )
 
 
+def _rewarded_update(
+    pipeline_id: str, description: str, before_advantages: tuple[str, str, NodeRole] | None = None
+) -> Pipeline:
+    """The chain the language-model built-ins share: rollout, function reward, optionally one node between the
+    reward and the advantages (`before_advantages`: its id, operation and role), then `_policy_update`."""
+    pipeline = _rollout(pipeline_id, description).add_node(
+        "function_reward",
+        OP_COMPUTE_REWARD,
+        role=NodeRole.REWARD,
+        dependencies=["rollout_actor"],
+    )
+    last = "function_reward"
+    if before_advantages is not None:
+        node_id, operation, role = before_advantages
+        pipeline.add_node(node_id, operation, role=role, dependencies=[last])
+        last = node_id
+    return _policy_update(pipeline, after=last)
+
+
 @register_pipeline("grpo")
 def grpo_pipeline() -> TaskGraph:
     """GRPO: rollout, reward, group-relative advantages, old and reference log-probs, actor update."""
-    pipeline = (
-        _rollout("grpo", "GRPO: group-relative advantages, no critic")
-        .add_node(
-            "function_reward",
-            OP_COMPUTE_REWARD,
-            role=NodeRole.REWARD,
-            dependencies=["rollout_actor"],
-        )
-        .add_node(
-            "calculate_advantages",
-            OP_COMPUTE_ADVANTAGE,
-            role=NodeRole.ADVANTAGE,
-            dependencies=["function_reward"],
-        )
-    )
-    return _policy_update(pipeline, after="calculate_advantages").build()
+    return _rewarded_update("grpo", "GRPO: group-relative advantages, no critic").build()
 
 
 @register_pipeline("ppo")
 def ppo_pipeline() -> TaskGraph:
     """PPO: GRPO's flow plus a critic that estimates values before the advantages and trains last."""
-    pipeline = (
-        _rollout("ppo", "PPO: critic values and GAE advantages")
-        .add_node(
-            "function_reward",
-            OP_COMPUTE_REWARD,
-            role=NodeRole.REWARD,
-            dependencies=["rollout_actor"],
-        )
-        .add_node(
-            "compute_value",
-            OP_COMPUTE_VALUE,
-            role=NodeRole.CRITIC,
-            dependencies=["function_reward"],
-        )
-        .add_node(
-            "calculate_advantages",
-            OP_COMPUTE_ADVANTAGE,
-            role=NodeRole.ADVANTAGE,
-            dependencies=["compute_value"],
-        )
-    )
     return (
-        _policy_update(pipeline, after="calculate_advantages")
+        _rewarded_update(
+            "ppo",
+            "PPO: critic values and GAE advantages",
+            before_advantages=("compute_value", OP_COMPUTE_VALUE, NodeRole.CRITIC),
+        )
         .add_node(
             "critic_train",
             OP_TRAIN_CRITIC,
@@ -163,55 +156,21 @@ def ppo_pipeline() -> TaskGraph:
 @register_pipeline("dapo")
 def dapo_pipeline() -> TaskGraph:
     """DAPO: GRPO with dynamic sampling, which drops groups whose rewards do not vary, before advantages."""
-    pipeline = (
-        _rollout("dapo", "DAPO: GRPO with dynamic sampling of informative groups")
-        .add_node(
-            "function_reward",
-            OP_COMPUTE_REWARD,
-            role=NodeRole.REWARD,
-            dependencies=["rollout_actor"],
-        )
-        .add_node(
-            "dynamic_sampling",
-            OP_DYNAMIC_SAMPLING,
-            role=NodeRole.DYNAMIC_SAMPLING,
-            dependencies=["function_reward"],
-        )
-        .add_node(
-            "calculate_advantages",
-            OP_COMPUTE_ADVANTAGE,
-            role=NodeRole.ADVANTAGE,
-            dependencies=["dynamic_sampling"],
-        )
-    )
-    return _policy_update(pipeline, after="calculate_advantages").build()
+    return _rewarded_update(
+        "dapo",
+        "DAPO: GRPO with dynamic sampling of informative groups",
+        before_advantages=("dynamic_sampling", OP_DYNAMIC_SAMPLING, NodeRole.DYNAMIC_SAMPLING),
+    ).build()
 
 
 @register_pipeline("remax")
 def remax_pipeline() -> TaskGraph:
     """ReMax: GRPO's flow plus a greedy response to each prompt, whose score is the baseline of its samples."""
-    pipeline = (
-        _rollout("remax", "ReMax: the greedy response's reward as each prompt's baseline")
-        .add_node(
-            "function_reward",
-            OP_COMPUTE_REWARD,
-            role=NodeRole.REWARD,
-            dependencies=["rollout_actor"],
-        )
-        .add_node(
-            "greedy_baseline",
-            OP_COMPUTE_GREEDY_BASELINE,
-            role=NodeRole.ROLLOUT,
-            dependencies=["function_reward"],
-        )
-        .add_node(
-            "calculate_advantages",
-            OP_COMPUTE_ADVANTAGE,
-            role=NodeRole.ADVANTAGE,
-            dependencies=["greedy_baseline"],
-        )
-    )
-    return _policy_update(pipeline, after="calculate_advantages").build()
+    return _rewarded_update(
+        "remax",
+        "ReMax: the greedy response's reward as each prompt's baseline",
+        before_advantages=("greedy_baseline", OP_COMPUTE_GREEDY_BASELINE, NodeRole.ROLLOUT),
+    ).build()
 
 
 @register_pipeline("embodied_srpo")
@@ -236,11 +195,5 @@ def embodied_srpo_pipeline() -> TaskGraph:
             role=NodeRole.REWARD,
             dependencies=["dynamic_sampling"],
         )
-        .add_node(
-            "calculate_advantages",
-            OP_COMPUTE_ADVANTAGE,
-            role=NodeRole.ADVANTAGE,
-            dependencies=["compute_reward"],
-        )
     )
-    return _policy_update(pipeline, after="calculate_advantages").build()
+    return _policy_update(pipeline, after="compute_reward").build()
