@@ -30,6 +30,8 @@ def _check_step(step: int, metrics: dict[str, float]) -> None:
     assert metrics["rollout/policy_version"] == max(start, step - 1)
     assert metrics["async/staleness_max"] == metrics["async/staleness_mean"] == step - max(start, step - 1) <= 1
     assert metrics["async/num_trained_samples"] == SAMPLES_PER_STEP
+    # Every sample went through the rollout slot's staleness buffer: none stale, none dropped or left behind.
+    assert metrics["async/dropped_stale"] == metrics["async/buffered_samples"] == metrics["async/top_up_draws"] == 0
     assert 0.0 <= metrics["async/trainer_idle_ratio"] <= 1.0
     assert 0.0 <= metrics["async/rollout_idle_ratio"] <= 1.0
     assert metrics["async/rollout_steps_ahead"] == (1.0 if step % CHECKPOINT_EVERY == 0 else 0.0)

@@ -32,6 +32,7 @@ from rl_runtime.nodes import (  # noqa: F401
     _log_probs,
     _rebalance,
     _reward,
+    _staleness_buffer,
     _train,
 )
 from rl_runtime.nodes._batching import single_input, with_fields

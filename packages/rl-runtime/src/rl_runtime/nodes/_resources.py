@@ -20,6 +20,7 @@ from rl_runtime.workers import StepDataError
 
 if TYPE_CHECKING:
     from rl_core.envs import VectorEnv, VideoEmbedder
+    from rl_runtime.nodes._staleness_buffer import RolloutBuffer
 
 
 class WeightPublisher(Protocol):
@@ -89,6 +90,9 @@ class NodeResources:
     """What a user's own operations need besides (a reward model, a tool server, ...), by name: built in the worker
     by the trainer's `extras_factory` (`RunResourcesFactory.extras`); an operation reads
     `ctx.resources.extras["name"]` and checks its type. Empty by default; the built-in operations never read it."""
+    staleness_buffer: RolloutBuffer | None = None
+    """Asynchronous training, rollout side: the groups waiting for a training step (`staleness_buffer` node); made
+    at its first step, saved in the rank's checkpoint."""
 
     def require_actor(self, node_id: str) -> ActorRole:
         """The actor role; a StepDataError naming `node_id` when this worker holds none."""
