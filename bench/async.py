@@ -5,39 +5,100 @@ Runs `rl-recipes train grpo placement.colocate=false algorithm.max_staleness=<et
 pipeline drains only at the end), in one work folder whose short SFT warm start is made once. eta > 0 runs use
 `decoupled_ppo`, eta = 0 the recipe's `ppo`.
 
-Workload: the embedded recipe's own (64 prompts x 8 samples a step, responses of up to 24 tokens from the warm
-started model), NOT the heavy-tailed grouped lognormal one of issue 25: the embedded model's lengths cannot be set.
+Workload (issue 25's heavy-tailed one): the embedded recipe's model, prompts and reward, 64 prompts x 8 samples a
+step, but each response's length is drawn, not left to the model: each group draws a log-median from
+Normal(log(MEDIAN_LEN), GROUP_SIGMA), each of its samples a length from LogNormal(that, SAMPLE_SIGMA), rounded and
+clipped to [1, MAX_LEN], and is generated to exactly that length (`ignore_eos`). The lengths depend only on the run
+seed, the step and the sample, so every eta sees the same workload. This bench replaces the `generate` operation by
+`heavy_tailed_generate` below in its own process (the Trainer ships the operations it binds to the workers); the
+runs execute in this process, one after another.
 
 Per run, from its metrics.jsonl, over the steps after the first (pipeline fill): samples/s = samples per step /
 mean `timing_s/step`; the training slot's idle ratio = `timing_s/wait_coordinator_inputs` over its nodes' time, the
 rollout slot's = `timing_s/receive_weights` (plus the final catch-up) over its nodes' time. Prints the medians per eta
 over the rounds and the ratio to eta = 0 (compare it with bench/async_sim.py's 2-slot prediction).
 Last line: RESULT async samples_per_s_eta1=<x> ratio_eta1=<r> goal=1.6 met|missed
-Run: python bench/async.py [--workdir DIR] [--steps 6] [--rounds 1]   (a few minutes on 2 cores)
+Run: python bench/async.py [--workdir DIR] [--steps 6] [--rounds 1]   (about 10 minutes on 2 cores)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+
+from rl_engines.rollout import GenerateRequest, SamplingParams
+from rl_recipes.cli import main as cli_main
+from rl_runtime.nodes import NodeResources
+from rl_runtime.nodes._generate import encode_rows
+from rl_runtime.nodes._rollout_batch import build_rollout_batch
+from rl_runtime.nodes._seeds import sample_seed, sample_uid
+from rl_runtime.workers import NODE_OPERATIONS, NodeContext, StepData
 
 ETAS = (0, 1, 2)
 GOAL = 1.6
 SAMPLES_PER_STEP = 64 * 8
-ROLLOUT_NODES = ("rollout_actor", "function_reward", "receive_weights")
+MEDIAN_LEN, GROUP_SIGMA, SAMPLE_SIGMA, MAX_LEN = 12, 0.5, 0.6, 96
+"""The grouped lognormal response lengths (tokens): cap 8x the median, as bench/async_sim.py's 256 / 2048."""
+ROLLOUT_NODES = ("rollout_actor", "function_reward", "staleness_buffer", "receive_weights")
 TRAIN_NODES = ("calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train")
 
 
+def response_lengths(seed: int, step: int, rank: int, groups: int, per_group: int) -> list[int]:
+    """The drawn lengths of a rank's `groups` x `per_group` samples of a step (group-major), from the run seed."""
+    rng = random.Random(f"{seed}-{step}-{rank}")
+    lengths = []
+    for _ in range(groups):
+        log_median = rng.gauss(math.log(MEDIAN_LEN), GROUP_SIGMA)
+        lengths += [min(MAX_LEN, max(1, round(rng.lognormvariate(log_median, SAMPLE_SIGMA)))) for _ in range(per_group)]
+    return lengths
+
+
+def heavy_tailed_generate(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
+    """`generate` with each response's length drawn from the heavy-tailed workload (see the module doc)."""
+    res, config = ctx.resources, ctx.resources.config
+    assert res.rollout is not None and res.prompts is not None, "runs on the rollout slots"
+    start = time.perf_counter()
+    batch = next(res.prompts)
+    items = encode_rows(res.task, batch.rows, batch.locations, config.data.max_prompt_length)
+    n = config.batch.samples_per_prompt
+    lengths = response_lengths(config.trainer.seed, ctx.step, ctx.dp.rank, len(items), n)
+    prompts, requests, uids, groups = [], [], [], []
+    for j, item in enumerate(items):
+        for k in range(n):
+            index = j * n + k
+            params = SamplingParams(
+                max_new_tokens=lengths[index],
+                temperature=config.rollout.temperature,
+                seed=sample_seed(config.trainer.seed, ctx.step, ctx.dp.rank, 0, index),
+                ignore_eos=True,
+            )
+            uid = sample_uid(ctx.step, ctx.dp.rank, 0, index)
+            requests.append(GenerateRequest(str(uid), item.prompt_ids, params))
+            prompts.append(item)
+            uids.append(uid)
+            groups.append(sample_uid(ctx.step, ctx.dp.rank, 0, j))
+    data = build_rollout_batch(prompts, res.rollout.generate(requests), uids, groups, res.policy_version)
+    metrics = {"rollout/policy_version": float(res.policy_version), "timing_s/gen": time.perf_counter() - start}
+    return StepData(data.batch, data.extras, metrics)
+
+
 def _cli(workdir: Path, *args: str) -> None:
-    command = [sys.executable, "-c", "from rl_recipes.cli import main; main()", *args]
-    subprocess.run(command, cwd=workdir, env=dict(os.environ), check=True)
+    previous = Path.cwd()
+    os.chdir(workdir)
+    try:
+        status = cli_main(list(args))
+    finally:
+        os.chdir(previous)
+    if status:
+        raise SystemExit(f"rl-recipes {' '.join(args)} exited with {status}")
 
 
 def _run(workdir: Path, eta: int, steps: int, index: int) -> Path:
@@ -52,6 +113,8 @@ def _run(workdir: Path, eta: int, steps: int, index: int) -> Path:
         "trainer.resume=never",
         "trainer.log_sinks=[jsonl]",
         f"trainer.output_dir={out}",
+        f"data.max_response_length={MAX_LEN}",
+        f"rollout.max_new_tokens={MAX_LEN}",
         "warm_start=null",
     ]
     if eta > 0:
@@ -90,6 +153,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
+    NODE_OPERATIONS["generate"] = heavy_tailed_generate  # the workload (module doc); bound and shipped per run
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="async_bench_"))
     workdir.mkdir(parents=True, exist_ok=True)
     if not (workdir / "runs/embedded/sft/model").exists():
