@@ -3,6 +3,7 @@ counts, the top-up draws that refill a step, and the checkpoint round trip."""
 
 from __future__ import annotations
 
+import io
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
@@ -89,8 +90,10 @@ def test_the_buffer_survives_a_checkpoint_with_its_samples_and_counts() -> None:
     buffer.put(_groups(0, [1]))
     buffer.put(_groups(1, [2, 3]))
     buffer.take(2, version=2)  # drops group 1, serves group 2
-    state = buffer.state_dict()
-    restored = RolloutBuffer.from_state(state, max_staleness=1)
+    saved = io.BytesIO()
+    torch.save(buffer.state_dict(), saved)  # as the rank state is written
+    saved.seek(0)
+    restored = RolloutBuffer.from_state(torch.load(saved, weights_only=False), max_staleness=1)
     assert (restored.dropped_total, restored.served_total, len(restored)) == (2, 2, 2)
     out, dropped = restored.take(4, version=2)
     assert _uids(out) == [30, 31] and dropped == 0

@@ -139,7 +139,13 @@ class RolloutBuffer:
             "max_staleness": self.max_staleness,
             "dropped_total": self.dropped_total,
             "served_total": self.served_total,
-            "pending": None if pending is None else {"batch": pending.batch, "extras": pending.extras},
+            # Plain dicts and lists: torch.save cannot pickle StepData's read-only mapping views.
+            "pending": None
+            if pending is None
+            else {
+                "batch": dict(pending.batch),
+                "extras": {name: list(values) for name, values in pending.extras.items()},
+            },
         }
 
     @classmethod
