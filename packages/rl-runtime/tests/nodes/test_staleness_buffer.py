@@ -160,3 +160,12 @@ def test_split_placement_puts_the_buffer_between_the_rollout_and_training() -> N
         dep.downstream_node for dep in plain.cross_dependencies
     ]
     assert STALENESS_BUFFER_NODE not in plain.subgraphs[0]
+
+
+def test_continuous_generation_swaps_the_generate_node_and_nothing_else() -> None:
+    graph = get_pipeline("grpo")
+    rollout = split_pipeline(graph, staleness_buffer=True, continuous=True).subgraphs[0]
+    step = split_pipeline(graph, staleness_buffer=True).subgraphs[0]
+    swapped = {node.id for node in rollout.nodes.values() if node.operation != step[node.id].operation}
+    assert swapped == {"rollout_actor"} and rollout["rollout_actor"].operation == "generate_continuous"
+    assert rollout["rollout_actor"].dependencies == step["rollout_actor"].dependencies

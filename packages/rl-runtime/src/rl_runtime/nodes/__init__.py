@@ -25,6 +25,7 @@ Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. E
 # The built-in operations register themselves in NODE_OPERATIONS when their modules are imported.
 from rl_runtime.nodes import (  # noqa: F401
     _advantage,
+    _continuous,
     _dynamic_sampling,
     _embodied,
     _generate,

@@ -20,6 +20,7 @@ from rl_runtime.workers import StepDataError
 
 if TYPE_CHECKING:
     from rl_core.envs import VectorEnv, VideoEmbedder
+    from rl_runtime.nodes._continuous import GenerationPool
     from rl_runtime.nodes._staleness_buffer import RolloutBuffer
 
 
@@ -93,6 +94,9 @@ class NodeResources:
     staleness_buffer: RolloutBuffer | None = None
     """Asynchronous training, rollout side: the groups waiting for a training step (`staleness_buffer` node); made
     at its first step, saved in the rank's checkpoint."""
+    generation_pool: GenerationPool | None = None
+    """Continuous generation (`algorithm.async_generation=continuous`), rollout side: the requests in flight across
+    steps; flushed into `staleness_buffer` at a checkpoint."""
 
     def require_actor(self, node_id: str) -> ActorRole:
         """The actor role; a StepDataError naming `node_id` when this worker holds none."""

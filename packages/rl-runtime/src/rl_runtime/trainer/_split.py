@@ -27,6 +27,7 @@ from rl_core.graph import (
     split_graph,
 )
 from rl_runtime.config import RunConfig
+from rl_runtime.nodes._continuous import CONTINUOUS_GENERATE_OPERATION, continuous_generation
 from rl_runtime.nodes._staleness_buffer import REGENERATE_PARAM, STALENESS_BUFFER_OPERATION
 from rl_runtime.nodes._train import RECEIVE_WEIGHTS_OPERATION, TRAIN_ACTOR_OPERATION
 from rl_runtime.planning import Placement, SchedulerConfig, TaskScheduler
@@ -40,15 +41,17 @@ RECEIVE_WEIGHTS_NODE = "receive_weights"
 """Id of the node split placement adds at the end of the rollout sub-graph."""
 STALENESS_BUFFER_NODE = "staleness_buffer"
 """Id of the node asynchronous split placement puts between the rollout's samples and the training sub-graph."""
-REGENERABLE_OPERATIONS = frozenset({"generate", "compute_reward", "dynamic_sampling"})
+GENERATE_OPERATION = "generate"
+REGENERABLE_OPERATIONS = frozenset({GENERATE_OPERATION, "compute_reward", "dynamic_sampling"})
 """Rollout operations whose samples the staleness buffer can draw again when it drops stale ones."""
 _FIX = "set placement.colocate=true (every slot runs the whole pipeline)"
 
 
-def split_pipeline(graph: TaskGraph, *, staleness_buffer: bool = False) -> SplitResult:
+def split_pipeline(graph: TaskGraph, *, staleness_buffer: bool = False, continuous: bool = False) -> SplitResult:
     """`graph` cut for split placement: `split_graph(graph, SplitRule.ROLLOUT)`, whose rollout sub-graph (the first)
     ends with the `receive_weights` node; with `staleness_buffer` (asynchronous training) the samples cross to the
-    training sub-graph from a `staleness_buffer` node after the rollout's last sample node. TrainerError when split
+    training sub-graph from a `staleness_buffer` node after the rollout's last sample node; with `continuous`
+    (`algorithm.async_generation=continuous`) its `generate` nodes run `generate_continuous`. TrainerError when split
     placement cannot run `graph`."""
     reserved = {RECEIVE_WEIGHTS_NODE: "the rollout slots' weight sync"}
     if staleness_buffer:
@@ -68,6 +71,8 @@ def split_pipeline(graph: TaskGraph, *, staleness_buffer: bool = False) -> Split
     crossing = cut.cross_dependencies
     if staleness_buffer:
         rollout, crossing = _with_buffer(graph, rollout, crossing)
+    if continuous:
+        rollout = _continuous_generation(rollout)
     receive = Node(RECEIVE_WEIGHTS_NODE, RECEIVE_WEIGHTS_OPERATION, NodeRole.ROLLOUT, rollout.exit_ids)
     rollout = TaskGraph(rollout.graph_id, [*rollout.nodes.values(), receive], rollout.description)
     return SplitResult(graph, (rollout, train), crossing)
@@ -98,6 +103,17 @@ def _with_buffer(
         for dep in crossing
     )
     return rollout, moved
+
+
+def _continuous_generation(rollout: TaskGraph) -> TaskGraph:
+    """`rollout` with its `generate` nodes running `generate_continuous` instead."""
+    nodes = [
+        Node(node.id, CONTINUOUS_GENERATE_OPERATION, node.role, node.dependencies, params=node.params)
+        if node.operation == GENERATE_OPERATION
+        else node
+        for node in rollout.nodes.values()
+    ]
+    return TaskGraph(rollout.graph_id, nodes, rollout.description)
 
 
 def _check_training_part(graph: TaskGraph, train: TaskGraph) -> None:
@@ -137,7 +153,10 @@ def plan_placement(config: RunConfig, graph: TaskGraph) -> Placement:
     settings = scheduler_config(config)
     if settings.colocate:
         return TaskScheduler(settings).schedule(graph)
-    split = split_pipeline(graph, staleness_buffer=config.algorithm.max_staleness > 0)
+    algorithm = config.algorithm
+    split = split_pipeline(
+        graph, staleness_buffer=algorithm.max_staleness > 0, continuous=continuous_generation(config)
+    )
     entries = [(sub, graph.graph_id, estimate_weight(sub)) for sub in split.subgraphs]  # rollout first
     return place_subgraphs(settings, entries, split.cross_dependencies)
 

@@ -22,6 +22,7 @@ from rl_core.workflows import load_workflow
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
+from rl_runtime.nodes._continuous import continuous_generation, flush_into_buffer
 from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber
 from rl_runtime.nodes._staleness_buffer import RolloutBuffer
 from rl_runtime.nodes._train import catch_up_weights, receive_rollout_weights, sync_rollout_weights
@@ -204,7 +205,8 @@ class RunResourcesFactory:
             rollout = make_rollout_engine(config, actor_hf_config(config), dp_rank, rollout_ranks)
             group = join_weight_group(self.weight_exchange, 1 + dp_rank, rollout_ranks, timeout_s)
             transport = weight_transport(config, dp_rank)
-            sync = local_weight_sync(sync_targets(config, rollout), dtype, transport)
+            keep = continuous_generation(config)
+            sync = local_weight_sync(sync_targets(config, rollout), dtype, transport, keep_requests=keep)
             return rollout, None, WeightReceiver(group, sync)
         group = join_weight_group(self.weight_exchange, SENDER_RANK, rollout_ranks, timeout_s) if dp_rank == 0 else None
         return None, WeightSender(group, dtype), None
@@ -242,6 +244,7 @@ class RunHooks:
         """Engines (DCP, every rank) plus this rank's loader position, policy version, KL and RNG states, and on a
         rollout rank of asynchronous training its staleness buffer."""
         res, folder = self.resources, Path(path)
+        flush_into_buffer(res)  # continuous generation: nothing stays in flight across a checkpoint
         if res.actor is not None:
             res.actor.save_checkpoint(folder / ACTOR_DIR)
         if res.critic is not None:
