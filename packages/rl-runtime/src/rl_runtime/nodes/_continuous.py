@@ -214,7 +214,7 @@ def flush_into_buffer(res: NodeResources) -> int:
 def generate_continuous(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:
     """`generate` under continuous generation: this slot's share of the groups that finished first
     (`continuous_rollouts`). Reports `rollout/policy_version` (the version the engine holds as the step starts)
-    and `rollout/in_flight_groups` (groups left generating)."""
+    and `rollout/in_flight_groups` (groups left in the pool: generating, or finished and waiting for a later step)."""
     res = ctx.resources
     metrics: dict[str, float] = {"rollout/policy_version": float(res.policy_version)}
     with timed("gen", metrics):
