@@ -38,6 +38,42 @@ from rl_runtime.config import ConfigError, DataConfig, RolloutConfig, RunConfig,
             r"algorithm.max_staleness: expected 0 with placement.colocate=true .*found 1.*set placement.colocate=false",
         ),
         (
+            ["placement.slots=2", "placement.colocate=false", "algorithm.async_generation=continuous"],
+            r"algorithm.max_staleness: expected >= 1 with algorithm.async_generation=continuous .*the lag continuous "
+            r"generation has by itself.*found 0.*set algorithm.max_staleness=1 or more",
+        ),
+        (
+            [
+                "placement.slots=2",
+                "placement.colocate=false",
+                "algorithm.max_staleness=1",
+                "algorithm.async_generation=continuous",
+                "rollout.workflow=multi_turn",
+            ],
+            r"rollout.workflow: expected single_turn with algorithm.async_generation=continuous",
+        ),
+        (["algorithm.async_generation=streaming"], r"algorithm.async_generation: .*'streaming'"),
+        (
+            [
+                "placement.slots=2",
+                "placement.colocate=false",
+                "algorithm.max_staleness=2",
+                "algorithm.async_generation=continuous",
+            ],
+            r"algorithm.max_staleness: expected 1 with algorithm.async_generation=continuous .*not supported yet.*"
+            r"found 2",
+        ),
+        (
+            [
+                "pipeline=embodied_srpo",
+                "placement.slots=2",
+                "placement.colocate=false",
+                "algorithm.max_staleness=1",
+                "algorithm.async_generation=continuous",
+            ],
+            r"algorithm.async_generation: expected step with pipeline 'embodied_srpo' .*found continuous",
+        ),
+        (
             ["algorithm.policy_loss=decoupled_ppo", "algorithm.rollout_correction={mode: tis}"],
             r"algorithm.rollout_correction: expected null with algorithm.policy_loss=decoupled_ppo .*"
             r"remove algorithm.rollout_correction",

@@ -17,8 +17,9 @@ from rl_runtime.workers import StepDataError
 
 
 def _resources(eta: int, version: int = 0) -> Any:
-    algorithm = SimpleNamespace(max_staleness=eta)
-    return SimpleNamespace(config=SimpleNamespace(algorithm=algorithm), policy_version=version)
+    algorithm = SimpleNamespace(max_staleness=eta, async_generation="step")
+    config = SimpleNamespace(algorithm=algorithm, placement=SimpleNamespace(colocate=False))
+    return SimpleNamespace(config=config, policy_version=version)
 
 
 @pytest.mark.parametrize("eta", [0, 1, 2, 4])

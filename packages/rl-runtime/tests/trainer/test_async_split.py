@@ -4,9 +4,13 @@ sample trained exactly once across the kill (uid accounting), the idle ratios an
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
+import torch
+
+from rl_core.schema import POLICY_VERSION, UID
 from rl_runtime.metrics import read_metrics_jsonl
 from rl_runtime.nodes._seeds import sample_uid
 from rl_runtime.nodes._staleness import uid_digest
@@ -21,6 +25,8 @@ ASYNC = {"max_staleness": 1, "policy_loss": "decoupled_ppo"}
 STEPS, CHECKPOINT_EVERY = 4, 2
 SAMPLES_PER_STEP = 16
 """tiny_config: 4 prompts x 4 samples, all drawn by the one rollout rank."""
+DRAWS = ((0, 0), (0, 1), (1, 0))
+"""Continuous generation's draws (step, draw) over 2 steps: the pool fills to 2 steps' worth, then tops up one."""
 
 
 def _check_step(step: int, metrics: dict[str, float]) -> None:
@@ -30,6 +36,8 @@ def _check_step(step: int, metrics: dict[str, float]) -> None:
     assert metrics["rollout/policy_version"] == max(start, step - 1)
     assert metrics["async/staleness_max"] == metrics["async/staleness_mean"] == step - max(start, step - 1) <= 1
     assert metrics["async/num_trained_samples"] == SAMPLES_PER_STEP
+    # Every sample went through the rollout slot's staleness buffer: none stale, none dropped or left behind.
+    assert metrics["async/dropped_stale"] == metrics["async/buffered_samples"] == metrics["async/top_up_draws"] == 0
     assert 0.0 <= metrics["async/trainer_idle_ratio"] <= 1.0
     assert 0.0 <= metrics["async/rollout_idle_ratio"] <= 1.0
     assert metrics["async/rollout_steps_ahead"] == (1.0 if step % CHECKPOINT_EVERY == 0 else 0.0)
@@ -68,3 +76,35 @@ def test_a_killed_one_step_off_run_resumes_training_every_sample_exactly_once(
         assert metrics["async/uid_digest"] == uid_digest(expected), step
         _check_step(step, metrics)
     assert len({metrics["async/uid_digest"] for metrics in trained.values()}) == STEPS
+
+
+def test_continuous_generation_trains_whole_groups_and_checkpoints_the_ones_in_flight(
+    tmp_path: Path, ray_runtime: None
+) -> None:
+    # eta=1, continuous: each step tops the pool up to 2 steps' worth of groups and trains the 4 that finished first;
+    # the groups still in the pool at the checkpoint after step 2 are run to the end and saved in the buffer.
+    algorithm = {"max_staleness": 1, "async_generation": "continuous", "policy_loss": "decoupled_ppo"}
+    config = tiny_config(tmp_path, placement=SPLIT, algorithm=algorithm, total_steps=2, checkpoint_every=2)
+    history = Trainer(config, TokenTask).fit().history
+    for metrics in history:
+        assert metrics["async/num_trained_samples"] == SAMPLES_PER_STEP
+        assert 0 <= metrics["async/staleness_max"] <= 1 and metrics["async/dropped_stale"] == 0
+        assert metrics["rollout/in_flight_groups"] == 4
+    state = torch.load(complete_checkpoints(checkpoint_root(tmp_path / "run"))[-1][1] / "rank_0.pt", weights_only=False)
+    pending = state["staleness_buffer"]["pending"]["batch"]
+    buffered = {int(uid) for uid in pending[UID].tolist()}
+    assert len(buffered) == SAMPLES_PER_STEP and (pending[POLICY_VERSION] <= 2).all()
+    # Uid accounting: step 0 drew 2 x 16 samples, step 1 drew 16; each trained set is 4 whole groups, the buffer holds
+    # the rest: some choice of step 0's groups has step 0's digest, and what neither it nor the buffer holds step 1's.
+    drawn = {(step, draw): [sample_uid(step, 0, draw, i) for i in range(SAMPLES_PER_STEP)] for step, draw in DRAWS}
+    everything = {uid for uids in drawn.values() for uid in uids}
+    step0_groups = [uids[g * 4 : g * 4 + 4] for key in ((0, 0), (0, 1)) for uids in [drawn[key]] for g in range(4)]
+    matches = [
+        chosen
+        for chosen in itertools.combinations(step0_groups, 4)
+        if uid_digest([uid for group in chosen for uid in group]) == history[0]["async/uid_digest"]
+    ]
+    assert len(matches) == 1
+    first = {uid for group in matches[0] for uid in group}
+    assert uid_digest(sorted(everything - first - buffered)) == history[1]["async/uid_digest"]
+    assert not (first & buffered)

@@ -47,6 +47,10 @@ _DEFAULT_KL_HORIZON = 10_000
 """Samples over which the adaptive controller may change the coefficient by e^±0.2 (verl's default)."""
 
 
+ASYNC_GENERATION_MODES = ("step", "continuous")
+"""`algorithm.async_generation`'s values."""
+
+
 class RecomputeOldLogProb(enum.Enum):
     """When the `compute_old_log_prob` node runs its own forward pass for the old log-probs."""
 
@@ -236,6 +240,12 @@ class AlgorithmConfig:
     """Asynchronous training's bound eta: at most this many actor updates between the policy that generated a
     sample and the one that trains on it. 0 is the synchronous loop; 1 is one-step-off (the rollout slots sample
     step k+1 while step k trains); k lets the rollout slots run k steps ahead. Needs placement.colocate=false."""
+    async_generation: str = attrs.field(
+        default="step", validator=registered_name(ASYNC_GENERATION_MODES, "asynchronous generation mode")
+    )
+    """How the rollout slots generate when max_staleness > 0: "step" (a batch per step, each step waits for its
+    longest response) or "continuous" (requests stay in flight across steps and weight updates, which park and resume
+    them; a step takes the groups that finished first; max_staleness 1, hf engine, single-turn rollouts)."""
     recompute_old_log_prob: RecomputeOldLogProb = attrs.field(
         default=RecomputeOldLogProb.AUTO, validator=of_type(RecomputeOldLogProb)
     )

@@ -25,6 +25,7 @@ Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. E
 # The built-in operations register themselves in NODE_OPERATIONS when their modules are imported.
 from rl_runtime.nodes import (  # noqa: F401
     _advantage,
+    _continuous,
     _dynamic_sampling,
     _embodied,
     _generate,
@@ -32,6 +33,7 @@ from rl_runtime.nodes import (  # noqa: F401
     _log_probs,
     _rebalance,
     _reward,
+    _staleness_buffer,
     _train,
 )
 from rl_runtime.nodes._batching import single_input, with_fields

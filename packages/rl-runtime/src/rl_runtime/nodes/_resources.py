@@ -20,6 +20,8 @@ from rl_runtime.workers import StepDataError
 
 if TYPE_CHECKING:
     from rl_core.envs import VectorEnv, VideoEmbedder
+    from rl_runtime.nodes._continuous import GenerationPool
+    from rl_runtime.nodes._staleness_buffer import RolloutBuffer
 
 
 class WeightPublisher(Protocol):
@@ -89,6 +91,12 @@ class NodeResources:
     """What a user's own operations need besides (a reward model, a tool server, ...), by name: built in the worker
     by the trainer's `extras_factory` (`RunResourcesFactory.extras`); an operation reads
     `ctx.resources.extras["name"]` and checks its type. Empty by default; the built-in operations never read it."""
+    staleness_buffer: RolloutBuffer | None = None
+    """Asynchronous training, rollout side: the groups waiting for a training step (`staleness_buffer` node); made
+    at its first step, saved in the rank's checkpoint."""
+    generation_pool: GenerationPool | None = None
+    """Continuous generation (`algorithm.async_generation=continuous`), rollout side: the requests in flight across
+    steps; flushed into `staleness_buffer` at a checkpoint."""
 
     def require_actor(self, node_id: str) -> ActorRole:
         """The actor role; a StepDataError naming `node_id` when this worker holds none."""

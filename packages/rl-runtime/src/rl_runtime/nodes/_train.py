@@ -23,6 +23,7 @@ from rl_runtime.metrics._batch import count_tokens
 from rl_runtime.metrics._data import compute_data_metrics
 from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import policy_inputs, require_fields, single_input, with_fields
+from rl_runtime.nodes._continuous import rollout_steps_ahead
 from rl_runtime.nodes._log_probs import forward_field, policy_forward_metrics, skips_old_log_prob_pass
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._staleness import staleness_metrics
@@ -128,11 +129,11 @@ def catch_up_weights(res: NodeResources, version: int) -> dict[str, float]:
 def next_rollout_version(res: NodeResources, step: int) -> int:
     """The weight version rollout step `step + 1` samples from: the next one (synchronous, `max_staleness` 0), or
     with `max_staleness` eta > 0 the newest that keeps the rollout at most eta versions behind the training step that
-    will consume it, `max(held, step + 1 - eta)`: the rollout slots run up to eta steps ahead of training."""
-    eta = res.config.algorithm.max_staleness
-    if eta == 0:
+    will consume it, `max(held, step + 1 - eta)`: the rollout slots run up to eta steps ahead of training (eta - 1
+    under continuous generation, `rollout_steps_ahead`)."""
+    if res.config.algorithm.max_staleness == 0:
         return res.policy_version + 1
-    return max(res.policy_version, step + 1 - eta)
+    return max(res.policy_version, step + 1 - rollout_steps_ahead(res.config))
 
 
 @register_operation(RECEIVE_WEIGHTS_OPERATION)

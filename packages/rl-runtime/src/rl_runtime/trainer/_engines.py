@@ -130,12 +130,18 @@ def build_rollout(
 
 
 def local_weight_sync(
-    engine: InferenceEngine | Sequence[InferenceEngine], dtype: str, transport: WeightTransport | None = None
+    engine: InferenceEngine | Sequence[InferenceEngine],
+    dtype: str,
+    transport: WeightTransport | None = None,
+    *,
+    keep_requests: bool = False,
 ) -> WeightSync:
     """A sync of tensors into `engine` (or each of several engines: a server fleet's servers) over `transport` (None:
     by reference, in this process), cast to `dtype` and verified by checksum. The engines' calls run on this thread
-    when they bound their own waits (the "bounded_calls" capability)."""
+    when they bound their own waits (the "bounded_calls" capability). With `keep_requests` (continuous generation)
+    requests in flight are parked for the load and continue under the new weights (`pause("keep")`); otherwise the
+    load waits for them to finish."""
     engines = list(engine) if isinstance(engine, Sequence) else [engine]
     inline = all("bounded_calls" in target.capabilities for target in engines)
-    config = WeightSyncConfig(pause_mode="wait", dtype=dtype, inline_calls=inline)
+    config = WeightSyncConfig(pause_mode="keep" if keep_requests else "wait", dtype=dtype, inline_calls=inline)
     return WeightSync(engines, transport or ReferenceTransport(), config)

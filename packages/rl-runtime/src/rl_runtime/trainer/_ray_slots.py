@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from rl_coordinator.coordinator import start_coordinator
+from rl_runtime.nodes._continuous import rollout_steps_ahead
 from rl_runtime.nodes._rebalance import REBALANCE_OPERATION
 from rl_runtime.planning._config import SlotGroupConfig
 from rl_runtime.planning._placement_groups import SlotGroups, create_slot_groups
@@ -99,10 +100,12 @@ class RaySlots:
         self._driver = self._make_driver(split)
 
     def _make_driver(self, split: bool) -> Driver | PipelinedDriver:
-        """The synchronous driver, or with `algorithm.max_staleness` > 0 on a split placement the pipelined one."""
+        """The synchronous driver, or with `algorithm.max_staleness` > 0 on a split placement the pipelined one (the
+        synchronous one where the rollout slots run no step ahead: continuous generation at eta 1, whose overlap is
+        the requests in flight while training runs)."""
         timeout_s = self.config.trainer.step_timeout_s
-        eta = self.config.algorithm.max_staleness
-        if eta == 0 or not split:
+        ahead = rollout_steps_ahead(self.config)
+        if ahead == 0 or not split:
             return Driver(self._workers, timeout_s)
         placement = self.trainer.placement
         return PipelinedDriver(
@@ -111,7 +114,7 @@ class RaySlots:
             rollout_ranks=rollout_subgraph(placement).ranks,
             nodes={worker.rank: worker.graph.topological_order for worker in placement.workers},
             receive_node=RECEIVE_WEIGHTS_NODE,
-            max_staleness=eta,
+            max_staleness=ahead,
         )
 
     @property

@@ -6,7 +6,9 @@ sub-graph `<id>/rollout` is every generate / reward / dynamic-sampling node that
 kind, the training sub-graph `<id>/train` is everything after (log-probs, values, advantages, updates), and every
 edge between them is a cross dependency the workers route through the DataCoordinator. Here the rollout sub-graph
 gains a `receive_weights` node at its end, so a rollout rank finishes a step only once it holds the weights of
-that step's actor update, and the next step samples from them. The rollout sub-graph takes the lowest ranks; the
+that step's actor update, and the next step samples from them. With `algorithm.max_staleness` > 0 the samples leave
+the rollout sub-graph through a `staleness_buffer` node (`rl_runtime.nodes._staleness_buffer`), which admits them
+to training under the staleness bound. The rollout sub-graph takes the lowest ranks; the
 slots are shared with the configured apportion strategy and placed with node cohesion and load balancing, as the
 TaskScheduler does.
 """
@@ -14,6 +16,7 @@ TaskScheduler does.
 from __future__ import annotations
 
 from rl_core.graph import (
+    CrossDependency,
     GraphError,
     Node,
     NodeRole,
@@ -24,6 +27,8 @@ from rl_core.graph import (
     split_graph,
 )
 from rl_runtime.config import RunConfig
+from rl_runtime.nodes._continuous import CONTINUOUS_GENERATE_OPERATION, continuous_generation
+from rl_runtime.nodes._staleness_buffer import REGENERATE_PARAM, STALENESS_BUFFER_OPERATION
 from rl_runtime.nodes._train import RECEIVE_WEIGHTS_OPERATION, TRAIN_ACTOR_OPERATION
 from rl_runtime.planning import Placement, SchedulerConfig, TaskScheduler
 from rl_runtime.planning._placement import SubgraphPlacement
@@ -34,26 +39,81 @@ ENGINE_ROLES = frozenset({NodeRole.ROLLOUT, NodeRole.DYNAMIC_SAMPLING})
 """Roles whose nodes call the rollout engine (dynamic sampling draws more prompts)."""
 RECEIVE_WEIGHTS_NODE = "receive_weights"
 """Id of the node split placement adds at the end of the rollout sub-graph."""
+STALENESS_BUFFER_NODE = "staleness_buffer"
+"""Id of the node asynchronous split placement puts between the rollout's samples and the training sub-graph."""
+GENERATE_OPERATION = "generate"
+REGENERABLE_OPERATIONS = frozenset({GENERATE_OPERATION, "compute_reward", "dynamic_sampling"})
+"""Rollout operations whose samples the staleness buffer can draw again when it drops stale ones."""
 _FIX = "set placement.colocate=true (every slot runs the whole pipeline)"
 
 
-def split_pipeline(graph: TaskGraph) -> SplitResult:
+def split_pipeline(graph: TaskGraph, *, staleness_buffer: bool = False, continuous: bool = False) -> SplitResult:
     """`graph` cut for split placement: `split_graph(graph, SplitRule.ROLLOUT)`, whose rollout sub-graph (the first)
-    ends with the `receive_weights` node; TrainerError when split placement cannot run `graph`."""
-    if RECEIVE_WEIGHTS_NODE in graph:
-        raise TrainerError(
-            f"pipeline {graph.graph_id!r} has a node {RECEIVE_WEIGHTS_NODE!r}, the id split placement gives the "
-            f"rollout slots' weight sync; rename the node or {_FIX}"
-        )
+    ends with the `receive_weights` node; with `staleness_buffer` (asynchronous training) the samples cross to the
+    training sub-graph from a `staleness_buffer` node after the rollout's last sample node; with `continuous`
+    (`algorithm.async_generation=continuous`) its `generate` nodes run `generate_continuous`. TrainerError when split
+    placement cannot run `graph`."""
+    reserved = {RECEIVE_WEIGHTS_NODE: "the rollout slots' weight sync"}
+    if staleness_buffer:
+        reserved[STALENESS_BUFFER_NODE] = "the rollout slots' staleness buffer"
+    for node_id, purpose in reserved.items():
+        if node_id in graph:
+            raise TrainerError(
+                f"pipeline {graph.graph_id!r} has a node {node_id!r}, the id split placement gives {purpose}; "
+                f"rename the node or {_FIX}"
+            )
     try:
         cut = split_graph(graph, SplitRule.ROLLOUT)
     except GraphError as exc:
         raise TrainerError(f"placement.colocate=false: {exc}; {_FIX}") from exc
     rollout, train = cut.subgraphs
     _check_training_part(graph, train)
+    crossing = cut.cross_dependencies
+    if staleness_buffer:
+        rollout, crossing = _with_buffer(graph, rollout, crossing)
+    if continuous:
+        rollout = _continuous_generation(rollout)
     receive = Node(RECEIVE_WEIGHTS_NODE, RECEIVE_WEIGHTS_OPERATION, NodeRole.ROLLOUT, rollout.exit_ids)
     rollout = TaskGraph(rollout.graph_id, [*rollout.nodes.values(), receive], rollout.description)
-    return SplitResult(graph, (rollout, train), cut.cross_dependencies)
+    return SplitResult(graph, (rollout, train), crossing)
+
+
+def _with_buffer(
+    graph: TaskGraph, rollout: TaskGraph, crossing: tuple[CrossDependency, ...]
+) -> tuple[TaskGraph, tuple[CrossDependency, ...]]:
+    """`rollout` with the staleness buffer after the one node whose samples cross, and the crossings from it."""
+    sources = sorted({dep.upstream_node for dep in crossing})
+    if len(sources) != 1:
+        raise TrainerError(
+            f"algorithm.max_staleness > 0: pipeline {graph.graph_id!r} sends samples to training from "
+            f"{len(sources)} rollout nodes ({', '.join(map(repr, sources))}); the staleness buffer admits one "
+            "stream of groups; make one rollout node feed the training nodes, or set algorithm.max_staleness=0"
+        )
+    regenerate = {node.operation for node in rollout.nodes.values()} <= REGENERABLE_OPERATIONS
+    buffer = Node(
+        STALENESS_BUFFER_NODE,
+        STALENESS_BUFFER_OPERATION,
+        NodeRole.ROLLOUT,
+        (sources[0],),
+        params={REGENERATE_PARAM: regenerate},
+    )
+    rollout = TaskGraph(rollout.graph_id, [*rollout.nodes.values(), buffer], rollout.description)
+    moved = tuple(
+        CrossDependency(dep.upstream_graph, STALENESS_BUFFER_NODE, dep.downstream_graph, dep.downstream_node)
+        for dep in crossing
+    )
+    return rollout, moved
+
+
+def _continuous_generation(rollout: TaskGraph) -> TaskGraph:
+    """`rollout` with its `generate` nodes running `generate_continuous` instead."""
+    nodes = [
+        Node(node.id, CONTINUOUS_GENERATE_OPERATION, node.role, node.dependencies, params=node.params)
+        if node.operation == GENERATE_OPERATION
+        else node
+        for node in rollout.nodes.values()
+    ]
+    return TaskGraph(rollout.graph_id, nodes, rollout.description)
 
 
 def _check_training_part(graph: TaskGraph, train: TaskGraph) -> None:
@@ -93,7 +153,10 @@ def plan_placement(config: RunConfig, graph: TaskGraph) -> Placement:
     settings = scheduler_config(config)
     if settings.colocate:
         return TaskScheduler(settings).schedule(graph)
-    split = split_pipeline(graph)
+    algorithm = config.algorithm
+    split = split_pipeline(
+        graph, staleness_buffer=algorithm.max_staleness > 0, continuous=continuous_generation(config)
+    )
     entries = [(sub, graph.graph_id, estimate_weight(sub)) for sub in split.subgraphs]  # rollout first
     return place_subgraphs(settings, entries, split.cross_dependencies)
 

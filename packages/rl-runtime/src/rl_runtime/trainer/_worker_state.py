@@ -22,7 +22,9 @@ from rl_core.workflows import load_workflow
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
+from rl_runtime.nodes._continuous import continuous_generation, flush_into_buffer
 from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber
+from rl_runtime.nodes._staleness_buffer import RolloutBuffer
 from rl_runtime.nodes._train import catch_up_weights, receive_rollout_weights, sync_rollout_weights
 from rl_runtime.planning import WorkerAssignment
 from rl_runtime.planning._config import ProcessGroupConfig
@@ -54,6 +56,8 @@ logger = logging.getLogger(__name__)
 ACTOR_DIR = "actor"
 CRITIC_DIR = "critic"
 _RANK_STATE = "rank_{rank}.pt"
+STALENESS_BUFFER_KEY = "staleness_buffer"
+"""A rollout rank's `RolloutBuffer` (asynchronous training) in its rank state: buffered samples and counts."""
 
 
 def _kl_controller(config: RunConfig) -> KLController | None:
@@ -198,7 +202,8 @@ class RunResourcesFactory:
             rollout = make_rollout_engine(config, actor_hf_config(config), dp_rank, rollout_ranks)
             group = join_weight_group(self.weight_exchange, 1 + dp_rank, rollout_ranks, timeout_s)
             transport = weight_transport(config, dp_rank)
-            sync = local_weight_sync(sync_targets(config, rollout), dtype, transport)
+            keep = continuous_generation(config)
+            sync = local_weight_sync(sync_targets(config, rollout), dtype, transport, keep_requests=keep)
             return rollout, None, WeightReceiver(group, sync)
         group = join_weight_group(self.weight_exchange, SENDER_RANK, rollout_ranks, timeout_s) if dp_rank == 0 else None
         return None, WeightSender(group, dtype), None
@@ -233,8 +238,10 @@ class RunHooks:
         """Whether `close` leaves torch.distributed: the worker joined it (under torchrun, the launch did)."""
 
     def save_checkpoint(self, path: str) -> None:
-        """Engines (DCP, every rank) plus this rank's loader position, policy version, KL and RNG states."""
+        """Engines (DCP, every rank) plus this rank's loader position, policy version, KL and RNG states, and on a
+        rollout rank of asynchronous training its staleness buffer."""
         res, folder = self.resources, Path(path)
+        flush_into_buffer(res)  # continuous generation: nothing stays in flight across a checkpoint
         if res.actor is not None:
             res.actor.save_checkpoint(folder / ACTOR_DIR)
         if res.critic is not None:
@@ -243,6 +250,7 @@ class RunHooks:
             "loader": None if res.prompts is None else res.prompts.state_dict(),
             POLICY_VERSION: res.policy_version,
             "kl_controller": None if res.kl_controller is None else res.kl_controller.state_dict(),
+            STALENESS_BUFFER_KEY: None if res.staleness_buffer is None else res.staleness_buffer.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(),
         }
@@ -272,6 +280,9 @@ class RunHooks:
             res.prompts.load_state_dict(state["loader"])
         if res.kl_controller is not None and state["kl_controller"] is not None:
             res.kl_controller.load_state_dict(state["kl_controller"])
+        buffered = state.get(STALENESS_BUFFER_KEY)  # absent from checkpoints written before the buffer existed
+        if buffered is not None:
+            res.staleness_buffer = RolloutBuffer.from_state(buffered, res.config.algorithm.max_staleness)
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
         publish_weights(res, version=state[POLICY_VERSION])
