@@ -4,9 +4,17 @@ Importing this package registers "tool_calling" (`ToolCallingWorkflow`); choose 
 `rollout.workflow=tool_calling` and pass its settings in `rollout.workflow_kwargs` (`tokenizer` at least).
 """
 
-from rl_recipes.workflows._chat import TOOL_CHAT_TEMPLATE, appended_text, encode, render
+from rl_core.chat import (
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    TOOL_CHAT_TEMPLATE,
+    ToolCall,
+    appended_text,
+    encode,
+    parse_tool_calls,
+    render,
+)
 from rl_recipes.workflows._tool_calling import TOOL_CALLING, ToolCallingWorkflow
-from rl_recipes.workflows._tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCall, parse_tool_calls
 
 __all__ = [
     "TOOL_CALLING",
