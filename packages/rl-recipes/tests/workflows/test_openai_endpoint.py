@@ -40,9 +40,13 @@ def tokenizer() -> Any:
 
 
 @pytest.fixture(scope="module")
-def app(tokenizer: Any) -> Any:
-    engine = HFEngine(build_embedded_model(0, tokenizer), HFEngineConfig(context_len=CONTEXT))
-    return create_app(engine, ServerConfig(api_key=KEY), tokenizer=tokenizer)
+def engine(tokenizer: Any) -> HFEngine:
+    return HFEngine(build_embedded_model(0, tokenizer), HFEngineConfig(context_len=CONTEXT))
+
+
+@pytest.fixture(scope="module")
+def app(engine: HFEngine, tokenizer: Any) -> Any:
+    return create_app(engine, ServerConfig(api_key=KEY), tokenizer=tokenizer, owns_engine=False)
 
 
 def _run(app: Any, body: Callable[[openai.AsyncOpenAI], Awaitable[T]], key: str = KEY) -> T:
@@ -159,6 +163,11 @@ def test_bad_input_is_a_400_in_openai_shape_naming_the_field(
 def test_max_tokens_over_the_context_names_the_limit(app: Any) -> None:
     error = _raw(app, "/v1/completions", {"model": "m", "prompt": "12345", "max_tokens": CONTEXT}).json()["error"]
     assert error["param"] == "max_tokens" and f"at most {CONTEXT - 5} new tokens" in error["message"]
+
+
+def test_without_a_tokenizer_the_routes_answer_501_naming_the_flag(engine: HFEngine) -> None:
+    response = _raw(create_app(engine, owns_engine=False), "/v1/chat/completions", {"model": "m", "messages": QUESTION})
+    assert response.status_code == 501 and "--tokenizer" in response.json()["error"]["message"]
 
 
 class ScriptedBackend:
