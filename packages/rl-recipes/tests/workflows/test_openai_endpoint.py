@@ -123,6 +123,21 @@ def test_text_completion_n_choices_seeded_and_stop_string(app: Any, tokenizer: A
     assert cut.choices[0].logprobs is not None and len(cut.choices[0].logprobs.token_logprobs or []) == len(kept)
 
 
+def test_stream_sends_the_finished_answer_as_chunks(app: Any) -> None:
+    async def body(client: openai.AsyncOpenAI) -> Any:
+        plain = await client.chat.completions.create(model="m", messages=QUESTION, max_tokens=5, seed=3)
+        stream = await client.chat.completions.create(
+            model="m", messages=QUESTION, max_tokens=5, seed=3, stream=True, stream_options={"include_usage": True}
+        )
+        return plain, [chunk async for chunk in stream]
+
+    plain, chunks = _run(app, body)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == plain.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == plain.choices[0].finish_reason
+    assert chunks[-1].usage is not None and chunks[-1].usage == plain.usage
+
+
 def test_the_api_key_is_required(app: Any) -> None:
     async def body(client: openai.AsyncOpenAI) -> Any:
         return await client.chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
@@ -142,7 +157,12 @@ def test_the_api_key_is_required(app: Any) -> None:
             "robot",
         ),
         ("/v1/chat/completions", {"model": "m", "messages": QUESTION, "max_tokens": 500}, "max_tokens", "at most"),
-        ("/v1/chat/completions", {"model": "m", "messages": QUESTION, "stream": True}, "stream", "not supported"),
+        (
+            "/v1/chat/completions",
+            {"model": "m", "messages": QUESTION, "logit_bias": {"5": 1}},
+            "logit_bias",
+            "not supported",
+        ),
         ("/v1/chat/completions", {"model": "m", "messages": QUESTION, "top_logprobs": 2}, "top_logprobs", "sampled"),
         ("/v1/chat/completions", {"messages": QUESTION}, "model", "required"),
         ("/v1/chat/completions", {"model": "m", "messages": QUESTION, "temprature": 0}, "temprature", "temperature"),

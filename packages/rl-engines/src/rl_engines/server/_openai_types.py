@@ -2,7 +2,8 @@
 
 Every refusal is an `OpenAIError` (HTTP 400 unless said otherwise) naming the field (`param`), what was expected,
 what was found and the fix; the routes answer it in OpenAI's error shape. Parameters this server cannot honour
-(streaming, penalties, logit bias, alternatives' log-probs, forced tool choice) are refused by name, never ignored.
+(penalties, logit bias, alternatives' log-probs, forced tool choice) are refused by name, never ignored; `stream`
+and `stream_options` are taken out by the routes before parsing (`_openai_stream`).
 """
 # pyright: reportUnnecessaryIsInstance=false
 # (the checks guard JSON from clients, whatever the annotations say)
@@ -37,8 +38,6 @@ _COMMON = (
     "stop",
     "seed",
     "logprobs",
-    "stream",
-    "stream_options",
     "user",
     "presence_penalty",
     "frequency_penalty",
@@ -143,11 +142,6 @@ def _int(body: Mapping[str, Any], name: str, low: int, high: int | None = None) 
 
 
 def _refuse_unsupported(body: Mapping[str, Any]) -> None:
-    if body.get("stream"):
-        raise OpenAIError(
-            "stream=true is not supported by this server (no SSE on the OpenAI routes); send stream=false or omit it",
-            "stream",
-        )
     for name in ("presence_penalty", "frequency_penalty"):
         if body.get(name) not in (None, 0, 0.0):
             raise OpenAIError(f"{name} is not supported (only 0); got {body[name]!r}: omit it", name)

@@ -17,9 +17,10 @@ from rl_engines.remote import status_for
 from rl_engines.rollout import GenerateOutput, GenerateRequest, RolloutError, SamplingParams
 from rl_engines.server._body import read_json
 from rl_engines.server._config import DEFAULT_MAX_REQUEST_BYTES
-from rl_engines.server._fastapi import FastAPI, JSONResponse, Request, Response
+from rl_engines.server._fastapi import FastAPI, JSONResponse, Request, Response, StreamingResponse
 from rl_engines.server._openai_service import OpenAIService, choice_seed
 from rl_engines.server._openai_store import CompletionStore
+from rl_engines.server._openai_stream import stream_chunks, stream_settings
 from rl_engines.server._openai_types import OpenAIError, parse_chat, parse_completion
 from rl_engines.server._routes_generate import until_done_or_disconnected
 from rl_engines.server._state import ServerState
@@ -113,9 +114,14 @@ def add_openai_routes(app: FastAPI, store: CompletionStore, service_for: Service
             return _no_tokenizer()
         try:
             body = await read_json(request, max_request_bytes)
+            stream, include_usage = stream_settings(body)
             if chat:
-                return JSONResponse(await service.chat(parse_chat(body)))
-            return JSONResponse(await service.complete(parse_completion(body)))
+                result = await service.chat(parse_chat(body))
+            else:
+                result = await service.complete(parse_completion(body))
+            if stream:
+                return StreamingResponse(stream_chunks(result, include_usage), media_type="text/event-stream")
+            return JSONResponse(result)
         except _Disconnected:
             return Response(status_code=499)  # nobody reads it: the client is gone
         except RolloutError as error:
