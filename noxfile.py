@@ -92,7 +92,7 @@ def _venv_dropped_after(session: nox.Session) -> Iterator[None]:
 BASEDPYRIGHT = "basedpyright==1.40.2"
 # Optional extras whose modules the sources import (the rest, vllm and sglang, are too heavy for a lint venv:
 # their imports carry a targeted ignore).
-LINT_EXTRAS = {"rl-engines": "[server]", "rl-coordinator": "[parquet]", "rl-recipes": "[mcp]"}
+LINT_EXTRAS = {"rl-engines": "[server]", "rl-coordinator": "[parquet]", "rl-recipes": "[mcp,openai]"}
 
 
 @nox.session

@@ -243,6 +243,17 @@ PUBLIC_API: dict[str, list[str]] = {
         "third_party",
         "toy_spec",
     ],
+    "rl_core.chat": [
+        "Message",
+        "TOOL_CALL_CLOSE",
+        "TOOL_CALL_OPEN",
+        "TOOL_CHAT_TEMPLATE",
+        "ToolCall",
+        "appended_text",
+        "encode",
+        "parse_tool_calls",
+        "render",
+    ],
     "rl_core.tools": [
         "TOOLING_ENVS",
         "TOOLS",

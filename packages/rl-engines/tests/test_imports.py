@@ -7,7 +7,7 @@ import pytest
 import rl_engines
 from rl_core.testing import modules_loaded_by_import, public_modules
 
-PUBLIC_API = ["EngineError", "__version__"]
+PUBLIC_API = ["EngineError", "__version__", "load_tokenizer"]
 
 
 @pytest.mark.parametrize("module", public_modules("rl_engines"))

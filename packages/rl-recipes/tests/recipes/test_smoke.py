@@ -1,14 +1,17 @@
 """Two steps of every recipe on the embedded default through the real runtime (2 Ray CPU slots), the run
-folder's contents, and `export` of the last checkpoint to a folder transformers loads."""
+folder's contents, `export` of the last checkpoint to a folder transformers loads, and two GRPO steps whose episodes
+an OpenAI-SDK agent drives (`rollout.workflow: openai_agent`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rl_recipes.cli import main
+from rl_recipes.embedded import build_embedded_tokenizer, save_embedded_tokenizer
 from rl_recipes.recipes import CURVE_FILE, SUMMARY_FILE, get_recipe, load_recipe_config, run_recipe
 from rl_recipes.tasks import load_tokenizer
 from rl_runtime.metrics import read_metrics_jsonl
@@ -80,3 +83,31 @@ def test_export_writes_a_folder_transformers_loads(workspace: Path, ray_cluster:
     model = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = load_tokenizer(out)
     assert model.config.vocab_size == len(tokenizer)
+
+
+async def two_turn_agent(client: Any, data: Any) -> float:
+    """An OpenAI-SDK agent for the openai_agent run below: asks, follows up, scores the reply's length parity."""
+    messages: list[Any] = [{"role": "user", "content": "What is 1 + 1?"}]
+    first = await client.chat.completions.create(model="policy", messages=messages, max_tokens=4)
+    messages.append(first.choices[0].message.model_dump(exclude_none=True))
+    messages.append({"role": "user", "content": "Sure?"})
+    final = await client.chat.completions.create(model="policy", messages=messages, max_tokens=4)
+    return float(len(final.choices[0].message.content or "") % 2)
+
+
+def test_openai_agent_workflow_trains_two_steps(workspace: Path, ray_cluster: None) -> None:
+    # The tokenizer folder must exist when the config loads (the workflow is built then); the SFT model does not yet.
+    tokenizer = save_embedded_tokenizer(build_embedded_tokenizer(), workspace / "agent_tokenizer")
+    overrides = [
+        *_overrides(workspace, "grpo"),
+        f"trainer.output_dir={workspace}/openai_agent",
+        "rollout.workflow=rl_recipes.workflows:OpenAIAgentWorkflow",
+        f"rollout.workflow_kwargs={{tokenizer: {tokenizer}, agent: {__file__}:two_turn_agent}}",
+    ]
+    result = run_recipe(get_recipe("grpo"), load_recipe_config("grpo", overrides=overrides))
+
+    assert result.train.end_step == 2
+    for metrics in result.train.history:
+        assert metrics["rollout/episodes_accepted"] == 8  # per rank: 2 prompts x 4 samples, none rejected
+        assert metrics["rollout/turns_mean"] == 2 and metrics["reward/workflow_scored_frac"] == 1.0
+        assert metrics["actor/grad_norm"] > 0

@@ -1,4 +1,5 @@
-"""`python -m rl_engines.server --model <dir | config.json> [--port N] [--api-key KEY]`: serve an HFEngine over HTTP."""
+"""`python -m rl_engines.server --model <dir | config.json> [--port N] [--api-key KEY] [--tokenizer DIR]`: serve an
+HFEngine over HTTP (SGLang's native routes; OpenAI's `/v1/chat/completions` and `/v1/completions` with a tokenizer)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
+from rl_engines import load_tokenizer
 from rl_engines.remote import API_KEY_ENV
 from rl_engines.remote._config import resolve_api_key
 from rl_engines.rollout import HFEngineConfig
@@ -22,6 +26,11 @@ from rl_engines.server._run import serve
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rl_engines.server", description=__doc__)
     parser.add_argument("--model", required=True, help="HF checkpoint directory, or a config JSON (random weights)")
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="tokenizer folder for the OpenAI routes (default: the --model folder when it holds tokenizer files)",
+    )
     parser.add_argument("--host", default=DEFAULT_HOST, help="bind address (default loopback only)")
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
@@ -52,6 +61,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _PARENT_POLL_S = 1.0
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def _tokenizer(args: argparse.Namespace) -> Any | None:
+    """The tokenizer `--tokenizer` names, else the `--model` folder's, else None (no OpenAI routes)."""
+    if args.tokenizer is not None:
+        return load_tokenizer(args.tokenizer)
+    model = Path(args.model)
+    if model.is_dir() and any((model / name).is_file() for name in _TOKENIZER_FILES):
+        return load_tokenizer(model)
+    logging.getLogger(__name__).info("no tokenizer in %s: the OpenAI routes answer 501 (pass --tokenizer)", model)
+    return None
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -92,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         initial_version=args.weight_version,
         seed=args.seed,
     )
+    tokenizer = _tokenizer(args)
     engine = build_hf_engine(args.model, engine_config, seed=args.seed)
     config = ServerConfig(
         host=args.host,
@@ -102,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         api_key=api_key,
         allow_unauthenticated=args.allow_unauthenticated,
     )
-    serve(engine, config)
+    serve(engine, config, tokenizer=tokenizer)
 
 
 if __name__ == "__main__":

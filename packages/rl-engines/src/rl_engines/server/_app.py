@@ -6,9 +6,11 @@ Endpoints: `/generate` (JSON or SSE), `/health`, `/health_generate`, `/flush_cac
 `/resume_memory_occupation`, `/pause_generation`, `/continue_generation`, `/abort_request`,
 `/update_weight_version`, `/get_weight_version`, `/model_info` (`/get_model_info`), `/server_info`
 (`/get_server_info`), `/v1/models`, `/begin_weight_update`, `/end_weight_update`; our additions:
-`/weights_checksum` and `/engine_status`. Bad input answers 4xx with a message naming the field (413 past the
-size limit), a state error 409 or 503 (e.g. generate while asleep), and the engine keeps serving. With
-`ServerConfig.api_key` set, every route but `/health` answers 401 without `Authorization: Bearer <key>`.
+`/weights_checksum` and `/engine_status`; OpenAI's `/v1/chat/completions` and `/v1/completions` (with a tokenizer)
+plus `/v1/rl/completions/{id}`, the tokens recorded for training (`_routes_openai`). Bad input answers 4xx with a
+message naming the field (413 past the size limit), a state error 409 or 503 (e.g. generate while asleep), and the
+engine keeps serving. With `ServerConfig.api_key` set, every route but `/health` answers 401 without
+`Authorization: Bearer <key>`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rl_engines.server._responses import error_response
 from rl_engines.server._routes_control import register_control_routes
 from rl_engines.server._routes_generate import register_generate_routes
 from rl_engines.server._routes_info import register_info_routes
+from rl_engines.server._routes_openai import register_openai_routes
 from rl_engines.server._routes_session import register_session_routes
 from rl_engines.server._routes_weights import register_weight_routes
 from rl_engines.server._state import ServerState
@@ -33,8 +36,17 @@ from rl_engines.server._state import ServerState
 logger = logging.getLogger(__name__)
 
 
-def create_app(engine: InferenceEngine, config: ServerConfig | None = None, *, owns_engine: bool = True) -> Any:
-    """The FastAPI app serving `engine`; with `owns_engine` the engine is shut down when the app stops."""
+def create_app(
+    engine: InferenceEngine,
+    config: ServerConfig | None = None,
+    *,
+    owns_engine: bool = True,
+    tokenizer: Any | None = None,
+) -> Any:
+    """The FastAPI app serving `engine`; with `owns_engine` the engine is shut down when the app stops.
+
+    `tokenizer` (the served model's, a transformers tokenizer) enables the OpenAI routes; without it they answer
+    501 naming `--tokenizer`."""
     state = ServerState(engine, config or ServerConfig())
 
     @contextlib.asynccontextmanager
@@ -57,6 +69,7 @@ def create_app(engine: InferenceEngine, config: ServerConfig | None = None, *, o
     register_control_routes(app, state)
     register_info_routes(app, state)
     register_session_routes(app, state)
+    register_openai_routes(app, state, tokenizer)
     if state.config.api_key is not None:
         app.add_middleware(ApiKeyMiddleware, api_key=state.config.api_key)
     return app

@@ -130,7 +130,7 @@ def _check_context(requests: Sequence[GenerateRequest], context_len: int | None,
             )
 
 
-async def _until_done_or_disconnected(
+async def until_done_or_disconnected(
     state: ServerState, request: Request, requests: list[GenerateRequest]
 ) -> list[GenerateOutput] | None:
     """The outputs of `requests`, or None after aborting them because the client disconnected first."""
@@ -157,7 +157,7 @@ def register_generate_routes(app: FastAPI, state: ServerState) -> None:
         _check_context(requests, getattr(state.engine, "context_len", None), batch)
         if stream:
             return await _stream(state, requests, batch)
-        outputs = await _until_done_or_disconnected(state, request, requests)
+        outputs = await until_done_or_disconnected(state, request, requests)
         if outputs is None:
             return Response(status_code=499)  # nobody reads it: the client is gone
         results = [generate_output_json(o) for o in outputs]

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from rl_engines.rollout import EngineStateError, InferenceEngine
 from rl_engines.server._config import ServerConfig
+from rl_engines.server._openai_store import CompletionStore
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ class ServerState:
     """Weight-group rendezvous wait on peers for up to their timeout: they get their own threads."""
     groups_joining: int = field(init=False, default=0)
     """Rendezvous now waiting for their peers (reported by `/server_info`)."""
+    completions: CompletionStore = field(default_factory=CompletionStore)
+    """What the OpenAI routes answered, by completion id (`/v1/rl/completions/{id}`)."""
 
     def __post_init__(self) -> None:
         self.generate_pool = concurrent.futures.ThreadPoolExecutor(

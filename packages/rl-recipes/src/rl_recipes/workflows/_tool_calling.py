@@ -7,11 +7,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rl_core.chat import TOOL_CHAT_TEMPLATE, Message, appended_text, encode, parse_tool_calls, render
 from rl_core.tools import ToolingEnv, ToolingEnvConfig, ToolResult, make_tooling_env
 from rl_core.workflows import EpisodeEngine, EpisodeInput, Trajectory, TrajectoryBuilder, register_workflow
 from rl_recipes.rewards import RewardFunction, load_reward_function
-from rl_recipes.workflows._chat import TOOL_CHAT_TEMPLATE, Message, appended_text, encode, render
-from rl_recipes.workflows._tool_calls import parse_tool_calls
 
 logger = logging.getLogger(__name__)
 

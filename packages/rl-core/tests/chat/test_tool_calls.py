@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl_recipes.workflows import ToolCall, parse_tool_calls
+from rl_core.chat import ToolCall, parse_tool_calls
 
 
 def test_calls_are_parsed_in_order_with_their_arguments() -> None:

@@ -10,14 +10,19 @@ TOOL_CHAT_TEMPLATE = (
     "{{ '\\n' }}{%- endif %}"
     "{%- for message in messages %}"
     "{%- if message['role'] == 'user' %}{{ 'Question: ' + message['content'] + '\\n' }}"
-    "{%- elif message['role'] == 'assistant' %}{{ 'Answer:' + message['content'] + eos_token }}"
+    "{%- elif message['role'] == 'assistant' %}{{ 'Answer:' + (message['content'] or '') }}"
+    "{%- for call in message.get('tool_calls') or [] %}{%- set fn = call['function'] %}"
+    "{{ '<tool_call>{\"name\": ' + (fn['name'] | tojson) + ', \"arguments\": ' }}"
+    "{%- if fn['arguments'] is string %}{{ fn['arguments'] }}{%- else %}{{ fn['arguments'] | tojson }}{%- endif %}"
+    "{{ '}</tool_call>' }}{%- endfor %}{{ eos_token }}"
     "{%- elif message['role'] == 'tool' %}{{ '<tool_response>' + message['content'] + '</tool_response>\\n' }}"
     "{%- endif %}{%- endfor %}"
     "{%- if add_generation_prompt %}{{ 'Answer:' }}{%- endif %}"
 )
 """A chat template for tokenizers without one (the embedded tokenizer): the plain `Question: ...\\nAnswer:` format
 extended with the tool names, assistant turns ending in the eos token and `<tool_response>` messages. An assistant
-turn renders as the generation prompt plus exactly the text the model produced (its `<tool_call>` JSON included),
+turn renders as the generation prompt plus exactly the text the model produced (its `<tool_call>` JSON included; an
+OpenAI-style assistant message's `tool_calls` render as `<tool_call>` JSON after its content),
 so every rendering of a longer conversation starts with the tokens of the shorter one."""
 
 Message = Mapping[str, Any]
@@ -52,6 +57,6 @@ def appended_text(before: str, after: str, where: str) -> str:
     if not after.startswith(before):
         raise ValueError(
             f"{where}: the chat template rendered the longer conversation without the shorter one as its prefix; "
-            "use a template that renders earlier turns unchanged (rl_recipes.workflows.TOOL_CHAT_TEMPLATE does)"
+            "use a template that renders earlier turns unchanged (rl_core.chat.TOOL_CHAT_TEMPLATE does)"
         )
     return after[len(before) :]
