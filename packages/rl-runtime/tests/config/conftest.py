@@ -52,6 +52,14 @@ def full_data() -> dict[str, Any]:
             "offload_reference": True,
             "recompute_old_log_prob": "always",
             "max_staleness": 2,
+            "rule_reward_weight": 0.5,
+        },
+        "reward_model": {
+            "path": "/models/rm",
+            "tokenizer": "retokenize",
+            "batch_size": 8,
+            "weight": 0.5,
+            "max_length": 48,
         },
         "actor": {
             "model": {

@@ -19,6 +19,7 @@ from rl_core.graph import NodeRole
 from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_core.schema import POLICY_VERSION
 from rl_core.workflows import load_workflow
+from rl_engines.reward_model import RewardModelScorer
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
@@ -173,6 +174,7 @@ class RunResourcesFactory:
             if engines.rollout
             else None,
             extras={} if self.extras is None else dict(self.extras(assignment)),
+            reward_model=self._reward_model(assignment),
         )
         publish_weights(resources, version=0)
         val_source = None
@@ -180,6 +182,15 @@ class RunResourcesFactory:
             val_source = open_files(config.data.val_files, "data.val_files")
         hooks = RunHooks(resources, assignment.rank, dp.rank, dp.size, val_source, owns_group=owns_group)
         return WorkerResources(resources, hooks)
+
+    def _reward_model(self, assignment: WorkerAssignment) -> RewardModelScorer | None:
+        """The reward model, in every worker that runs the reward node (colocated: all; split: the rollout side)."""
+        section = self.config.reward_model
+        if section is None:
+            return None
+        if self.split and not ({NodeRole.REWARD, *ENGINE_ROLES} & set(assignment.subgraph.roles)):
+            return None
+        return RewardModelScorer.from_config(section, device_name(self.config))
 
     def _rollout_side(
         self, engines: SlotEngines, actor: ActorRole | None, dp_rank: int, dp_size: int
