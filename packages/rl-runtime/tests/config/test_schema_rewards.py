@@ -28,6 +28,8 @@ def test_the_reward_model_section_loads(minimal_data: dict[str, Any]) -> None:
         (["reward_model={path: /rm, tokenizer: retokenise}"], r"reward_model.tokenizer: .*did you mean 'retokenize'"),
         (["reward_model={path: /rm, batch_size: 0}"], r"reward_model.batch_size: expected an int >= 1, found 0"),
         (["reward_model={tokenizer: same}"], r"reward_model.path: expected a str, found nothing"),
+        (["judge={engine: server}"], r"judge.base_url: expected an http://host:port address with engine=server"),
+        (["judge={verdict: grade}"], r"judge.verdict: expected one of 'yes_no', 'number'"),
         (
             ["algorithm.rule_reward_weight=0"],
             r"algorithm.rule_reward_weight: expected > 0 without a reward_model or judge section",

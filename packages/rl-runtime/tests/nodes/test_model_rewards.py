@@ -92,3 +92,53 @@ def test_retokenized_text_reads_the_reward_models_vocabulary_and_joins_the_rule_
     model = scorer.score_ids([[5, 6, 7, 8], [9, 10, 11, 12, 13]]).scores  # "ab"+"cd", "e"+"fghi" in its own ids
     torch.testing.assert_close(scores, 0.5 * torch.tensor([2.0, 4.0]) + 2.0 * model)
     assert metrics["reward/task_metric"] == 1.0 and metrics["reward/model_max"] == pytest.approx(model.max().item())
+
+
+class SleepyJudgeEngine:
+    """A colocated rollout engine put to sleep after generation: it answers "yes" to prompts holding "b"."""
+
+    capabilities = frozenset({"sleep"})
+
+    def __init__(self) -> None:
+        self.awake = False
+        self.calls: list[str] = []
+
+    def wake_up(self) -> None:
+        self.awake, self.calls = True, [*self.calls, "wake"]
+
+    def sleep(self, level: int = 1) -> None:
+        self.awake, self.calls = False, [*self.calls, "sleep"]
+
+    def generate(self, requests: Sequence[Any]) -> list[Any]:
+        from rl_engines.rollout import GenerateOutput
+
+        assert self.awake, "the judge asked a sleeping engine"
+        answers = [(ord("y"),) if ord("b") in request.input_ids else (ord("?"),) for request in requests]
+        return [GenerateOutput(r.rid, ids, None, "stop", 0, 1) for r, ids in zip(requests, answers, strict=True)]
+
+
+def test_the_judge_wakes_the_sleeping_rollout_engine_and_counts_answers_without_a_verdict() -> None:
+    from rl_engines.judge import GenerativeJudge, JudgeConfig
+
+    class CharTokenizer:
+        eos_token_id = None
+
+        def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+            return {"input_ids": [ord(char) for char in text]}  # not-a-sample-field: tokenizer output key
+
+        def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+            return {ord("y"): "yes", ord("?"): "hmm"}[ids[0]]
+
+    engine = SleepyJudgeEngine()
+    config = config_from_dict(RunConfig, MINIMAL, ["judge={weight: 3.0, default_score: -1.0}"])
+    judge = GenerativeJudge(engine, CharTokenizer(), config.judge)  # type: ignore[arg-type]
+    res = NodeResources(
+        config=config, plan=None, task=LetterTask(), prompts=None, rollout=engine, actor=None, weight_sync=None,
+        judge=judge,
+    )  # fmt: skip
+    scores, metrics = sequence_scores(res, _data())
+    # rows: prompt "ab" (holds b: yes -> 1.0), prompt "e" (no verdict -> -1.0); plus the rule reward 2 and 4
+    torch.testing.assert_close(scores, torch.tensor([2.0 + 3.0 * 1.0, 4.0 + 3.0 * -1.0]))
+    assert metrics["reward/judge_unparsed_frac"] == 0.5 and metrics["reward/judge_mean"] == 0.0
+    assert engine.calls == ["wake", "sleep"] and "timing_s/judge" in metrics
+    assert JudgeConfig().weight == 1.0

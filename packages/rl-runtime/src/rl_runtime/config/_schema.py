@@ -8,6 +8,7 @@ import attrs
 
 from rl_core.envs import ENVIRONMENTS, VIDEO_EMBEDDERS, EmbedderConfig, EnvConfig
 from rl_core.graph import EMBODIED_OPERATIONS, PIPELINES, NodeRole, get_pipeline
+from rl_engines.judge import JudgeConfig
 from rl_engines.reward_model import RewardModelConfig
 from rl_engines.training import TrainEngineConfig
 from rl_runtime.config._batch_plan import BatchPlan
@@ -265,6 +266,9 @@ class RunConfig:
     """A sequence-classification reward model (rl_engines.reward_model.RewardModelConfig) scoring every response,
     run in the reward node's worker; its weighted score joins the rule reward (algorithm.rule_reward_weight). Null:
     rule rewards only."""
+    judge: JudgeConfig | None = attrs.field(default=None, validator=optional(of_type(JudgeConfig)))
+    """A generative judge (rl_engines.judge.JudgeConfig): the run's rollout engine or a server grades each response
+    from a prompt template; its weighted verdict joins the sequence score like the reward model's. Null: none."""
 
     def __attrs_post_init__(self) -> None:
         checks = (

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def model_reward_sections(config: RunConfig) -> list[str]:
     """Names of the model-based reward sections the run sets."""
-    return [name for name in ("reward_model", "judge") if getattr(config, name, None) is not None]
+    return [name for name in ("reward_model", "judge") if getattr(config, name) is not None]
 
 
 def reward_problems(config: RunConfig) -> list[ConfigProblem]:

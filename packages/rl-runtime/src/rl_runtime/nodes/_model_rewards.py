@@ -1,4 +1,4 @@
-"""Model-based sequence rewards for the reward node: a reward model's (and a judge's) weighted scores.
+"""Model-based sequence rewards for the reward node: a reward model's and a generative judge's weighted scores.
 
 The runtime knows tokens, the task knows text: with `reward_model.tokenizer: same` the reward model reads the
 batch's own prompt and response ids; with `retokenize` the task decodes them and the reward model encodes the
@@ -10,14 +10,18 @@ from __future__ import annotations
 import torch
 
 from rl_core.schema import INPUT_IDS, PROMPT_LEN, RESPONSE_LEN
+from rl_engines.judge import GenerativeJudge
 from rl_engines.reward_model import RewardModelScorer, TokenizerMode
 from rl_runtime.metrics._timer import timed
+from rl_runtime.nodes._generate import SLEEP_LEVEL
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._task import Task
 from rl_runtime.workers import StepData, StepDataError
 
 MODEL_METRIC_PREFIX = "reward/model_"
 """The reward model's metrics: `reward/model_mean`, `_std`, `_min`, `_max`, `_truncated_frac`."""
+JUDGE_METRIC_PREFIX = "reward/judge_"
+"""The judge's metrics: `reward/judge_mean`, `_std`, `_min`, `_max`, `_unparsed_frac`."""
 
 
 def prompt_response_ids(data: StepData) -> list[tuple[list[int], list[int]]]:
@@ -58,18 +62,51 @@ def reward_model_scores(scorer: RewardModelScorer, task: Task, data: StepData) -
     return result.scores, metrics
 
 
+def judge_scores(res: NodeResources, judge: GenerativeJudge, data: StepData) -> tuple[torch.Tensor, dict[str, float]]:
+    """`(B,)` float32 verdicts the judge gives `data`'s responses (unweighted) and its metrics. The run's own
+    rollout engine, put to sleep after generation when colocated, is woken for the judge and put back."""
+    rows = prompt_response_ids(data)
+    prompts = [res.task.decode(prompt) for prompt, _ in rows]
+    responses = [res.task.decode(response) for _, response in rows]
+    engine = judge.engine
+    asleep = engine is res.rollout and res.config.placement.colocate and "sleep" in engine.capabilities
+    if asleep:
+        engine.wake_up()
+    try:
+        result = judge.score(prompts, responses)
+    finally:
+        if asleep:
+            engine.sleep(SLEEP_LEVEL)
+    metrics = summary_metrics(JUDGE_METRIC_PREFIX, result.scores)
+    metrics[f"{JUDGE_METRIC_PREFIX}unparsed_frac"] = result.unparsed / max(1, len(rows))
+    return result.scores, metrics
+
+
+def _missing(node: str, what: str) -> StepDataError:
+    return StepDataError(
+        f"node {node!r} scores with the {what}, which this worker does not hold; under split placement keep the "
+        "reward node in the rollout part of the pipeline"
+    )
+
+
 def model_scores(res: NodeResources, data: StepData, node: str) -> tuple[torch.Tensor | None, dict[str, float]]:
     """The weighted sum of the configured model-based rewards' `(B,)` scores (None when none is configured), and
     their metrics (timings included)."""
-    config = res.config.reward_model
-    if config is None:
-        return None, {}
-    if res.reward_model is None:
-        raise StepDataError(
-            f"node {node!r} scores with the reward model, which this worker does not hold; under split placement "
-            "keep the reward node in the rollout part of the pipeline"
-        )
+    total: torch.Tensor | None = None
     metrics: dict[str, float] = {}
-    with timed("reward_model", metrics):
-        scores, rm_metrics = reward_model_scores(res.reward_model, res.task, data)
-    return config.weight * scores, {**rm_metrics, **metrics}
+    if res.config.reward_model is not None:
+        if res.reward_model is None:
+            raise _missing(node, "reward model")
+        with timed("reward_model", metrics):
+            scores, found = reward_model_scores(res.reward_model, res.task, data)
+        total = res.config.reward_model.weight * scores
+        metrics.update(found)
+    if res.config.judge is not None:
+        if res.judge is None:
+            raise _missing(node, "judge")
+        with timed("judge", metrics):
+            scores, found = judge_scores(res, res.judge, data)
+        weighted = res.config.judge.weight * scores
+        total = weighted if total is None else total + weighted
+        metrics.update(found)
+    return total, metrics

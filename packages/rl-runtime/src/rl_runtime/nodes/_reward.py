@@ -56,8 +56,8 @@ def episode_scores(task: Task, data: StepData) -> tuple[torch.Tensor, dict[str, 
 
 def sequence_scores(res: NodeResources, data: StepData, node: str = "") -> tuple[torch.Tensor, dict[str, float]]:
     """`(B,)` float32 sequence scores of `data`'s responses and their metrics: `algorithm.rule_reward_weight` x the
-    task's (or a workflow's) score, plus the weighted model-based rewards (`reward_model`), plus overlong shaping
-    when configured. `node` names the calling node in errors."""
+    task's (or a workflow's) score, plus the weighted model-based rewards (`reward_model`, `judge`), plus overlong
+    shaping when configured. `node` names the calling node in errors."""
     rule_weight = res.config.algorithm.rule_reward_weight
     if rule_weight > 0:
         scores, metrics = episode_scores(res.task, data)
