@@ -80,3 +80,21 @@ def test_export_writes_a_folder_transformers_loads(workspace: Path, ray_cluster:
     model = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = load_tokenizer(out)
     assert model.config.vocab_size == len(tokenizer)
+
+
+def test_a_reward_model_scores_through_the_trainer(workspace: Path, ray_cluster: None) -> None:
+    from rl_recipes.rm import RMConfig, run_rm
+
+    rm = run_rm(RMConfig(steps=2, pairs=16, heldout_pairs=8, batch_size=8, output_dir=str(workspace / "rm")))
+    overrides = [
+        *_overrides(workspace, "grpo"),
+        f"trainer.output_dir={workspace}/grpo_rm",
+        f"reward_model={{path: {rm.model_dir}, weight: 2.0}}",
+        "algorithm.rule_reward_weight=0.5",
+    ]
+    result = run_recipe(get_recipe("grpo"), load_recipe_config("grpo", overrides=overrides))
+
+    assert result.train.end_step == 2
+    for metrics in result.train.history:
+        assert metrics["reward/model_min"] <= metrics["reward/model_mean"] <= metrics["reward/model_max"]
+        assert metrics["reward/model_truncated_frac"] == 0.0 and metrics["timing_s/reward_model"] > 0
