@@ -65,10 +65,11 @@ def sequence_scores(res: NodeResources, data: StepData, node: str = "") -> tuple
             scores = rule_weight * scores
     else:  # replaced by the model-based rewards (the config refuses 0 without one)
         scores, metrics = torch.zeros(data.num_samples, dtype=torch.float32), {}
-    model, model_metrics = model_scores(res, data, node)
-    if model is not None:
-        scores = scores + model
-        metrics.update(model_metrics)
+    if res.config.reward_model is not None or res.config.judge is not None:
+        model, model_metrics = model_scores(res, data, node)
+        if model is not None:
+            scores = scores + model
+            metrics.update(model_metrics)
     overlong = res.config.algorithm.overlong
     if overlong is not None:
         penalty = overlong_penalty(

@@ -177,8 +177,8 @@ class RunResourcesFactory:
             else None,
             extras={} if self.extras is None else dict(self.extras(assignment)),
             reward_model=self._reward_model(assignment),
+            judge=self._judge(assignment, rollout),
         )
-        resources.judge = self._judge(assignment, rollout)
         publish_weights(resources, version=0)
         val_source = None
         if engines.rollout and config.data.val_files:
