@@ -91,6 +91,8 @@ def test_a_reward_model_scores_through_the_trainer(workspace: Path, ray_cluster:
         f"trainer.output_dir={workspace}/grpo_rm",
         f"reward_model={{path: {rm.model_dir}, weight: 2.0}}",
         "algorithm.rule_reward_weight=0.5",
+        "data.val_files=[]",  # the reward path only: no validation passes
+        "trainer.validate_every=0",
     ]
     result = run_recipe(get_recipe("grpo"), load_recipe_config("grpo", overrides=overrides))
 
