@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rl_engines.judge import (
@@ -29,16 +29,19 @@ NUMBER = re.compile(NUMBER_PATTERN, re.IGNORECASE)
 FILLER = st.text(alphabet="abcdfghijklmpqrtuvwxz ,.\n", max_size=20).map(lambda text: f" {text} ")
 
 
+@settings(deadline=None)  # a loaded CI machine may stall an example; the property is what counts
 @given(FILLER, st.sampled_from(["yes", "Yes", "YES", "no", "No"]), FILLER)
 def test_a_yes_or_no_anywhere_is_the_verdict(before: str, word: str, after: str) -> None:
     assert parse_verdict(before + word + after, VerdictKind.YES_NO, YES_NO) == (1.0 if word.lower() == "yes" else 0.0)
 
 
+@settings(deadline=None)  # a loaded CI machine may stall an example; the property is what counts
 @given(FILLER, st.integers(-1000, 1000), FILLER)
 def test_the_first_number_is_the_verdict(before: str, value: int, after: str) -> None:
     assert parse_verdict(f"{before}{value}{after} 7", VerdictKind.NUMBER, NUMBER) == float(value)
 
 
+@settings(deadline=None)  # a loaded CI machine may stall an example; the property is what counts
 @given(st.text(alphabet="abcdfghijklmpqrtuvwxz ,.\n", max_size=30))
 def test_text_without_a_verdict_is_none(text: str) -> None:
     assert parse_verdict(text, VerdictKind.YES_NO, YES_NO) is None

@@ -108,6 +108,16 @@ def _score_pairs(scorer: RewardModelScorer, encoded: Sequence[tuple[list[int], l
 
 def run_rm(config: RMConfig) -> RMResult:
     """Train the reward model of `config` and write `<output_dir>/model`, `summary.json` and `metrics.jsonl`."""
+    threads = torch.get_num_threads()
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    try:
+        return _run(config)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(config: RMConfig) -> RMResult:
     start = time.perf_counter()
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
