@@ -111,3 +111,23 @@ def test_openai_agent_workflow_trains_two_steps(workspace: Path, ray_cluster: No
         assert metrics["rollout/episodes_accepted"] == 8  # per rank: 2 prompts x 4 samples, none rejected
         assert metrics["rollout/turns_mean"] == 2 and metrics["reward/workflow_scored_frac"] == 1.0
         assert metrics["actor/grad_norm"] > 0
+
+
+def test_a_reward_model_scores_through_the_trainer(workspace: Path, ray_cluster: None) -> None:
+    from rl_recipes.rm import RMConfig, run_rm
+
+    rm = run_rm(RMConfig(steps=2, pairs=16, heldout_pairs=8, batch_size=8, output_dir=str(workspace / "rm")))
+    overrides = [
+        *_overrides(workspace, "grpo"),
+        f"trainer.output_dir={workspace}/grpo_rm",
+        f"reward_model={{path: {rm.model_dir}, weight: 2.0}}",
+        "algorithm.rule_reward_weight=0.5",
+        "data.val_files=[]",  # the reward path only: no validation passes
+        "trainer.validate_every=0",
+    ]
+    result = run_recipe(get_recipe("grpo"), load_recipe_config("grpo", overrides=overrides))
+
+    assert result.train.end_step == 2
+    for metrics in result.train.history:
+        assert metrics["reward/model_min"] <= metrics["reward/model_mean"] <= metrics["reward/model_max"]
+        assert metrics["reward/model_truncated_frac"] == 0.0 and metrics["timing_s/reward_model"] > 0

@@ -52,6 +52,26 @@ def full_data() -> dict[str, Any]:
             "offload_reference": True,
             "recompute_old_log_prob": "always",
             "max_staleness": 2,
+            "rule_reward_weight": 0.5,
+        },
+        "judge": {
+            "engine": "server",
+            "base_url": "http://10.0.0.9:30000",
+            "tokenizer": "/models/judge",
+            "template": "Grade: {prompt} -> {response}",
+            "verdict": "number",
+            "pattern": "score (\\d+)",
+            "default_score": -1.0,
+            "max_new_tokens": 4,
+            "temperature": 0.5,
+            "weight": 0.25,
+        },
+        "reward_model": {
+            "path": "/models/rm",
+            "tokenizer": "retokenize",
+            "batch_size": 8,
+            "weight": 0.5,
+            "max_length": 48,
         },
         "actor": {
             "model": {

@@ -40,9 +40,15 @@ def _sections(cls: type, seen: dict[type, None] | None = None) -> list[type]:
     return list(seen)
 
 
-_DECIDED_BY_THE_RUN = {("ModelConfig", "value_head"), ("TrainEngineConfig", "device"), ("RolloutConfig", "engine")}
+_DECIDED_BY_THE_RUN = {
+    ("ModelConfig", "value_head"),
+    ("TrainEngineConfig", "device"),
+    ("RolloutConfig", "engine"),
+    ("RewardModelConfig", "placement"),
+}
 """Fields a valid run config leaves at their defaults: the run adds the critic's value head and places engines on
-placement.device (setting either is refused), and "hf" is the one rollout engine a trainer can build yet."""
+placement.device (setting either is refused), "hf" is the one rollout engine a trainer can build yet, and a reward
+model runs colocated ("slot" is refused: not built)."""
 
 
 def _fields(cls: type) -> list[tuple[str, Any]]:

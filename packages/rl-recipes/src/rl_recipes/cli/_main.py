@@ -15,6 +15,7 @@ from rl_recipes.cli import _commands
 from rl_recipes.cli._fields import describe_fields
 from rl_recipes.cli._logs import LOG_FORMAT, append_traceback, one_line
 from rl_recipes.recipes import RECIPES, RecipeConfig
+from rl_recipes.rm import RMConfig
 from rl_recipes.sft import SFTConfig
 from rl_runtime._errors import RLRuntimeError
 from rl_runtime.trainer import TrainingInterrupted
@@ -35,7 +36,7 @@ def _config_arguments(parser: argparse.ArgumentParser, example: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `rl-recipes` parser with its five subcommands."""
+    """The `rl-recipes` parser with its subcommands."""
     parser = argparse.ArgumentParser(prog="rl-recipes", description=__doc__)
     parser.add_argument("--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING)")
     parser.add_argument(
@@ -61,6 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _config_arguments(sft, "lr=1e-3")
     sft.set_defaults(run=_commands.sft)
+
+    reward_model = commands.add_parser(
+        "rm",
+        help="train a reward model (Bradley-Terry on preference pairs) for a run's reward_model section",
+        epilog=_fields_epilog(RMConfig),
+        formatter_class=formatter,
+    )
+    _config_arguments(reward_model, "steps=100")
+    reward_model.set_defaults(run=_commands.reward_model)
 
     evaluate = commands.add_parser(
         "eval", help="score a model folder on a GSM8K-format file, or a VLA folder's success per task in an env"

@@ -8,12 +8,15 @@ import attrs
 
 from rl_core.envs import ENVIRONMENTS, VIDEO_EMBEDDERS, EmbedderConfig, EnvConfig
 from rl_core.graph import EMBODIED_OPERATIONS, PIPELINES, NodeRole, get_pipeline
+from rl_engines.judge import JudgeConfig
+from rl_engines.reward_model import RewardModelConfig
 from rl_engines.training import TrainEngineConfig
 from rl_runtime.config._batch_plan import BatchPlan
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._schema_algorithm import AlgorithmConfig, RewardKind
 from rl_runtime.config._schema_async import async_problems
 from rl_runtime.config._schema_engines import engine_problems
+from rl_runtime.config._schema_rewards import reward_problems
 from rl_runtime.config._schema_rollout import rollout_problems
 from rl_runtime.config._schema_sections import (
     TORCHRUN_LAUNCHER,
@@ -259,6 +262,13 @@ class RunConfig:
     embedder: EmbedderConfig | None = attrs.field(default=None, validator=_check_embedder)
     """The video embedder of the SRPO progress reward (rl_core.envs.EmbedderConfig); required by
     algorithm.reward=srpo, null otherwise."""
+    reward_model: RewardModelConfig | None = attrs.field(default=None, validator=optional(of_type(RewardModelConfig)))
+    """A sequence-classification reward model (rl_engines.reward_model.RewardModelConfig) scoring every response,
+    run in the reward node's worker; its weighted score joins the rule reward (algorithm.rule_reward_weight). Null:
+    rule rewards only."""
+    judge: JudgeConfig | None = attrs.field(default=None, validator=optional(of_type(JudgeConfig)))
+    """A generative judge (rl_engines.judge.JudgeConfig): the run's rollout engine or a server grades each response
+    from a prompt template; its weighted verdict joins the sequence score like the reward model's. Null: none."""
 
     def __attrs_post_init__(self) -> None:
         checks = (
@@ -271,6 +281,7 @@ class RunConfig:
             rollout_problems,
             _placement_problems,
             async_problems,
+            reward_problems,
             _batch_problems,
         )
         problems = [problem for check in checks for problem in check(self)]

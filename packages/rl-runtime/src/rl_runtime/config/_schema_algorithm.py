@@ -223,6 +223,10 @@ class AlgorithmConfig:
     reward: RewardKind = attrs.field(default=RewardKind.TASK, validator=of_type(RewardKind))
     """"task" (text pipelines: the task's score), or for embodied pipelines "srpo" (progress reward) or "binary"
     (success only, the GRPO baseline)."""
+    rule_reward_weight: float = attrs.field(default=1.0, validator=number_in(0))
+    """Text pipelines: the sequence score is `rule_reward_weight` x the task's rule reward (or a workflow's own
+    reward) plus `weight` x the score of each model-based reward (`reward_model`, `judge`). 0 replaces the rule
+    reward by the model-based ones (the task is then not asked to score); needs one of them."""
     embodied_sampling: EmbodiedSamplingConfig | None = attrs.field(
         default=None, validator=optional(of_type(EmbodiedSamplingConfig))
     )

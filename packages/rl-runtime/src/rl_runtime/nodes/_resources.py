@@ -11,6 +11,8 @@ import torch.distributed as dist
 from rl_coordinator.loading import ShardedLoader
 from rl_core.kl import KLController
 from rl_core.workflows import RolloutWorkflow
+from rl_engines.judge import GenerativeJudge
+from rl_engines.reward_model import RewardModelScorer
 from rl_engines.rollout import InferenceEngine
 from rl_engines.sync import Bucket, SyncReport
 from rl_runtime.config import BatchPlan, RunConfig
@@ -87,6 +89,12 @@ class NodeResources:
     workflow: RolloutWorkflow | None = None
     """Rollout side: the `rollout.workflow` built in this worker (`rl_core.workflows.load_workflow`); None runs the
     single-turn path."""
+    reward_model: RewardModelScorer | None = None
+    """The run config's `reward_model`, loaded in the workers that run the reward node (colocated: every worker;
+    split placement: the rollout slots); None without one."""
+    judge: GenerativeJudge | None = None
+    """The run config's `judge`, built where the reward model is (its engine: this worker's rollout engine or a
+    server); None without one."""
     extras: Mapping[str, object] = attrs.field(factory=dict)
     """What a user's own operations need besides (a reward model, a tool server, ...), by name: built in the worker
     by the trainer's `extras_factory` (`RunResourcesFactory.extras`); an operation reads

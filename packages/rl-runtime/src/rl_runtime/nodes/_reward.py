@@ -1,4 +1,5 @@
-"""The `compute_reward` operation: the task scores every response; the score sits on its last response token."""
+"""The `compute_reward` operation: the task (and any model-based reward) scores every response; the score sits on
+its last response token."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rl_core.schema import INPUT_IDS, PROMPT_LEN, RESPONSE_LEN, RESPONSE_MASK, U
 from rl_core.shaping import overlong_penalty, scores_to_token_level
 from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import require_fields, single_input, with_fields
+from rl_runtime.nodes._model_rewards import model_scores
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._rollout_batch import FINISH_REASON_KEY
 from rl_runtime.nodes._task import ResponseSample, Task
@@ -52,10 +54,22 @@ def episode_scores(task: Task, data: StepData) -> tuple[torch.Tensor, dict[str, 
     return scores, metrics
 
 
-def sequence_scores(res: NodeResources, data: StepData) -> tuple[torch.Tensor, dict[str, float]]:
-    """`(B,)` float32 task (or workflow) scores of `data`'s responses plus overlong shaping when configured, and
-    metrics."""
-    scores, metrics = episode_scores(res.task, data)
+def sequence_scores(res: NodeResources, data: StepData, node: str = "") -> tuple[torch.Tensor, dict[str, float]]:
+    """`(B,)` float32 sequence scores of `data`'s responses and their metrics: `algorithm.rule_reward_weight` x the
+    task's (or a workflow's) score, plus the weighted model-based rewards (`reward_model`, `judge`), plus overlong
+    shaping when configured. `node` names the calling node in errors."""
+    rule_weight = res.config.algorithm.rule_reward_weight
+    if rule_weight > 0:
+        scores, metrics = episode_scores(res.task, data)
+        if rule_weight != 1:
+            scores = rule_weight * scores
+    else:  # replaced by the model-based rewards (the config refuses 0 without one)
+        scores, metrics = torch.zeros(data.num_samples, dtype=torch.float32), {}
+    if res.config.reward_model is not None or res.config.judge is not None:
+        model, model_metrics = model_scores(res, data, node)
+        if model is not None:
+            scores = scores + model
+            metrics.update(model_metrics)
     overlong = res.config.algorithm.overlong
     if overlong is not None:
         penalty = overlong_penalty(
@@ -74,7 +88,7 @@ def score_batch(res: NodeResources, data: StepData, node: str) -> StepData:
     require_fields(data, _NEEDS, node)
     metrics: dict[str, float] = {}
     with timed("reward", metrics):
-        scores, task_metrics = sequence_scores(res, data)
+        scores, task_metrics = sequence_scores(res, data, node)
         token_level_scores = scores_to_token_level(scores, data.batch[RESPONSE_MASK])
     return with_fields(data, {**task_metrics, **metrics}, token_level_scores=token_level_scores)
 

@@ -12,6 +12,7 @@ import attrs
 import yaml
 
 from rl_core.graph import TaskGraph, get_pipeline
+from rl_engines.reward_model import check_reward_model
 from rl_runtime.config import BatchPlan, RunConfig
 from rl_runtime.config._converter import unstructure
 from rl_runtime.config._schema import is_pipeline_file
@@ -24,6 +25,7 @@ from rl_runtime.trainer._data import open_files, steps_per_epoch
 from rl_runtime.trainer._embodied import check_embodied_run
 from rl_runtime.trainer._engines import actor_hf_config
 from rl_runtime.trainer._errors import TrainerError
+from rl_runtime.trainer._judge import judge_tokenizer_folder
 from rl_runtime.trainer._launch import resolve_launch
 from rl_runtime.trainer._session import TrainingSession
 from rl_runtime.trainer._split import plan_placement, rollout_subgraph, train_subgraph
@@ -95,6 +97,10 @@ class Trainer:
             )
         if config.env is not None:
             check_embodied_run(config, actor_hf_config(config))
+        if config.reward_model is not None:  # a missing folder or another vocabulary stops the run here
+            check_reward_model(config.reward_model, config.actor.model)
+        if config.judge is not None:
+            judge_tokenizer_folder(config.judge, config.actor.model)
         train_rows = len(open_files(config.data.train_files, "data.train_files"))
         if config.data.val_files:  # opened here too, so a missing file stops the run before any worker starts
             open_files(config.data.val_files, "data.val_files")

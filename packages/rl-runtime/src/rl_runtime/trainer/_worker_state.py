@@ -19,6 +19,8 @@ from rl_core.graph import NodeRole
 from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_core.schema import POLICY_VERSION
 from rl_core.workflows import load_workflow
+from rl_engines.judge import GenerativeJudge
+from rl_engines.reward_model import RewardModelScorer
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
@@ -45,6 +47,7 @@ from rl_runtime.trainer._engines import (
     uses_reference,
 )
 from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
+from rl_runtime.trainer._judge import build_judge
 from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
@@ -176,6 +179,8 @@ class RunResourcesFactory:
             if engines.rollout
             else None,
             extras={} if self.extras is None else dict(self.extras(assignment)),
+            reward_model=self._reward_model(assignment),
+            judge=self._judge(assignment, rollout),
         )
         publish_weights(resources, version=0)
         val_source = None
@@ -183,6 +188,25 @@ class RunResourcesFactory:
             val_source = open_files(config.data.val_files, "data.val_files")
         hooks = RunHooks(resources, assignment.rank, dp.rank, dp.size, val_source, owns_group=owns_group)
         return WorkerResources(resources, hooks)
+
+    def _scores_rewards(self, assignment: WorkerAssignment) -> bool:
+        """Whether this worker runs the reward node (colocated: every worker; split: the rollout side)."""
+        return not self.split or bool({NodeRole.REWARD, *ENGINE_ROLES} & set(assignment.subgraph.roles))
+
+    def _reward_model(self, assignment: WorkerAssignment) -> RewardModelScorer | None:
+        """The reward model, in every worker that runs the reward node."""
+        section = self.config.reward_model
+        if section is None or not self._scores_rewards(assignment):
+            return None
+        return RewardModelScorer.from_config(section, device_name(self.config))
+
+    def _judge(self, assignment: WorkerAssignment, rollout: InferenceEngine | None) -> GenerativeJudge | None:
+        """The generative judge, in every worker that runs the reward node, on this worker's rollout engine or a
+        server."""
+        section = self.config.judge
+        if section is None or not self._scores_rewards(assignment):
+            return None
+        return build_judge(section, self.config.actor.model, rollout)
 
     def _rollout_side(
         self, engines: SlotEngines, actor: ActorRole | None, dp_rank: int, dp_size: int
