@@ -197,10 +197,7 @@ def test_rollout_without_an_env_names_the_setting(tmp_path: Path) -> None:
         ({"pipeline": "grpo"}, r"env: expected null: pipeline 'grpo' has no environment"),
         ({"env": {"name": "babyia"}}, r"env.name: expected a registered environment"),
         ({"embedder": {"name": "vjepa9"}}, r"embedder.name: expected a registered video embedder"),
-        (
-            {"placement": {"slots": 2, "colocate": False}},
-            r"placement.colocate: expected true: pipeline 'embodied_srpo'",
-        ),
+        ({"placement": {"slots": 2, "colocate": False}}, None),  # split: the band runs on the training slot
         ({"rollout": {"engine": "hf", "temperature": 1.0, "top_k": 5}}, None),
     ],
 )
