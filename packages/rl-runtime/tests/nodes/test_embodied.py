@@ -1,4 +1,4 @@
-"""The embodied operations against test doubles (corridor env, random policy): rollout shapes and finish-step masks,
+"""The embodied operations against test doubles (toy env, random policy): rollout shapes and finish-step masks,
 the accuracy band, SRPO rewards at the last valid token, and GRPO advantages under the masks."""
 
 from __future__ import annotations
