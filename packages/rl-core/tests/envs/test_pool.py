@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from rl_core.envs import EnvObservation, EnvPool, LocalVectorEnv, VectorEnv
-from rl_core.testing import ToyEpisodeEnv, check_vector_env, toy_spec
+from rl_core.envs import EnvConfig, EnvConfigError, EnvObservation, EnvPool, LocalVectorEnv, VectorEnv
+from rl_core.testing import TOY_TASKS, ToyEpisodeEnv, check_vector_env, make_toy_env, toy_spec
 
 SPEC = toy_spec(max_steps=6)
 
@@ -56,6 +56,19 @@ def test_pool_answers_equal_the_local_env() -> None:
     finally:
         local.close()
         pool.close()
+
+
+def test_the_toy_env_factory_builds_from_a_config_and_refuses_other_tasks_and_options() -> None:
+    env = make_toy_env(EnvConfig(name="toy", num_envs=3, max_steps=5, num_trials=4))
+    try:
+        assert isinstance(env, LocalVectorEnv) and env.spec == toy_spec(max_steps=5, num_trials=4)
+        assert env.spec.task_names == TOY_TASKS and check_vector_env(env) > 0
+    finally:
+        env.close()
+    with pytest.raises(EnvConfigError, match=r"env.tasks: the toy env has exactly the tasks"):
+        make_toy_env(EnvConfig(name="toy", tasks=("reach the left end",)))
+    with pytest.raises(EnvConfigError, match=r"env.options: the toy env takes none, got \['size'\]"):
+        make_toy_env(EnvConfig(name="toy", options={"size": 4}))
 
 
 def test_chunk_stops_at_success_and_counts_executed_steps() -> None:

@@ -1,6 +1,7 @@
 """`rl-recipes train srpo` through the real runtime on BabyAI with tiny settings: two steps write the run folder
-(curve, frame strip, summary, per-task validation), the binary baseline gets its own folder, and a run
-SIGKILLed after its first step's checkpoint resumes to the uninterrupted run's metrics."""
+(curve, frame strip, summary, per-task validation), the binary baseline gets its own folder, a run SIGKILLed
+after its first step's checkpoint resumes to the uninterrupted run's metrics, and the same two steps under split
+placement (env rollout on one slot, training on the other, a weight sync each step) reach the same metrics."""
 
 from __future__ import annotations
 
@@ -91,6 +92,16 @@ def test_the_binary_baseline_gets_its_own_folder(workspace: Path, ray_cluster: N
     assert (workspace / "full" / "srpo" / "metrics.jsonl").is_file()  # the SRPO run's folder is untouched
 
 
+def _same_metrics(run_dir: Path, expected: dict[int, dict[str, float]], steps: tuple[int, ...] = (0, 1, 2)) -> None:
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl")
+    assert tuple(sorted(records)) == steps
+    for step in (1, 2):
+        names = [name for name in DETERMINISTIC if name in expected[step]]
+        assert "actor/pg_loss" in names and set(names) <= set(records[step]), (step, names)
+        for name in names:
+            assert records[step][name] == pytest.approx(expected[step][name], rel=1e-6, abs=1e-7), (step, name)
+
+
 def test_a_sigkilled_run_resumes_to_the_uninterrupted_metrics(workspace: Path, ray_cluster: None) -> None:
     uninterrupted = workspace / "full" / "srpo" / "metrics.jsonl"
     if not uninterrupted.is_file():
@@ -101,14 +112,8 @@ def test_a_sigkilled_run_resumes_to_the_uninterrupted_metrics(workspace: Path, r
     assert newest_step(run_dir) == 1  # killed after its first step's checkpoint, before the second's
     resumed = run_recipe(get_recipe("srpo"), load_recipe_config("srpo", overrides=overrides))
     assert resumed.train.start_step == 1 and resumed.train.end_step == 2
-    records = read_metrics_jsonl(run_dir / "metrics.jsonl")
-    assert sorted(records) == [0, 1, 2]
     expected = read_metrics_jsonl(uninterrupted)
-    for step in (1, 2):  # step 1 from the killed process, step 2 from the resumed one
-        names = [name for name in DETERMINISTIC if name in expected[step]]
-        assert "actor/pg_loss" in names and set(names) <= set(records[step]), (step, names)
-        for name in names:
-            assert records[step][name] == pytest.approx(expected[step][name], rel=1e-6, abs=1e-7), (step, name)
+    _same_metrics(run_dir, expected)  # step 1 from the killed process, step 2 from the resumed one
     summary = json.loads((run_dir / SUMMARY_FILE).read_text())
     assert summary["heldout_success_before"] == expected[0][HELDOUT]
 
@@ -157,3 +162,24 @@ def test_eval_reports_success_per_task_of_the_final_model(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "in babyai: success" in out and "over 2 episodes" in out and "GoToLocal:" in out
+
+
+def test_split_placement_reaches_the_colocated_metrics(workspace: Path, ray_cluster: None) -> None:
+    colocated = workspace / "full" / "srpo" / "metrics.jsonl"
+    if not colocated.is_file():
+        pytest.skip("needs the two-step run of this module")
+    overrides = _overrides(
+        workspace,
+        "split",
+        "placement.slots=2",
+        "placement.colocate=false",
+        "trainer.validate_before_train=false",  # cheaper: step 2's validation already runs on the rollout slot
+        "strip_episodes=0",
+    )
+    result = run_recipe(get_recipe("srpo"), load_recipe_config("srpo", overrides=overrides))
+    assert result.train.end_step == 2
+    records = read_metrics_jsonl(result.run_dir / "metrics.jsonl")
+    # the rollout slot samples step 2 from the weights of step 1's update, sent over the weight link
+    assert [records[step]["rollout/policy_version"] for step in (1, 2)] == [0.0, 1.0]
+    # the accuracy band and the reward ran on the training slot, after the coordinator edge, on the same episodes
+    _same_metrics(result.run_dir, read_metrics_jsonl(colocated), steps=(1, 2))

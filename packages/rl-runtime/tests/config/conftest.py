@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from rl_runtime.testing import CORRIDOR, LAST_FRAME, register_embodied_doubles
+from rl_core.testing import TOY_TASKS
+from rl_runtime.testing import LAST_FRAME, TOY_ENV, register_embodied_doubles
 
 
 @pytest.fixture
@@ -162,21 +163,21 @@ def full_embodied_data(minimal_data: dict[str, Any]) -> dict[str, Any]:
             "embodied_sampling": {"lower": 0.2, "upper": 0.8, "filter_truncated": True},
         },
         "env": {
-            "name": CORRIDOR,
-            "tasks": ["reach 2"],
+            "name": TOY_ENV,
+            "tasks": list(TOY_TASKS),
             "num_envs": 3,
             "max_steps": 9,
             "num_trials": 5,
             "seed": 4,
             "num_workers": 2,
             "step_timeout_s": 5.0,
-            "options": {"size": 4},
+            "options": {"size": 4},  # exercises the field only: this config is never built into an env
         },
         "embedder": {
             "name": LAST_FRAME,
             "path": "/models/embedder",
             "num_frames": 4,
-            "dim": 36,
+            "dim": 96,
             "device": "cuda",
             "options": {"levels": 2},
         },

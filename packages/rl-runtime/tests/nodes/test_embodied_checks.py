@@ -9,6 +9,7 @@ import pytest
 
 from rl_coordinator.loading import open_source
 from rl_core.envs import make_env
+from rl_core.testing import TOY_TASKS
 from rl_runtime.evaluation._evaluate import reduce_validation
 from rl_runtime.nodes import NodeResources
 from rl_runtime.testing import RandomPolicy, WordTask
@@ -19,25 +20,25 @@ from .test_embodied import embodied_config
 
 
 def _vla(**changes: object) -> SimpleNamespace:
-    return SimpleNamespace(**{"action_bins": 3, "action_dims": 1, "image_shape": [3, 2, 6], **changes})
+    return SimpleNamespace(**{"action_bins": 3, "action_dims": 1, "image_shape": [3, 4, 8], **changes})
 
 
 def test_a_matching_policy_passes_and_returns_the_env_spec(tmp_path: Path) -> None:
     spec = check_embodied_run(embodied_config(tmp_path), _vla())
-    assert spec is not None and spec.action_bins == 3 and spec.task_names == ("reach 2", "reach 3")
+    assert spec is not None and spec.action_bins == 3 and spec.task_names == TOY_TASKS
 
 
 def test_an_unknown_task_is_refused_before_any_worker(tmp_path: Path) -> None:
     config = embodied_config(tmp_path, ["env.tasks=[reach 9]"])
-    with pytest.raises(TrainerError, match=r"env: env.tasks: unknown tasks \['reach 9'\]"):
+    with pytest.raises(TrainerError, match=r"env: env.tasks: the toy env has exactly the tasks .*, got \['reach 9'\]"):
         check_embodied_run(config, _vla())
 
 
 @pytest.mark.parametrize(
     ("policy", "message"),
     [
-        (_vla(action_bins=256), r"actor.model: the VLA's action_bins=256 does not match env 'corridor_double'"),
-        (_vla(image_shape=[3, 8, 8]), r"the VLA's image_shape=\[3, 8, 8\] does not match .* image_shape=\(3, 2, 6\)"),
+        (_vla(action_bins=256), r"actor.model: the VLA's action_bins=256 does not match env 'toy'"),
+        (_vla(image_shape=[3, 8, 8]), r"the VLA's image_shape=\[3, 8, 8\] does not match .* image_shape=\(3, 4, 8\)"),
         (SimpleNamespace(model_type="qwen2"), r"actor.model: an embodied run needs a VLA policy"),
     ],
 )

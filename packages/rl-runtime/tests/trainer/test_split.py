@@ -65,6 +65,19 @@ def test_sampling_and_reward_nodes_stay_on_the_rollout_side(
     ]
 
 
+def test_embodied_srpo_filters_on_the_training_side_so_the_edge_carries_every_episode() -> None:
+    # The accuracy band keeps a varying number of episodes; the coordinator edge's consumer reads the plan's count.
+    split = split_pipeline(get_pipeline("embodied_srpo"))
+    rollout, train = split.subgraphs
+
+    assert _ids(rollout) == ["rollout_actor", RECEIVE_WEIGHTS_NODE]
+    assert _ids(train)[:3] == ["dynamic_sampling", "compute_reward", "calculate_advantages"]
+    assert train["dynamic_sampling"].role is NodeRole.DEFAULT  # uses no model: the training slots build no env
+    assert split.cross_dependencies == (
+        CrossDependency("embodied_srpo/rollout", "rollout_actor", "embodied_srpo/train", "dynamic_sampling"),
+    )
+
+
 def test_a_rebalance_node_goes_with_the_training_slots() -> None:
     rollout, train = split_pipeline(with_rebalance(get_pipeline("grpo"), RankBalancing.SAMPLES)).subgraphs
     assert "rebalance" in train and "rebalance" not in rollout

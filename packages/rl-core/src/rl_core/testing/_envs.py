@@ -1,4 +1,5 @@
-"""A tiny deterministic `EpisodeEnv` for testing env pools, rollouts and embedders without a simulator."""
+"""A tiny deterministic `EpisodeEnv` for testing env pools, rollouts, embedders and embodied pipelines without a
+simulator, and `make_toy_env`, its `VectorEnv` factory of an `EnvConfig` (what `register_environment` takes)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from collections.abc import Sequence
 
 import torch
 
-from rl_core.envs import EnvSpec, EnvTick
+from rl_core.envs import EnvConfig, EnvConfigError, EnvSpec, EnvTick, VectorEnv, vector_env
 
 _WIDTH = 8
+TOY_TASKS = ("reach the left end", "reach the right end")
+"""`ToyEpisodeEnv`'s task table: task 0's goal is cell 0, task 1's cell 7."""
 
 
 def toy_spec(max_steps: int = 8, num_trials: int = 6) -> EnvSpec:
@@ -21,7 +24,7 @@ def toy_spec(max_steps: int = 8, num_trials: int = 6) -> EnvSpec:
         action_dims=1,
         action_bins=3,
         max_steps=max_steps,
-        task_names=("reach the left end", "reach the right end"),
+        task_names=TOY_TASKS,
         num_trials=num_trials,
     )
 
@@ -63,3 +66,16 @@ class ToyEpisodeEnv:
         done = self._pos == self._goal
         state = torch.tensor([self._pos, self._goal], dtype=torch.float32)
         return EnvTick(frame, done=done, success=done, instruction=instruction, state=state)
+
+
+def make_toy_env(config: EnvConfig) -> VectorEnv:
+    """`config.num_envs` `ToyEpisodeEnv`s as a `VectorEnv` (in this process, or an `EnvPool` of `config.num_workers`)
+    of `config.max_steps` and `config.num_trials`; `EnvConfigError` for other tasks than `TOY_TASKS` or any option."""
+    if config.tasks and tuple(config.tasks) != TOY_TASKS:
+        raise EnvConfigError(
+            f"env.tasks: the toy env has exactly the tasks {list(TOY_TASKS)} (leave it empty for both), "
+            f"got {list(config.tasks)}"
+        )
+    if config.options:
+        raise EnvConfigError(f"env.options: the toy env takes none, got {sorted(config.options)}; remove them")
+    return vector_env(config, toy_spec(config.max_steps, config.num_trials), ToyEpisodeEnv)

@@ -172,10 +172,7 @@ def _embodied_problems(config: RunConfig) -> list[ConfigProblem]:
             fix = "add embedder: {name: pixel_pyramid}, or set algorithm.reward=binary"
             problems.append(ConfigProblem("embedder", expected, "null", fix))
         # The accuracy band keeps a varying number of samples, and an edge through the coordinator expects the
-        # plan's count: a split placement's rollout -> training edge and the rebalance node would wait for it.
-        if not config.placement.colocate:
-            expected = f"true: {where}, and its filtered batches cannot cross to training slots yet"
-            problems.append(ConfigProblem("placement.colocate", expected, "false", "set placement.colocate=true"))
+        # plan's count: the rebalance node would wait for it (split placement runs the band on the training slots).
         if config.batch.balance_across_ranks is not RankBalancing.NONE:
             expected = f"'none': {where}, and its filtered batches cannot be rebalanced through the coordinator yet"
             found = repr(config.batch.balance_across_ranks.value)

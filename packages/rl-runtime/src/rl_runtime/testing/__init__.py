@@ -1,9 +1,8 @@
 """Test doubles shipped with rl-runtime: the embodied seam without a simulator or a VLA."""
 
 from rl_runtime.testing._embodied import (
-    CORRIDOR,
     LAST_FRAME,
-    CorridorEnv,
+    TOY_ENV,
     LastFrameEmbedder,
     RandomPolicy,
     WordTask,
@@ -11,9 +10,8 @@ from rl_runtime.testing._embodied import (
 )
 
 __all__ = [
-    "CORRIDOR",
     "LAST_FRAME",
-    "CorridorEnv",
+    "TOY_ENV",
     "LastFrameEmbedder",
     "RandomPolicy",
     "WordTask",

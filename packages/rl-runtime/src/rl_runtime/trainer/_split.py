@@ -4,7 +4,10 @@ on slots of their own (split placement).
 Split placement cuts the pipeline with rl-core's one splitter, `split_graph(graph, SplitRule.ROLLOUT)`: the rollout
 sub-graph `<id>/rollout` is every generate / reward / dynamic-sampling node that depends only on nodes of its own
 kind, the training sub-graph `<id>/train` is everything after (log-probs, values, advantages, updates), and every
-edge between them is a cross dependency the workers route through the DataCoordinator. Here the rollout sub-graph
+edge between them is a cross dependency the workers route through the DataCoordinator. A filter that keeps a varying
+number of samples (`COUNT_CHANGING_OPERATIONS`: embodied SRPO's accuracy band) runs on the training slots, with
+everything after it: a coordinator edge's consumer reads the plan's count each step, so the edge carries every
+episode and the training slots filter them, as a colocated slot does. Here the rollout sub-graph
 gains a `receive_weights` node at its end, so a rollout rank finishes a step only once it holds the weights of
 that step's actor update, and the next step samples from them. With `algorithm.max_staleness` > 0 the samples leave
 the rollout sub-graph through a `staleness_buffer` node (`rl_runtime.nodes._staleness_buffer`), which admits them
@@ -14,6 +17,8 @@ TaskScheduler does.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from rl_core.graph import (
     CrossDependency,
@@ -37,6 +42,9 @@ from rl_runtime.trainer._errors import TrainerError
 
 ENGINE_ROLES = frozenset({NodeRole.ROLLOUT, NodeRole.DYNAMIC_SAMPLING})
 """Roles whose nodes call the rollout engine (dynamic sampling draws more prompts)."""
+COUNT_CHANGING_OPERATIONS = frozenset({"embodied_sampling"})
+"""Operations whose output has a varying number of samples (the accuracy band drops whole groups); under split
+placement they run on the training slots (role `NodeRole.DEFAULT`: they use no model), after the coordinator edge."""
 RECEIVE_WEIGHTS_NODE = "receive_weights"
 """Id of the node split placement adds at the end of the rollout sub-graph."""
 STALENESS_BUFFER_NODE = "staleness_buffer"
@@ -52,7 +60,7 @@ def split_pipeline(graph: TaskGraph, *, staleness_buffer: bool = False, continuo
     ends with the `receive_weights` node; with `staleness_buffer` (asynchronous training) the samples cross to the
     training sub-graph from a `staleness_buffer` node after the rollout's last sample node; with `continuous`
     (`algorithm.async_generation=continuous`) its `generate` nodes run `generate_continuous`. TrainerError when split
-    placement cannot run `graph`."""
+    placement cannot run `graph`. Count-changing filters (`COUNT_CHANGING_OPERATIONS`) go to the training side."""
     reserved = {RECEIVE_WEIGHTS_NODE: "the rollout slots' weight sync"}
     if staleness_buffer:
         reserved[STALENESS_BUFFER_NODE] = "the rollout slots' staleness buffer"
@@ -62,6 +70,7 @@ def split_pipeline(graph: TaskGraph, *, staleness_buffer: bool = False, continuo
                 f"pipeline {graph.graph_id!r} has a node {node_id!r}, the id split placement gives {purpose}; "
                 f"rename the node or {_FIX}"
             )
+    graph = _filters_on_training_side(graph)
     try:
         cut = split_graph(graph, SplitRule.ROLLOUT)
     except GraphError as exc:
@@ -114,6 +123,18 @@ def _continuous_generation(rollout: TaskGraph) -> TaskGraph:
         for node in rollout.nodes.values()
     ]
     return TaskGraph(rollout.graph_id, nodes, rollout.description)
+
+
+def _filters_on_training_side(graph: TaskGraph) -> TaskGraph:
+    """`graph` with its `COUNT_CHANGING_OPERATIONS` nodes given role DEFAULT, which `SplitRule.ROLLOUT` leaves to the
+    training side (and with them every node after them)."""
+    if not any(node.operation in COUNT_CHANGING_OPERATIONS for node in graph.nodes.values()):
+        return graph
+    nodes = [
+        dataclasses.replace(node, role=NodeRole.DEFAULT) if node.operation in COUNT_CHANGING_OPERATIONS else node
+        for node in graph.nodes.values()
+    ]
+    return TaskGraph(graph.graph_id, nodes, graph.description)
 
 
 def _check_training_part(graph: TaskGraph, train: TaskGraph) -> None:
