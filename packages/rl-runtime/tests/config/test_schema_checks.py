@@ -74,6 +74,10 @@ from rl_runtime.config import ConfigError, DataConfig, RolloutConfig, RunConfig,
             r"algorithm.async_generation: expected step with pipeline 'embodied_srpo' .*found continuous",
         ),
         (
+            ["pipeline=embodied_srpo", "placement.slots=2", "placement.colocate=false", "algorithm.max_staleness=1"],
+            r"algorithm.max_staleness: expected 0: pipeline 'embodied_srpo' acts in an environment.*found 1",
+        ),
+        (
             ["algorithm.policy_loss=decoupled_ppo", "algorithm.rollout_correction={mode: tis}"],
             r"algorithm.rollout_correction: expected null with algorithm.policy_loss=decoupled_ppo .*"
             r"remove algorithm.rollout_correction",

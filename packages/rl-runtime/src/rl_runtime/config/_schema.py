@@ -180,6 +180,11 @@ def _embodied_problems(config: RunConfig) -> list[ConfigProblem]:
         if config.rollout.engine != DEFAULT_ROLLOUT_ENGINE:
             expected = f"{DEFAULT_ROLLOUT_ENGINE!r} (unused): {where}, and its VLA policy samples the actions"
             problems.append(ConfigProblem("rollout.engine", expected, repr(config.rollout.engine), "remove it"))
+        if config.algorithm.max_staleness > 0:
+            # Split embodied runs are tested synchronously only; their episodes through the staleness buffer are not.
+            expected = f"0: {where}, and asynchronous training is built for the language pipelines only"
+            found = str(config.algorithm.max_staleness)
+            problems.append(ConfigProblem("algorithm.max_staleness", expected, found, "set algorithm.max_staleness=0"))
         if EMBODIED_SAMPLING_OPERATION in operations and config.algorithm.embodied_sampling is None:
             expected = f"an embodied_sampling section: pipeline {config.pipeline!r} filters groups by success rate"
             problems.append(
