@@ -60,7 +60,7 @@ def test_tensor_by_file_descriptor_is_refused_naming_it(open_server: ServerProce
     with pytest.raises(client_module("requests").HTTPError) as refused:
         adapter.update_weights_from_tensor(list(models.state(2).items()))
     assert refused.value.response.status_code == 400
-    assert "rebuild_storage_fd" in refused.value.response.text
+    assert "rebuild_storage_fd" in refused.value.response.text and "file_system" in refused.value.response.text
     assert (
         adapter.generate(input_ids=PROMPT, sampling_params=GREEDY)["output_ids"]
         == reference_greedy(models.v1, PROMPT, 4)[0]
