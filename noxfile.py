@@ -199,13 +199,19 @@ def docs(session: nox.Session) -> None:
 # The real SGLang clients, installed without their dependencies (sglang's pull CUDA kernels and a CUDA torch):
 # sglang's `RuntimeEndpoint` / `HttpServerEngineAdapter`, AReaL's `RemoteSGLangEngine`, verl's HTTP adapters.
 CLIENTS = ("sglang==0.5.23", "areal==1.0.4", VERL)
-# The modules their imports reach, found by importing each client module and adding what it missed. torchvision
-# is left out on purpose: PyPI's build is the CUDA one, whose ops fail to load next to the CPU torch and then break
-# `import transformers` ("operator torchvision::nms does not exist").
+# sglang's and verl's adapters import the whole SGLang server, which imports torchvision. PyPI's torchvision is a
+# CUDA build only: 0.28.0 (torch 2.13's) links libtorch_cuda.so, which the CPU torch of constraints.txt lacks, so its
+# ops fail to load and `import torchvision` then raises "operator torchvision::nms does not exist" (it breaks
+# `import transformers` too). So this session alone takes PyPI's CUDA builds of torch 2.14.1 and torchvision 0.29.1,
+# which import and run on the CPU (CUDA is simply unavailable); pip takes them and the nvidia-* wheels from this
+# machine's disk. About 5.5 GB in the venv.
+CLIENT_TORCH = ("torch==2.14.1", "torchvision==0.29.1")
+# The modules their imports reach, found by importing each client module and adding what it missed.
 CLIENT_MODULES = (
     "orjson", "psutil", "pybase64", "requests", "pillow", "msgspec", "pyzmq", "ipython", "aiohttp", "triton",
     "uvloop", "colorlog", "tenacity", "flask", "torchdata", "lark", "hydra-core", "tensordict", "ray>=2.40",
-    "numba", "codetiming", "einops", "aiofiles", "openai",
+    "numba", "codetiming", "einops", "aiofiles", "openai", "dill", "apache-tvm-ffi", "sentencepiece",
+    "compressed-tensors", "gguf", "partial-json-parser", "setproctitle", "xgrammar", "soundfile", "python-multipart",
 )  # fmt: skip
 
 
@@ -213,12 +219,20 @@ CLIENT_MODULES = (
 def conformance(session: nox.Session) -> None:
     """Real SGLang clients (sglang 0.5.23, AReaL 1.0.4, verl 0.9.1) drive our rollout server: tests/clients.
 
-    Not in the default sessions: it installs ~1.5 GB; with the wheels already in pip's cache it took 4 min here
-    (tests 13 s), past CI's ~2 spare minutes. Each client that cannot run here is an xfail naming why.
+    Not in the default sessions: it installs ~5.5 GB (CLIENT_TORCH says why); with the wheels on disk or in pip's
+    cache it took 13 min on the shared 2-core dev machine at load average ~20 (install 11.9 min, tests 1.2 min:
+    13 passed, 3 xfailed), far past CI's ~2 spare minutes. Each client call that cannot pass is an xfail naming
+    why.
     """
     with _venv_dropped_after(session):
-        _install_torch(session)
-        session.install("-c", CONSTRAINTS, str(PACKAGES_DIR / "rl-core"), f"{PACKAGES_DIR / 'rl-engines'}[server,test]")
-        session.install("-c", CONSTRAINTS, "--no-deps", *CLIENTS)
-        session.install("-c", CONSTRAINTS, *CLIENT_MODULES)
+        started = time.monotonic()
+        pins = Path(session.create_tmp()) / "client-constraints.txt"
+        pins.write_text("\n".join(CLIENT_TORCH) + "\n")  # instead of constraints.txt's CPU torch 2.13.0
+        session.install("-c", str(pins), *CLIENT_TORCH)
+        session.install("-c", str(pins), str(PACKAGES_DIR / "rl-core"), f"{PACKAGES_DIR / 'rl-engines'}[server,test]")
+        session.install("-c", str(pins), "--no-deps", *CLIENTS)
+        session.install("-c", str(pins), *CLIENT_MODULES)
+        installed = time.monotonic()
+        session.log(f"conformance session: install took {(installed - started) / 60:.1f} min")
         session.run("pytest", str(ROOT / "tests" / "clients"), *session.posargs, env={"RL_CLIENTS_REQUIRED": "1"})
+        session.log(f"conformance session: tests took {(time.monotonic() - installed) / 60:.1f} min")

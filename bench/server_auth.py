@@ -6,9 +6,12 @@ keyed, open, ...) so drift hits both sides alike; each window keeps `concurrency
 `/generate` calls of `--new-tokens` tokens (the keyed side sends `Authorization: Bearer <key>`) for `--seconds`
 and counts the 200 answers. Before measuring, the keyed server is checked to answer 401 without the key.
 Each pair of adjacent windows gives one keyed/open ratio (drift between pairs cancels); a level reports the median
-of its pairs, and the RESULT line's ratio is the median over every pair of every level; goal >= 0.95.
+of its pairs and their spread (interquartile range, min..max), and the RESULT line's ratio is the median over every
+pair of every level; goal >= 0.95. One untimed full-length window per side warms each level up first. The load
+average before and after is printed: on a shared machine a spread wider than the distance to the goal means the
+run says nothing either way, so rerun it quieter or with more `--rounds`.
 
-    python bench/server_auth.py          # ~2.5 min on 2 cores; --help for the options
+    python bench/server_auth.py          # ~3.5 min on 2 cores; --help for the options
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ class _Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.headers = {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
         command = [sys.executable, "-m", "rl_engines.server", "--model", str(model), "--port", str(self.port)]
-        command += ["--log-level", "WARNING", *([] if api_key is None else ["--api-key", api_key])]
+        # `--api-key=KEY`, one token: a random key may start with "-", which argparse would take for an option.
+        command += ["--log-level", "WARNING", *([] if api_key is None else [f"--api-key={api_key}"])]
         # One torch thread each: two servers and the clients share 2 cores, and spinning OpenMP threads of an idle
         # server had stretched single requests from ~10 ms to ~500 ms.
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -114,13 +118,28 @@ def _check_cost_us(key: str) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
+def _spread(ratios: list[float]) -> str:
+    """Median, interquartile range and extremes of `ratios`, as one line."""
+    low, _, high = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+    return (
+        f"median {statistics.median(ratios):.3f}  IQR {low:.3f}..{high:.3f}  "
+        f"min..max {min(ratios):.3f}..{max(ratios):.3f}  ({len(ratios)} pairs)"
+    )
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32], help="client counts")
-    parser.add_argument("--rounds", type=int, default=6, help="windows per side and concurrency (alternating)")
+    parser.add_argument("--rounds", type=int, default=10, help="windows per side and concurrency (alternating)")
     parser.add_argument("--seconds", type=float, default=2.0, help="length of one window")
     parser.add_argument("--new-tokens", type=int, default=2, help="greedy tokens per request")
     args = parser.parse_args()
+    print(f"before: {_load()}")
     with tempfile.TemporaryDirectory(prefix="server-auth-") as root:
         model = ConformanceModels.create(root).v1_dir
         key = secrets.token_urlsafe(32)
@@ -131,7 +150,7 @@ def main() -> None:
             for concurrency in args.concurrency:
                 rates: dict[str, list[float]] = {"open": [], "keyed": []}
                 for side in ["open", "keyed"]:  # one untimed warm-up window each
-                    asyncio.run(_window(servers[side], concurrency, args.seconds / 2, args.new_tokens))
+                    asyncio.run(_window(servers[side], concurrency, args.seconds, args.new_tokens))
                 for index in range(args.rounds):
                     order = ["open", "keyed"] if index % 2 == 0 else ["keyed", "open"]
                     for side in order:
@@ -142,13 +161,15 @@ def main() -> None:
                 ratios += pairs
                 print(
                     f"concurrency {concurrency:3d}: open {statistics.median(rates['open']):7.1f} req/s  keyed "
-                    f"{statistics.median(rates['keyed']):7.1f} req/s  keyed/open (median of pairs) "
-                    f"{statistics.median(pairs):.3f}  (windows open {[round(r) for r in rates['open']]}, "
-                    f"keyed {[round(r) for r in rates['keyed']]})"
+                    f"{statistics.median(rates['keyed']):7.1f} req/s  keyed/open {_spread(pairs)}"
                 )
+                windows = {side: [round(rate) for rate in rates[side]] for side in rates}
+                print(f"    windows open {windows['open']}, keyed {windows['keyed']}")
         finally:
             for server in servers.values():
                 server.stop()
+    print(f"after: {_load()}")
+    print(f"keyed/open over every level: {_spread(ratios)}")
     cost = _check_cost_us(key)
     print(f"the key check costs {cost:.2f} us per request (in-process, one thread)")
     ratio = statistics.median(ratios)

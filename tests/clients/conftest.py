@@ -7,6 +7,8 @@ a failure instead of a skip. Each remaining failure is an `xfail` whose reason n
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +27,24 @@ from rl_engines.testing import ConformanceModels  # noqa: E402
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> ConformanceModels:
+    clients = ("sglang", "areal", "verl")
+    if os.environ.get("RL_CLIENTS_REQUIRED") != "1" and not any(importlib.util.find_spec(c) for c in clients):
+        pytest.skip("no SGLang client is installed here (run `nox -s conformance`)")  # before any server starts
     return ConformanceModels.create(tmp_path_factory.mktemp("client-models"))
 
 
 @pytest.fixture(scope="session")
 def server(models: ConformanceModels) -> Iterator[ServerProcess]:
+    """Our server with `--api-key`, for the clients that send a key."""
     process = ServerProcess(str(models.v1_dir), "--api-key", API_KEY)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def open_server(models: ConformanceModels) -> Iterator[ServerProcess]:
+    """Our server without a key (127.0.0.1 only), for the adapters that never send one: sglang's
+    `HttpServerEngineAdapter` and verl's adapters put the key only on their launch-time health probe."""
+    process = ServerProcess(str(models.v1_dir))
     yield process
     process.stop()

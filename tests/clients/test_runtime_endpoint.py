@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from _clients import API_KEY, client_module
 from _rollout_server import ServerProcess
@@ -21,3 +23,26 @@ def test_without_the_key_it_is_refused(server: ServerProcess) -> None:
     runtime_endpoint = client_module("sglang.lang.backend.runtime_endpoint")
     with pytest.raises(RuntimeError, match="missing or wrong API key"):  # it raises the 401's JSON body
         runtime_endpoint.RuntimeEndpoint(server.url)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+@pytest.mark.xfail(
+    strict=True,
+    reason="a property of this server, not of the client or CPU: the frontend's only streaming call "
+    "(RuntimeEndpoint.generate_stream) posts a `text` prompt and reads each event's cumulative `text`; this server "
+    "takes and answers token ids only (`text` answers 400 'is not supported by this server'). AReaL and the "
+    "adapters never stream, so no real client streams against it yet; the server's own tests cover its SSE shape",
+)
+def test_streaming_generate_through_the_frontend(server: ServerProcess) -> None:
+    sgl = client_module("sglang")
+    endpoint = client_module("sglang.lang.backend.runtime_endpoint").RuntimeEndpoint(server.url, api_key=API_KEY)
+
+    @sgl.function
+    def continue_text(s: Any) -> None:
+        s += "hello world"
+        s += sgl.gen("answer", max_tokens=4, temperature=0.0)
+
+    state = continue_text.run(backend=endpoint, stream=True)
+    chunks = list(state.text_iter(var_name="answer"))
+    assert state.error() is None, state.error()  # the frontend's thread keeps the error instead of raising it
+    assert len(chunks) > 1 and "".join(chunks) == state["answer"]

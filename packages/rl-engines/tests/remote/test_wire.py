@@ -187,6 +187,21 @@ def test_hostile_payloads_are_refused_without_running_them(tmp_path) -> None:
         deserialize_named_tensors(base64.b64encode(pickle.dumps({"a": 1})).decode())
 
 
+def test_a_file_descriptor_handle_is_refused_naming_the_sharing_strategy() -> None:
+    payload = base64.b64encode(pickle.dumps(_ByFileDescriptor())).decode()
+    with pytest.raises(InvalidRequestError, match=r"rebuild_storage_fd.*set_sharing_strategy\('file_system'\)"):
+        deserialize_named_tensors(payload)
+
+
+class _ByFileDescriptor:
+    """Pickles as torch's `file_descriptor` strategy pickles a CPU storage (never rebuilt here)."""
+
+    def __reduce__(self) -> tuple:
+        from torch.multiprocessing.reductions import rebuild_storage_fd
+
+        return (rebuild_storage_fd, (torch.UntypedStorage, 0, 0))
+
+
 class _Evil:
     def __init__(self, path: str) -> None:
         self.path = path

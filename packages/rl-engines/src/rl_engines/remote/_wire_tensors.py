@@ -76,6 +76,13 @@ class _HandleUnpickler(pickle.Unpickler):
             return super().find_class(module, name)
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             return getattr(torch, name)
+        if module == _REDUCTIONS and name == "rebuild_storage_fd":
+            # What sglang's and verl's adapters send for a CPU tensor under torch's default sharing strategy.
+            raise InvalidRequestError(
+                f"the tensor payload shares CPU memory by file descriptor ({module}.{name}), which only a process "
+                "the sender started can fetch; call torch.multiprocessing.set_sharing_strategy('file_system') in the "
+                "sender before pickling"
+            )
         raise InvalidRequestError(
             f"the tensor payload references {module}.{name}, which is not a tensor-rebuilding function; "
             "send base64(ForkingPickler.dumps(list of (name, tensor)))"
