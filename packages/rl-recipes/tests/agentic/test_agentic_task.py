@@ -73,6 +73,7 @@ def test_a_demonstration_calls_the_calculator_and_repeats_its_result() -> None:
     assert parsed.name == "calculator" and not parsed.error
     assert calculator(**parsed.arguments) == tool["content"] == answer["content"] == row["answer"]
     assert user == row["messages"][0]
+    assert demonstration(row, direct=True) == [user, answer]  # an expert adding in its head: no call
 
 
 def test_the_warm_start_mask_covers_exactly_the_model_s_turns(task: AgenticTask) -> None:

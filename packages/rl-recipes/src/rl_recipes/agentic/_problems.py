@@ -107,9 +107,12 @@ def tool_call_text(expression: str) -> str:
     return f"<tool_call>{json.dumps(call)}</tool_call>"
 
 
-def demonstration(row: dict[str, Any]) -> list[dict[str, str]]:
-    """The expert's conversation for `row`: the question, a calculator call, the tool's result, the answer."""
+def demonstration(row: dict[str, Any], *, direct: bool = False) -> list[dict[str, str]]:
+    """The expert's conversation for `row`: the question, a calculator call, the tool's result, the answer; with
+    `direct`, the question and the answer alone (an expert who adds in its head, which the tiny model cannot)."""
     answer = str(row[ANSWER_FIELD])
+    if direct:
+        return [*row[MESSAGES_FIELD], {"role": "assistant", "content": answer}]
     return [
         *row[MESSAGES_FIELD],
         {"role": "assistant", "content": tool_call_text(expression_of(str(row[QUESTION_FIELD])))},

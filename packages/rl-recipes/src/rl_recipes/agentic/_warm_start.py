@@ -44,16 +44,19 @@ class AgenticWarmStartConfig:
 
     output_dir: str = attrs.field(default="runs/agentic/sft", validator=of_type(str))
     """Where the warm-started model folder (`<output_dir>/model`, tokenizer included) is written."""
-    num_demos: int = attrs.field(default=64, validator=int_at_least(1))
+    num_demos: int = attrs.field(default=256, validator=int_at_least(1))
     """Demonstrations: the first `num_demos` training questions, each solved with one calculator call."""
-    steps: int = attrs.field(default=150, validator=int_at_least(0))
+    steps: int = attrs.field(default=600, validator=int_at_least(0))
     """AdamW steps; 0 keeps the random initialisation."""
     batch_size: int = attrs.field(default=16, validator=int_at_least(1))
     """Demonstrations per step."""
     lr: float = attrs.field(default=3e-3, validator=number_in(0, low_open=True))
     """Learning rate."""
     seed: int = attrs.field(default=0, validator=int_at_least(0))
-    """Seed of the initial weights and the batch order."""
+    """Seed of the initial weights, the batch order and which demonstrations answer directly."""
+    direct_fraction: float = attrs.field(default=0.0, validator=number_in(0, 1, high_open=True))
+    """Share of the demonstrations that answer without the tool (the true sum, as if added in the head): the warm
+    start then calls the tool on only part of the questions, and RL has to learn that calling it is what pays."""
 
     @property
     def model_dir(self) -> Path:
@@ -129,7 +132,11 @@ def warm_start(
 ) -> Path:
     """Write the warm-started model folder `target` (weights, config, tokenizer, generation config): the embedded
     model sized to `tokenizer`, fine-tuned on demonstrations of the first `settings.num_demos` of `train_rows`."""
-    examples = [masked_conversation(tokenizer, demonstration(dict(row))) for row in train_rows[: settings.num_demos]]
+    rng = random.Random(settings.seed)
+    examples = [
+        masked_conversation(tokenizer, demonstration(dict(row), direct=rng.random() < settings.direct_fraction))
+        for row in train_rows[: settings.num_demos]
+    ]
     model = build_embedded_model(settings.seed, tokenizer)
     with torch.random.fork_rng(devices=[]), torch_threads(1):
         torch.manual_seed(settings.seed)
