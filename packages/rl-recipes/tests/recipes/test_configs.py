@@ -20,10 +20,11 @@ EXPECTED = {
     "remax": ("remax", "remax"),
 }
 EMBODIED = {"srpo": ("embodied_srpo", "grpo")}
+AGENTIC = {"agentic": ("grpo", "grpo")}
 
 
 def test_the_seven_rl_recipes_are_registered() -> None:
-    assert sorted(RECIPES) == sorted({**EXPECTED, **EMBODIED})
+    assert sorted(RECIPES) == sorted({**EXPECTED, **EMBODIED, **AGENTIC})
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -58,10 +59,24 @@ def test_srpo_refuses_pools_larger_than_the_env_s_trials() -> None:
         load_recipe_config("srpo", overrides=["train_trials=16", "heldout_trials=16", "env.num_trials=20"])
 
 
-@pytest.mark.parametrize("name", sorted({**EXPECTED, **EMBODIED}))
+def test_the_packaged_agentic_config_loads_and_passes_its_checks() -> None:
+    from rl_recipes.agentic import AgenticRecipeConfig
+
+    config = load_recipe_config("agentic")
+    get_recipe("agentic").check(config)
+    assert isinstance(config, AgenticRecipeConfig)
+    assert (config.pipeline, config.algorithm.adv_estimator) == AGENTIC["agentic"]
+    assert config.rollout.workflow == "tool_calling" and config.rollout.workflow_kwargs["tools"] == ["calculator"]
+    assert config.warm_start is not None and config.actor.model.path == str(config.warm_start.model_dir)
+    assert config_path("agentic.yaml").read_text().splitlines()[0] == "# rl-recipes train agentic"
+    with pytest.raises(ConfigError, match=r"rollout\.workflow"):
+        get_recipe("agentic").check(load_recipe_config("agentic", overrides=["rollout.workflow=single_turn"]))
+
+
+@pytest.mark.parametrize("name", sorted({**EXPECTED, **EMBODIED, **AGENTIC}))
 def test_each_recipe_module_names_its_pipeline_and_registers_its_run(name: str) -> None:
     module = importlib.import_module(f"rl_recipes.recipes.{name}")
-    assert {**EXPECTED, **EMBODIED}[name][0] == module.PIPELINE
+    assert {**EXPECTED, **EMBODIED, **AGENTIC}[name][0] == module.PIPELINE
     assert get_recipe(name).run is module.run and get_recipe(name).checks == module.CHECKS
 
 

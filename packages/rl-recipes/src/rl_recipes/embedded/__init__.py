@@ -16,7 +16,9 @@ from rl_recipes.embedded._dataset import (
 )
 from rl_recipes.embedded._model import build_embedded_model, embedded_model_config
 from rl_recipes.embedded._tokenizer import (
+    EMBEDDED_TOOLS_TOKENIZER,
     SPECIAL_TOKENS,
+    TOOL_WORD_TOKENS,
     build_embedded_tokenizer,
     load_embedded_tokenizer,
     save_embedded_tokenizer,
@@ -27,9 +29,11 @@ __all__ = [
     "DEFAULT_HELDOUT_SIZE",
     "DEFAULT_SPEC",
     "DEFAULT_TRAIN_SIZE",
+    "EMBEDDED_TOOLS_TOKENIZER",
     "HELDOUT_FILE",
     "OPERATIONS",
     "SPECIAL_TOKENS",
+    "TOOL_WORD_TOKENS",
     "TRAIN_FILE",
     "ArithmeticSpec",
     "build_embedded_model",

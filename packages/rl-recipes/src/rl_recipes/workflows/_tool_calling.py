@@ -30,7 +30,8 @@ class ToolCallingWorkflow:
     the trajectory `truncated`). With `reward`, the final answer is scored by that reward function (a registered
     name, `pkg.mod:fn` or `file.py:fn`) against `data.extras[ground_truth_key]`; without, the run's task scores it.
 
-    Built in each rollout worker from `rollout.workflow_kwargs`; `tokenizer` is the tokenizer folder.
+    Built in each rollout worker from `rollout.workflow_kwargs`; `tokenizer` is the tokenizer folder, or
+    "embedded-tools" for the embedded tokenizer with the tool tokens (`build_embedded_tokenizer(tools=True)`).
     """
 
     def __init__(
@@ -51,9 +52,14 @@ class ToolCallingWorkflow:
         import rl_recipes.tools  # noqa: F401  # registers the "local" and "mcp" envs and the tools
 
         if isinstance(tokenizer, str):
+            from rl_recipes.embedded import EMBEDDED_TOOLS_TOKENIZER, build_embedded_tokenizer
             from rl_recipes.tasks import load_tokenizer
 
-            tokenizer = load_tokenizer(tokenizer)
+            tokenizer = (
+                build_embedded_tokenizer(tools=True)
+                if tokenizer == EMBEDDED_TOOLS_TOKENIZER
+                else load_tokenizer(tokenizer)
+            )
         if max_turns < 1:
             raise ValueError(f"rollout.workflow_kwargs.max_turns must be >= 1, got {max_turns}")
         self.tokenizer: Any = tokenizer

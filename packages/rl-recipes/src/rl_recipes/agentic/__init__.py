@@ -1,0 +1,54 @@
+"""The agentic recipe's parts: multi-turn additions the embedded model must solve with the `calculator` tool, the
+task that scores an episode's transcript, the warm start on tool-using demonstrations, the held-out evaluation and
+the run folder's report (`rl-recipes train agentic`, `rl_recipes/recipes/agentic.py`)."""
+
+from rl_recipes.agentic._config import AgenticRecipeConfig
+from rl_recipes.agentic._evaluate import EpisodeReport, Evaluation, GreedyEngine, evaluate_model
+from rl_recipes.agentic._problems import (
+    ProblemSpec,
+    demonstration,
+    generate_problems,
+    problem_row,
+    read_rows,
+    tool_call_text,
+    write_rows,
+)
+from rl_recipes.agentic._report import plot_agentic_curves, write_conversations
+from rl_recipes.agentic._task import (
+    SUCCESS_METRIC,
+    TOOL_CALL_METRIC,
+    AgenticTask,
+    AgenticTaskConfig,
+    AgenticTaskFactory,
+    final_answer,
+    score_transcript,
+)
+from rl_recipes.agentic._warm_start import AgenticWarmStartConfig, masked_conversation, masked_loss, warm_start
+
+__all__ = [
+    "SUCCESS_METRIC",
+    "TOOL_CALL_METRIC",
+    "AgenticRecipeConfig",
+    "AgenticTask",
+    "AgenticTaskConfig",
+    "AgenticTaskFactory",
+    "AgenticWarmStartConfig",
+    "EpisodeReport",
+    "Evaluation",
+    "GreedyEngine",
+    "ProblemSpec",
+    "demonstration",
+    "evaluate_model",
+    "final_answer",
+    "generate_problems",
+    "masked_conversation",
+    "masked_loss",
+    "plot_agentic_curves",
+    "problem_row",
+    "read_rows",
+    "score_transcript",
+    "tool_call_text",
+    "warm_start",
+    "write_conversations",
+    "write_rows",
+]
