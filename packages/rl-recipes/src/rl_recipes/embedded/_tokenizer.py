@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
+from rl_core.chat import TOOL_CHAT_TEMPLATE
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
 
@@ -67,8 +69,6 @@ def build_embedded_tokenizer(*, tools: bool = False) -> PreTrainedTokenizerFast:
         padding_side="left",  # decoder-only generation pads on the left
     )
     if tools:
-        from rl_recipes.workflows._chat import TOOL_CHAT_TEMPLATE
-
         wrapped.chat_template = TOOL_CHAT_TEMPLATE
     return wrapped
 
