@@ -28,6 +28,7 @@ Run: python bench/async.py [--workdir DIR] [--steps 6] [--rounds 1]   (about 10 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -38,13 +39,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from rl_engines.rollout import GenerateRequest, InferenceEngine, SamplingParams
+from rl_engines.rollout import InferenceEngine, SamplingParams
 from rl_recipes.cli import main as cli_main
 from rl_runtime.nodes import NodeResources, PromptItem
-from rl_runtime.nodes._continuous import GenerationPool, _Group, continuous_rollouts
-from rl_runtime.nodes._generate import encode_rows
-from rl_runtime.nodes._rollout_batch import build_rollout_batch
-from rl_runtime.nodes._seeds import sample_seed, sample_uid
+from rl_runtime.nodes._continuous import GenerationPool, continuous_rollouts
+from rl_runtime.nodes._generate import PromptRequests, encode_rows, generate_groups, prompt_requests
 from rl_runtime.workers import NODE_OPERATIONS, NodeContext, StepData
 
 RUNS = (("step", 0), ("step", 1), ("step", 2), ("continuous", 1))
@@ -76,25 +75,35 @@ def heavy_tailed_generate(ctx: NodeContext[NodeResources], inputs: Mapping[str, 
     batch = next(res.prompts)
     items = encode_rows(res.task, batch.rows, batch.locations, config.data.max_prompt_length)
     n = config.batch.samples_per_prompt
+    groups = prompt_requests(
+        items,
+        n,
+        SamplingParams(max_new_tokens=1, temperature=config.rollout.temperature),
+        seed_parts=(config.trainer.seed, ctx.step, ctx.dp.rank, 0),
+        uid_of=(ctx.step, ctx.dp.rank, 0),
+    )
     lengths = response_lengths(config.trainer.seed, ctx.step, ctx.dp.rank, len(items), n)
-    prompts, requests, uids, groups = [], [], [], []
-    for j, item in enumerate(items):
-        for k in range(n):
-            index = j * n + k
-            params = SamplingParams(
-                max_new_tokens=lengths[index],
-                temperature=config.rollout.temperature,
-                seed=sample_seed(config.trainer.seed, ctx.step, ctx.dp.rank, 0, index),
-                ignore_eos=True,
-            )
-            uid = sample_uid(ctx.step, ctx.dp.rank, 0, index)
-            requests.append(GenerateRequest(str(uid), item.prompt_ids, params))
-            prompts.append(item)
-            uids.append(uid)
-            groups.append(sample_uid(ctx.step, ctx.dp.rank, 0, j))
-    data = build_rollout_batch(prompts, res.rollout.generate(requests), uids, groups, res.policy_version)
+    data = generate_groups(res.rollout, with_lengths(groups, lengths), res.policy_version)
     metrics = {"rollout/policy_version": float(res.policy_version), "timing_s/gen": time.perf_counter() - start}
     return StepData(data.batch, data.extras, metrics)
+
+
+def with_lengths(groups: list[PromptRequests], lengths: list[int]) -> list[PromptRequests]:
+    """`groups` whose requests generate exactly the drawn `lengths` (group-major) tokens (`ignore_eos`)."""
+    drawn = iter(lengths)
+    return [
+        dataclasses.replace(
+            group,
+            requests=tuple(
+                dataclasses.replace(
+                    request,
+                    sampling=dataclasses.replace(request.sampling, max_new_tokens=next(drawn), ignore_eos=True),
+                )
+                for request in group.requests
+            ),
+        )
+        for group in groups
+    ]
 
 
 class HeavyTailedPool(GenerationPool):
@@ -112,20 +121,8 @@ class HeavyTailedPool(GenerationPool):
     ) -> None:
         step, rank, draw = uid_of
         lengths = response_lengths(seed_parts[0], step, rank, len(items), samples_per_prompt, draw)
-        for j, item in enumerate(items):
-            uids, futures = [], []
-            for k in range(samples_per_prompt):
-                index = j * samples_per_prompt + k
-                uid = sample_uid(step, rank, draw, index)
-                params = SamplingParams(
-                    max_new_tokens=lengths[index],
-                    temperature=sampling.temperature,
-                    seed=sample_seed(*seed_parts, index),
-                    ignore_eos=True,
-                )
-                futures.append(engine.submit(GenerateRequest(str(uid), item.prompt_ids, params)))
-                uids.append(uid)
-            self._groups.append(_Group(sample_uid(step, rank, draw, j), item, uids, futures))
+        groups = prompt_requests(items, samples_per_prompt, sampling, seed_parts=seed_parts, uid_of=uid_of)
+        self.submit_groups(engine, with_lengths(groups, lengths))
 
 
 def heavy_tailed_generate_continuous(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData]) -> StepData:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from rl_core.workflows import Completion
 from rl_engines.rollout._errors import InvalidRequestError
 
 FinishReason = Literal["stop", "length", "abort"]
@@ -168,6 +169,14 @@ class GenerateOutput:
     def versions(self) -> tuple[int, ...]:
         """The weight version of every output token, in order."""
         return tuple(span.version for span in self.version_spans for _ in range(span.end - span.start))
+
+    def completion(self) -> Completion:
+        """This output as a workflow's `Completion`: tokens, log-probs (0.0 where the engine reported none), and the
+        version of every token (the output's `weight_version` where it has no spans)."""
+        size = len(self.output_ids)
+        log_probs = self.output_logprobs if self.output_logprobs is not None else (0.0,) * size
+        versions = self.versions if self.version_spans else (self.weight_version,) * size
+        return Completion(self.output_ids, log_probs, versions, self.finish_reason)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from rl_core.workflows import Completion
 from rl_engines.remote import status_for
-from rl_engines.rollout import GenerateOutput, GenerateRequest, RolloutError, SamplingParams
+from rl_engines.rollout import GenerateRequest, RolloutError, SamplingParams
 from rl_engines.server._body import read_json
 from rl_engines.server._config import DEFAULT_MAX_REQUEST_BYTES
 from rl_engines.server._fastapi import FastAPI, JSONResponse, Request, Response, StreamingResponse
@@ -26,14 +26,6 @@ from rl_engines.server._routes_generate import until_done_or_disconnected
 from rl_engines.server._state import ServerState
 
 logger = logging.getLogger(__name__)
-
-
-def completion_of(output: GenerateOutput) -> Completion:
-    """An engine output as a `Completion`: tokens, log-probs (0.0 where none), the version of every token."""
-    size = len(output.output_ids)
-    log_probs = output.output_logprobs if output.output_logprobs is not None else (0.0,) * size
-    versions = output.versions if output.version_spans else (output.weight_version,) * size
-    return Completion(output.output_ids, log_probs, versions, output.finish_reason)
 
 
 class _Disconnected(Exception):
@@ -73,7 +65,7 @@ class EngineBackend:
         outputs = await until_done_or_disconnected(self.state, self.request, requests)
         if outputs is None:
             raise _Disconnected
-        return [completion_of(o) for o in outputs]
+        return [o.completion() for o in outputs]
 
 
 def openai_error_response(error: BaseException) -> Any:

@@ -22,15 +22,14 @@ import torch
 
 from rl_core.schema import POLICY_VERSION, RESPONSE_MASK, TOKEN_POLICY_VERSION
 from rl_core.workflows import NO_VERSION
-from rl_engines.rollout import GenerateOutput, GenerateRequest, InferenceEngine, SamplingParams
+from rl_engines.rollout import GenerateOutput, InferenceEngine, SamplingParams
 from rl_runtime.config import RunConfig
 from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._dynamic_sampling import informative_groups
-from rl_runtime.nodes._generate import encode_rows, response_budget
+from rl_runtime.nodes._generate import PromptRequests, encode_rows, prompt_requests, response_budget
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._reward import score_batch
 from rl_runtime.nodes._rollout_batch import build_rollout_batch
-from rl_runtime.nodes._seeds import sample_seed, sample_uid
 from rl_runtime.nodes._staleness_buffer import RolloutBuffer
 from rl_runtime.nodes._task import PromptItem
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
@@ -89,23 +88,15 @@ class GenerationPool:
         seed_parts: tuple[int, ...],
         uid_of: tuple[int, int, int],
     ) -> None:
-        """Submit `samples_per_prompt` requests per prompt of `items`, uids and seeds as `sample_prompts` gives."""
-        step, rank, draw = uid_of
-        for j, item in enumerate(items):
-            uids, futures = [], []
-            for k in range(samples_per_prompt):
-                index = j * samples_per_prompt + k
-                uid = sample_uid(step, rank, draw, index)
-                params = SamplingParams(
-                    max_new_tokens=sampling.max_new_tokens,
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p,
-                    top_k=sampling.top_k,
-                    seed=sample_seed(*seed_parts, index),
-                )
-                futures.append(engine.submit(GenerateRequest(str(uid), item.prompt_ids, params)))
-                uids.append(uid)
-            self._groups.append(_Group(sample_uid(step, rank, draw, j), item, uids, futures))
+        """Submit `samples_per_prompt` requests per prompt of `items`, uids and seeds as `prompt_requests` gives."""
+        groups = prompt_requests(items, samples_per_prompt, sampling, seed_parts=seed_parts, uid_of=uid_of)
+        self.submit_groups(engine, groups)
+
+    def submit_groups(self, engine: InferenceEngine, groups: list[PromptRequests]) -> None:
+        """Submit every request of `groups`; each group is taken whole once all its requests are done."""
+        for group in groups:
+            futures = [engine.submit(request) for request in group.requests]
+            self._groups.append(_Group(group.group, group.item, list(group.uids), futures))
 
     def take(self, groups: int, timeout_s: float) -> StepData:
         """The first `groups` groups to finish (waiting for them), in submission order; a StepDataError after

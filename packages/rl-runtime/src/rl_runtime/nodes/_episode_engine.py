@@ -23,14 +23,6 @@ _TURN_STRIDE = 1 << 16
 """Seed index of turn t of episode i: i * stride + t (an episode has far fewer turns)."""
 
 
-def completion_of(output: GenerateOutput) -> Completion:
-    """A `GenerateOutput` as a `Completion` (log-probs 0.0 where the engine reported none)."""
-    size = len(output.output_ids)
-    log_probs = output.output_logprobs if output.output_logprobs is not None else (0.0,) * size
-    versions = output.versions if output.version_spans else (output.weight_version,) * size
-    return Completion(output.output_ids, log_probs, versions, output.finish_reason)
-
-
 class EngineEpisodes:
     """Shared by one draw's episodes: the engine, the sampling settings, the batch of requests waiting."""
 
@@ -138,4 +130,4 @@ class EpisodeView:
             stop_token_ids=tuple(stop_token_ids),
         )
         rid = f"{shared.rid_prefix}-{self._index}-{turn}"
-        return completion_of(await shared.submit(GenerateRequest(rid, tuple(prompt_ids), params)))
+        return (await shared.submit(GenerateRequest(rid, tuple(prompt_ids), params))).completion()

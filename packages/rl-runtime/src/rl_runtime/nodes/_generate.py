@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from rl_core.workflows import SingleTurnWorkflow
 from rl_engines.rollout import GenerateRequest, InferenceEngine, SamplingParams
@@ -40,24 +41,33 @@ def encode_rows(
     return items
 
 
-def sample_prompts(
-    engine: InferenceEngine,
+@dataclass(frozen=True)
+class PromptRequests:
+    """One prompt's group of requests: the prompt, its group id, and its responses' uids and requests."""
+
+    item: PromptItem
+    group: int
+    uids: tuple[int, ...]
+    requests: tuple[GenerateRequest, ...]
+
+
+def prompt_requests(
     items: Sequence[PromptItem],
     samples_per_prompt: int,
     sampling: SamplingParams,
     *,
     seed_parts: tuple[int, ...],
     uid_of: tuple[int, int, int],
-    policy_version: int,
-) -> StepData:
-    """`samples_per_prompt` responses to each prompt, each with its own seed from `seed_parts` and its index.
+) -> list[PromptRequests]:
+    """`samples_per_prompt` requests for each prompt, each with its own seed from `seed_parts` and its index.
 
-    `uid_of` is (step, rank, draw): sample `j * n + k` (k-th response to prompt j) gets
+    `uid_of` is (step, rank, draw): sample `j * n + k` (k-th response to prompt j) gets uid and rid
     `sample_uid(step, rank, draw, j * n + k)` and group id `sample_uid(step, rank, draw, j)`.
     """
     step, rank, draw = uid_of
-    prompts, requests, uids, groups = [], [], [], []
+    groups = []
     for j, item in enumerate(items):
+        uids, requests = [], []
         for k in range(samples_per_prompt):
             index = j * samples_per_prompt + k
             uid = sample_uid(step, rank, draw, index)
@@ -68,12 +78,34 @@ def sample_prompts(
                 top_k=sampling.top_k,
                 seed=sample_seed(*seed_parts, index),
             )
-            requests.append(GenerateRequest(str(uid), item.prompt_ids, params))
-            prompts.append(item)
             uids.append(uid)
-            groups.append(sample_uid(step, rank, draw, j))
-    outputs = engine.generate(requests)
-    return build_rollout_batch(prompts, outputs, uids, groups, policy_version)
+            requests.append(GenerateRequest(str(uid), item.prompt_ids, params))
+        groups.append(PromptRequests(item, sample_uid(step, rank, draw, j), tuple(uids), tuple(requests)))
+    return groups
+
+
+def generate_groups(engine: InferenceEngine, groups: Sequence[PromptRequests], policy_version: int) -> StepData:
+    """The rollout batch of `groups`' requests, generated in one engine call."""
+    outputs = engine.generate([request for group in groups for request in group.requests])
+    prompts = [group.item for group in groups for _ in group.uids]
+    uids = [uid for group in groups for uid in group.uids]
+    group_ids = [group.group for group in groups for _ in group.uids]
+    return build_rollout_batch(prompts, outputs, uids, group_ids, policy_version)
+
+
+def sample_prompts(
+    engine: InferenceEngine,
+    items: Sequence[PromptItem],
+    samples_per_prompt: int,
+    sampling: SamplingParams,
+    *,
+    seed_parts: tuple[int, ...],
+    uid_of: tuple[int, int, int],
+    policy_version: int,
+) -> StepData:
+    """`samples_per_prompt` responses to each prompt, uids and seeds as `prompt_requests` gives them."""
+    groups = prompt_requests(items, samples_per_prompt, sampling, seed_parts=seed_parts, uid_of=uid_of)
+    return generate_groups(engine, groups, policy_version)
 
 
 def draw_rollouts(res: NodeResources, step: int, rank: int, draw: int) -> StepData:
