@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from rl_runtime.planning._errors import RendezvousTimeout
+from rl_runtime.planning._ray_rendezvous import ActorRendezvous
 from rl_runtime.planning._rendezvous import (
     LOCALHOST,
-    ActorRendezvous,
     FileRendezvous,
     RendezvousAddress,
     free_port,
