@@ -64,7 +64,7 @@ def create_app(
     async def handle_error(_: Request, error: RolloutError) -> Any:
         return error_response(error)
 
-    register_generate_routes(app, state)
+    register_generate_routes(app, state, tokenizer)
     register_weight_routes(app, state)
     register_control_routes(app, state)
     register_info_routes(app, state)
