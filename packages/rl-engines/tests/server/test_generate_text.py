@@ -7,7 +7,8 @@ character: the expected text of any output is known exactly.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -58,6 +59,16 @@ def plain(engine: HFEngine) -> Iterator[TestClient]:
 
 def ids_of(tokenizer: Any, text: str) -> list[int]:
     return tokenizer(text)["input_ids"]
+
+
+def _soon(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Whether `check` holds within `timeout_s` (an abort runs on the control pool, maybe after the answer)."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def events(response: Any) -> list[dict[str, Any]]:
@@ -155,21 +166,30 @@ def test_incremental_stream_chunks_carry_the_new_text(engine: HFEngine, tokenize
             assert "".join(c["text"] for c in mine) == tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def test_a_stop_string_cuts_tokens_and_text_and_aborts_the_rest(client: TestClient, tokenizer: Any) -> None:
+def test_a_stop_string_cuts_tokens_and_text_and_aborts_the_rest(
+    client: TestClient, engine: HFEngine, tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    aborted: list[str] = []
+    abort = engine.abort
+    monkeypatch.setattr(engine, "abort", lambda rids=None: (aborted.extend(rids or ()), abort(rids)))
     long = {**GREEDY, "max_new_tokens": 10}
     full = client.post("/generate", json={"text": PROMPT_TEXT, "sampling_params": long, "return_logprob": True}).json()
     ids = full["output_ids"]
     stop_at = next(k for k in range(3, len(ids)) if ids[k] not in (0, 127) and ids[k] not in ids[:k])  # a plain char
     stop = tokenizer.decode([ids[stop_at]])
-    request = {"text": PROMPT_TEXT, "sampling_params": {**long, "stop": stop}, "return_logprob": True}
+    request = {"text": PROMPT_TEXT, "sampling_params": {**long, "stop": stop}, "return_logprob": True, "rid": "s1"}
     answer = client.post("/generate", json=request).json()
+    assert _soon(lambda: aborted == ["s1"])  # when the stop was seen, not at the end of the budget
     assert answer["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
     assert answer["output_ids"] == ids[: stop_at + 1]  # through the token completing the stop string
     assert answer["meta_info"]["output_token_logprobs"] == full["meta_info"]["output_token_logprobs"][: stop_at + 1]
     assert answer["text"] == tokenizer.decode(ids[:stop_at], skip_special_tokens=True)  # the stop trimmed
-    kept = client.post("/generate", json={**request, "sampling_params": {**long, "stop": [stop], "no_stop_trim": True}})
+    kept = client.post(
+        "/generate", json={**request, "rid": "s1b", "sampling_params": {**long, "stop": [stop], "no_stop_trim": True}}
+    )
     assert kept.json()["text"] == tokenizer.decode(ids[: stop_at + 1], skip_special_tokens=True)
-    chunks = events(client.post("/generate", json={**request, "stream": True}))
+    chunks = events(client.post("/generate", json={**request, "rid": "s2", "stream": True}))
+    assert _soon(lambda: "s2" in aborted)
     assert all(stop not in c["text"] for c in chunks[:-1]) and chunks[-1]["text"] == answer["text"]
     assert (
         chunks[-1]["output_ids"] == answer["output_ids"] and chunks[-1]["meta_info"]["finish_reason"]["matched"] == stop
