@@ -60,7 +60,7 @@ class Prepared:
 
 def _stops(value: Any, where: str) -> tuple[str, ...]:
     stops = [value] if isinstance(value, str) else value
-    if stops is None:
+    if stops is None or value == "":
         return ()
     if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
         raise InvalidRequestError(

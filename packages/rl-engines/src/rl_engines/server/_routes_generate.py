@@ -51,6 +51,15 @@ def _answer(i: int, output: GenerateOutput, text_side: GenerateText | None) -> t
     return data, text
 
 
+def _text_answers(outputs: Sequence[GenerateOutput], text_side: GenerateText) -> list[dict[str, Any]]:
+    """The finished results of `outputs`, each with its `text`."""
+    results = []
+    for i, output in enumerate(outputs):
+        data, text = _answer(i, output, text_side)
+        results.append(with_text(data, text or "", text_side))
+    return results
+
+
 class _StreamState:
     """Tokens streamed so far per request, turned into SGLang stream chunks (with `text` given a tokenizer)."""
 
@@ -241,7 +250,8 @@ def register_generate_routes(app: FastAPI, state: ServerState, tokenizer: Any | 
     async def generate(request: Request) -> Any:
         body = await read_json(request, state.config.max_request_bytes)
         try:
-            prepared = prepare(body, tokenizer)
+            # Tokenising a large batch of texts would stall every other route: off the event loop.
+            prepared = await asyncio.to_thread(prepare, body, tokenizer) if "text" in body else prepare(body, tokenizer)
         except NoTokenizerError as error:
             return no_tokenizer_response(error)
         requests, batch, stream = parse_generate_payload(prepared.body)
@@ -252,10 +262,11 @@ def register_generate_routes(app: FastAPI, state: ServerState, tokenizer: Any | 
         outputs = await until_done_or_disconnected(state, request, requests, on_tokens)
         if outputs is None:
             return Response(status_code=499)  # nobody reads it: the client is gone
-        results = []
-        for i, output in enumerate(outputs):
-            data, text = _answer(i, output, prepared.text)
-            results.append(data if text is None or prepared.text is None else with_text(data, text, prepared.text))
+        text_side = prepared.text
+        if text_side is None:
+            results = [generate_output_json(o) for o in outputs]
+        else:  # decoding every output is the tokenizer's work: off the event loop
+            results = await asyncio.to_thread(_text_answers, outputs, text_side)
         return JSONResponse(results if batch else results[0])
 
     @app.get("/health")
