@@ -219,9 +219,9 @@ CLIENT_MODULES = (
 def conformance(session: nox.Session) -> None:
     """Real SGLang clients (sglang 0.5.23, AReaL 1.0.4, verl 0.9.1) drive our rollout server: tests/clients.
 
-    Not in the default sessions: it installs ~5.5 GB (CLIENT_TORCH says why); with the wheels on disk or in pip's
-    cache it took 13 min on the shared 2-core dev machine at load average ~20 (install 11.9 min, tests 1.2 min:
-    13 passed, 3 xfailed), far past CI's ~2 spare minutes. Each client call that cannot pass is an xfail naming
+    Not in the default sessions: it installs ~5.5 GB (CLIENT_TORCH says why); on the shared 2-core dev machine at
+    load average ~20-35 the install took 11.9-15.4 min and the tests 1.2-5.3 min (14 passed, 2 xfailed once
+    `/generate` took `text`), far past CI's ~2 spare minutes. Each client call that cannot pass is an xfail naming
     why.
     """
     with _venv_dropped_after(session):

@@ -19,6 +19,7 @@ for _path in (Path(__file__).parent, Path(__file__).parents[2] / "packages" / "r
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from _char_tokenizer import save_char_tokenizer  # noqa: E402
 from _clients import API_KEY  # noqa: E402
 from _rollout_server import ServerProcess  # noqa: E402
 
@@ -35,8 +36,10 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> ConformanceModels:
 
 @pytest.fixture(scope="session")
 def server(models: ConformanceModels) -> Iterator[ServerProcess]:
-    """Our server with `--api-key`, for the clients that send a key."""
-    process = ServerProcess(str(models.v1_dir), "--api-key", API_KEY)
+    """Our server with `--api-key` and a tokenizer (sglang's frontend sends `text`), for the clients that send a
+    key."""
+    tokenizer = save_char_tokenizer(models.root / "tokenizer", models.spec.vocab_size)
+    process = ServerProcess(str(models.v1_dir), "--api-key", API_KEY, "--tokenizer", str(tokenizer))
     yield process
     process.stop()
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from _clients import API_KEY, client_module
 from _rollout_server import ServerProcess
@@ -26,16 +28,18 @@ def test_without_the_key_it_is_refused(server: ServerProcess) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
-@pytest.mark.xfail(
-    strict=True,
-    reason="a property of this server, not of the client or CPU: the frontend's only streaming call "
-    "(RuntimeEndpoint.generate_stream) posts a `text` prompt and reads each event's cumulative `text`; this server "
-    "takes and answers token ids only (`text` answers 400 'is not supported by this server'). AReaL and the "
-    "adapters never stream, so no real client streams against it yet; the server's own tests cover its SSE shape",
-)
 def test_streaming_generate_through_the_frontend(server: ServerProcess) -> None:
     sgl = client_module("sglang")
     endpoint = client_module("sglang.lang.backend.runtime_endpoint").RuntimeEndpoint(server.url, api_key=API_KEY)
+    events: list[tuple[str, dict[str, Any]]] = []  # what the client parsed from each SSE event: (new text, meta_info)
+    parse_stream = endpoint.generate_stream
+
+    def recorded(*args: Any, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+        for event in parse_stream(*args, **kwargs):
+            events.append(event)
+            yield event
+
+    endpoint.generate_stream = recorded
 
     @sgl.function
     def continue_text(s: Any) -> None:
@@ -43,6 +47,14 @@ def test_streaming_generate_through_the_frontend(server: ServerProcess) -> None:
         s += sgl.gen("answer", max_tokens=4, temperature=0.0)
 
     state = continue_text.run(backend=endpoint, stream=True)
-    chunks = list(state.text_iter(var_name="answer"))
+    chunks = list(state.text_iter(var_name="answer"))  # the frontend may join events that arrive together
     assert state.error() is None, state.error()  # the frontend's thread keeps the error instead of raising it
-    assert len(chunks) > 1 and "".join(chunks) == state["answer"]
+    assert "".join(chunks) == state["answer"] == "".join(text for text, _ in events)
+    assert len(events) == 5  # one event per token, then the finishing one
+    assert [meta["finish_reason"] for _, meta in events][-2:] == [None, {"type": "length", "length": 4}]
+    greedy = httpx.post(
+        f"{server.url}/generate",
+        json={"text": "hello world", "sampling_params": {"max_new_tokens": 4, "temperature": 0.0}},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    )
+    assert greedy.json()["text"] == state["answer"]  # the same continuation, not streamed

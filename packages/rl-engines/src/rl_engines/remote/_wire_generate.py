@@ -30,7 +30,9 @@ TOP_K_DISABLED_MIN = 1 << 30
 """SGLang's "whole vocabulary" top-k (`TOP_K_ALL`); any value this large means top-k is off."""
 _SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "top_k", "stop_token_ids", "ignore_eos", "sampling_seed"}
 _TEXT_ONLY_SAMPLING = {"skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "stream_interval"}
-"""Fields that only change detokenised text, which a token-in/token-out server never produces."""
+"""Fields that only change detokenised text: ignored by this token-level parser; the rollout server reads them
+itself when it has a tokenizer (`rl_engines.server._generate_text`, which also turns `text` prompts into ids and
+takes `stop` strings out before this parser runs)."""
 _NEUTRAL_SAMPLING: dict[str, tuple[Any, ...]] = {
     "min_p": (0, 0.0),
     "frequency_penalty": (0, 0.0),

@@ -1,7 +1,7 @@
 """`create_app`: a FastAPI app serving an `InferenceEngine` with SGLang's native HTTP protocol (a subset).
 
-Endpoints: `/generate` (JSON or SSE), `/health`, `/health_generate`, `/flush_cache`,
-`/update_weights_from_disk`, `/update_weights_from_tensor`, `/init_weights_update_group`,
+Endpoints: `/generate` (JSON or SSE; `text` prompts and answers too with a tokenizer), `/health`, `/health_generate`,
+`/flush_cache`, `/update_weights_from_disk`, `/update_weights_from_tensor`, `/init_weights_update_group`,
 `/update_weights_from_distributed`, `/destroy_weights_update_group`, `/release_memory_occupation`,
 `/resume_memory_occupation`, `/pause_generation`, `/continue_generation`, `/abort_request`,
 `/update_weight_version`, `/get_weight_version`, `/model_info` (`/get_model_info`), `/server_info`
@@ -45,8 +45,8 @@ def create_app(
 ) -> Any:
     """The FastAPI app serving `engine`; with `owns_engine` the engine is shut down when the app stops.
 
-    `tokenizer` (the served model's, a transformers tokenizer) enables the OpenAI routes; without it they answer
-    501 naming `--tokenizer`."""
+    `tokenizer` (the served model's, a transformers tokenizer) enables the OpenAI routes and `text` on `/generate`
+    (prompts, answers, stop strings); without it those answer 501 naming `--tokenizer`."""
     state = ServerState(engine, config or ServerConfig())
 
     @contextlib.asynccontextmanager
@@ -64,7 +64,7 @@ def create_app(
     async def handle_error(_: Request, error: RolloutError) -> Any:
         return error_response(error)
 
-    register_generate_routes(app, state)
+    register_generate_routes(app, state, tokenizer)
     register_weight_routes(app, state)
     register_control_routes(app, state)
     register_info_routes(app, state)

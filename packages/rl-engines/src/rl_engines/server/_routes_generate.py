@@ -1,4 +1,4 @@
-"""`/generate` (JSON or server-sent events), `/health` and `/health_generate`."""
+"""`/generate` (JSON or server-sent events; token ids, and text given a tokenizer), `/health` and `/health_generate`."""
 
 from __future__ import annotations
 
@@ -6,13 +6,26 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from rl_engines.remote import generate_output_json, output_to_json, parse_generate_payload
-from rl_engines.rollout import GenerateOutput, GenerateRequest, InvalidRequestError, SamplingParams
+from rl_engines.rollout import (
+    GenerateOutput,
+    GenerateRequest,
+    InvalidRequestError,
+    SamplingParams,
+    TokenCallback,
+)
 from rl_engines.server._body import read_json
 from rl_engines.server._fastapi import FastAPI, JSONResponse, Request, Response, StreamingResponse
+from rl_engines.server._generate_text import (
+    GenerateText,
+    NoTokenizerError,
+    no_tokenizer_response,
+    prepare,
+    with_text,
+)
 from rl_engines.server._responses import error_response
 from rl_engines.server._state import ServerState
 
@@ -26,23 +39,61 @@ def _sse(data: Any) -> bytes:
     return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
 
 
-class _StreamState:
-    """Tokens streamed so far per request, turned into SGLang stream chunks."""
+def _answer(i: int, output: GenerateOutput, text_side: GenerateText | None) -> tuple[dict[str, Any], str | None]:
+    """The finished `/generate` result of request `i` (cut at a stop string, with `text`, when the server has a
+    tokenizer), and its text (None without a tokenizer)."""
+    if text_side is None:
+        return generate_output_json(output), None
+    output, text, matched = text_side.finish(i, output)
+    data = generate_output_json(output)
+    if matched is not None:
+        data["meta_info"]["finish_reason"] = {"type": "stop", "matched": matched}
+    return data, text
 
-    def __init__(self, requests: Sequence[GenerateRequest], batch: bool, incremental: bool, version: int) -> None:
+
+def _text_answers(outputs: Sequence[GenerateOutput], text_side: GenerateText) -> list[dict[str, Any]]:
+    """The finished results of `outputs`, each with its `text`."""
+    results = []
+    for i, output in enumerate(outputs):
+        data, text = _answer(i, output, text_side)
+        results.append(with_text(data, text or "", text_side))
+    return results
+
+
+class _StreamState:
+    """Tokens streamed so far per request, turned into SGLang stream chunks (with `text` given a tokenizer)."""
+
+    def __init__(
+        self,
+        requests: Sequence[GenerateRequest],
+        batch: bool,
+        incremental: bool,
+        version: int,
+        text_side: GenerateText | None,
+        abort: Callable[[list[str]], Any],
+    ) -> None:
         self.requests = requests
         self.index = {r.rid: i for i, r in enumerate(requests)}
         self.ids: list[list[int]] = [[] for _ in requests]
         self.logprobs: list[list[float]] = [[] for _ in requests]
+        self.sent = [0 for _ in requests]
+        """Output tokens already streamed per request."""
+        self.sent_text = ["" for _ in requests]
         self.batch, self.incremental, self.version = batch, incremental, version
+        self.text_side, self.abort = text_side, abort
 
-    def _chunk(self, i: int, data: dict[str, Any]) -> bytes:
+    def _chunk(self, i: int, data: dict[str, Any], text: str | None) -> bytes:
+        if text is not None and self.text_side is not None:
+            delta = text[len(self.sent_text[i]) :] if self.incremental else text
+            self.sent_text[i] = text
+            data = with_text(data, delta, self.text_side)
         if self.batch:
             data["index"] = i
         return _sse(data)
 
     def step(self, events: Sequence[tuple[str, int, float]]) -> list[bytes]:
-        """One chunk per request that produced tokens in this step (finish_reason null)."""
+        """One chunk per request that produced tokens in this step (finish_reason null); a request that met a stop
+        string sends nothing more until its final chunk, and its engine request is aborted."""
         touched: dict[int, int] = {}
         for rid, token, logprob in events:
             i = self.index[rid]
@@ -51,28 +102,38 @@ class _StreamState:
             self.logprobs[i].append(float(logprob))
         chunks = []
         for i, start in touched.items():
-            request = self.requests[i]
-            first = start if self.incremental else 0
+            request, text = self.requests[i], None
+            if self.text_side is not None:
+                stopped = self.text_side.stopped(i)
+                text = self.text_side.push(i, self.ids[i][start:])
+                if text is None:
+                    if not stopped:
+                        self.abort([request.rid])  # the rest of its budget would only be cut off
+                    continue
+            first = self.sent[i] if self.incremental else 0
             lps = self.logprobs[i][first:] if request.return_logprobs else None
             data = output_to_json(request.rid, self.ids[i][first:], lps, len(request.input_ids), self.version, None)
-            chunks.append(self._chunk(i, data))
+            self.sent[i] = len(self.ids[i])
+            chunks.append(self._chunk(i, data, text))
         return chunks
 
     def final(self, outputs: Sequence[GenerateOutput]) -> list[bytes]:
         """The finishing chunk of every request (the whole output, or its unsent tail when incremental)."""
         chunks = []
         for i, output in enumerate(outputs):
-            data = generate_output_json(output)
+            data, text = _answer(i, output, self.text_side)
             if self.incremental:
-                sent = len(self.ids[i])
+                sent = min(self.sent[i], len(data["output_ids"]))
                 data["output_ids"] = data["output_ids"][sent:]
                 if "output_token_logprobs" in data["meta_info"]:
                     data["meta_info"]["output_token_logprobs"] = data["meta_info"]["output_token_logprobs"][sent:]
-            chunks.append(self._chunk(i, data))
+            chunks.append(self._chunk(i, data, text))
         return chunks
 
 
-async def _stream(state: ServerState, requests: list[GenerateRequest], batch: bool) -> Any:
+async def _stream(
+    state: ServerState, requests: list[GenerateRequest], batch: bool, text_side: GenerateText | None
+) -> Any:
     """Start generation; answer an error before the first token as JSON, else stream chunks as SSE."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -80,12 +141,21 @@ async def _stream(state: ServerState, requests: list[GenerateRequest], batch: bo
     def on_tokens(events: Sequence[tuple[str, int, float]]) -> None:  # engine thread
         loop.call_soon_threadsafe(queue.put_nowait, ("tokens", list(events)))
 
+    if text_side is not None:
+        text_side.start(requests)
     future = state.submit_generate(state.engine.generate, requests, on_tokens=on_tokens)
     future.add_done_callback(lambda _: queue.put_nowait(("done", None)))
     first = await queue.get()
     if first[0] == "done" and (error := future.exception()) is not None:
         return error_response(error)
-    stream = _StreamState(requests, batch, state.config.incremental_stream, state.engine.weight_version())
+    stream = _StreamState(
+        requests,
+        batch,
+        state.config.incremental_stream,
+        state.engine.weight_version(),
+        text_side,
+        lambda rids: state.control_pool.submit(state.engine.abort, rids),
+    )
 
     async def body() -> AsyncIterator[bytes]:
         item = first
@@ -107,6 +177,31 @@ async def _stream(state: ServerState, requests: list[GenerateRequest], batch: bo
                 state.control_pool.submit(state.engine.abort, [r.rid for r in requests])
 
     return StreamingResponse(body(), media_type="text/event-stream")
+
+
+def _stop_watch(
+    state: ServerState, requests: Sequence[GenerateRequest], text_side: GenerateText | None
+) -> TokenCallback | None:
+    """For a non-streaming call with stop strings: a token callback that aborts each request once its text meets
+    one (the rest of its budget would only be cut off). None when no request has stop strings."""
+    if text_side is None:
+        return None
+    text_side.start(requests)
+    if not any(o.stop for o in text_side.options):
+        return None
+    loop = asyncio.get_running_loop()
+    index = {r.rid: i for i, r in enumerate(requests)}
+
+    def watch(events: Sequence[tuple[str, int, float]]) -> None:  # event loop
+        for rid, token, _ in events:
+            i = index[rid]
+            if not text_side.stopped(i) and text_side.push(i, [int(token)]) is None:
+                state.control_pool.submit(state.engine.abort, [rid])
+
+    def on_tokens(events: Sequence[tuple[str, int, float]]) -> None:  # engine thread
+        loop.call_soon_threadsafe(watch, list(events))
+
+    return on_tokens
 
 
 _DISCONNECT_POLL_S = 0.25
@@ -131,10 +226,10 @@ def _check_context(requests: Sequence[GenerateRequest], context_len: int | None,
 
 
 async def until_done_or_disconnected(
-    state: ServerState, request: Request, requests: list[GenerateRequest]
+    state: ServerState, request: Request, requests: list[GenerateRequest], on_tokens: TokenCallback | None = None
 ) -> list[GenerateOutput] | None:
     """The outputs of `requests`, or None after aborting them because the client disconnected first."""
-    future = state.submit_generate(state.engine.generate, requests)
+    future = state.submit_generate(state.engine.generate, requests, on_tokens=on_tokens)
     while True:
         done, _ = await asyncio.wait({future}, timeout=_DISCONNECT_POLL_S)
         if done:
@@ -147,20 +242,31 @@ async def until_done_or_disconnected(
             return None
 
 
-def register_generate_routes(app: FastAPI, state: ServerState) -> None:
-    """Add `/generate`, `/health` and `/health_generate` to `app`."""
+def register_generate_routes(app: FastAPI, state: ServerState, tokenizer: Any | None = None) -> None:
+    """Add `/generate`, `/health` and `/health_generate` to `app`; with `tokenizer`, `/generate` also takes `text`
+    prompts and answers `text` (`_generate_text`)."""
 
     @app.api_route("/generate", methods=["POST", "PUT"])
     async def generate(request: Request) -> Any:
         body = await read_json(request, state.config.max_request_bytes)
-        requests, batch, stream = parse_generate_payload(body)
+        try:
+            # Tokenising a large batch of texts would stall every other route: off the event loop.
+            prepared = await asyncio.to_thread(prepare, body, tokenizer) if "text" in body else prepare(body, tokenizer)
+        except NoTokenizerError as error:
+            return no_tokenizer_response(error)
+        requests, batch, stream = parse_generate_payload(prepared.body)
         _check_context(requests, getattr(state.engine, "context_len", None), batch)
         if stream:
-            return await _stream(state, requests, batch)
-        outputs = await until_done_or_disconnected(state, request, requests)
+            return await _stream(state, requests, batch, prepared.text)
+        on_tokens = _stop_watch(state, requests, prepared.text)
+        outputs = await until_done_or_disconnected(state, request, requests, on_tokens)
         if outputs is None:
             return Response(status_code=499)  # nobody reads it: the client is gone
-        results = [generate_output_json(o) for o in outputs]
+        text_side = prepared.text
+        if text_side is None:
+            results = [generate_output_json(o) for o in outputs]
+        else:  # decoding every output is the tokenizer's work: off the event loop
+            results = await asyncio.to_thread(_text_answers, outputs, text_side)
         return JSONResponse(results if batch else results[0])
 
     @app.get("/health")
