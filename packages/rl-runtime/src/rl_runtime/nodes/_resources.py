@@ -9,6 +9,7 @@ import attrs
 import torch.distributed as dist
 
 from rl_coordinator.loading import ShardedLoader
+from rl_core.advantages import AdvantageEstimator, get_advantage_estimator
 from rl_core.kl import KLController
 from rl_core.workflows import RolloutWorkflow
 from rl_engines.judge import GenerativeJudge
@@ -105,6 +106,11 @@ class NodeResources:
     generation_pool: GenerationPool | None = None
     """Continuous generation (`algorithm.async_generation=continuous`), rollout side: the requests in flight across
     steps; flushed into `staleness_buffer` at a checkpoint."""
+    advantage_estimator: AdvantageEstimator = attrs.field(
+        default=attrs.Factory(lambda res: get_advantage_estimator(res.config.algorithm.adv_estimator), takes_self=True)
+    )
+    """`algorithm.adv_estimator`, looked up once when the worker's resources are built (the config checked the name
+    at load) rather than in every step, as the actor role resolves its policy loss once."""
 
     def require_actor(self, node_id: str) -> ActorRole:
         """The actor role; a StepDataError naming `node_id` when this worker holds none."""
