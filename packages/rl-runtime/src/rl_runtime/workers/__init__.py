@@ -12,7 +12,7 @@ torchrun each process is one slot instead: a `LocalWorker` (the same step code) 
         print(result.metrics)
 
 Operations are bound by the name graph nodes give (`NODE_OPERATIONS`); an unregistered name fails at start.
-Edges between nodes on the same ranks stay in the worker (`LocalEdgeStore`); edges between sub-graphs go
+Edges between nodes on the same ranks stay in the worker (the executor's `LocalEdges`); edges between sub-graphs go
 through the DataCoordinator, keyed `"<src>-><dst>"` and by step. Faults reach the driver as
 `NodeExecutionError` (rank, node, step, traceback) or `WorkerLostError` (rank); under torchrun the ranks that did not
 fail raise `RankFailedError`, naming the rank that did.
