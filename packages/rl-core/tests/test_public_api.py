@@ -191,6 +191,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "sapo",
         "with_rollout_correction",
     ],
+    "rl_core.metrics": ["MetricsError", "compute_data_metrics", "count_tokens", "sequence_lengths", "token_counts"],
     "rl_core.shaping": [
         "GroupFilterResult",
         "accuracy_band_mask",

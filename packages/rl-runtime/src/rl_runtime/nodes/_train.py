@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from rl_core.metrics import compute_data_metrics, count_tokens
 from rl_core.schema import (
     ADVANTAGES,
     ATTENTION_MASK,
@@ -19,8 +20,6 @@ from rl_core.schema import (
     VALUES,
 )
 from rl_engines.training import StepResult
-from rl_runtime.metrics._batch import count_tokens
-from rl_runtime.metrics._data import compute_data_metrics
 from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import policy_inputs, require_fields, single_input, with_fields
 from rl_runtime.nodes._continuous import rollout_steps_ahead
