@@ -23,6 +23,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "check_sample",
         "check_tensor",
         "import_from_spec",
+        "lazy_exports",
         "load_plugins",
         "lookup",
         "nearest_name",

@@ -23,8 +23,7 @@ The Ray-backed names (the actor, its client, `fetch_payloads`, `ShareStream`) im
 (requests, `split_across_ranks`, `use_local_path`) work in a process without Ray, such as a torchrun rank.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rl_coordinator.coordinator._local import use_local_path
 from rl_coordinator.coordinator._metrics import (
@@ -48,6 +47,7 @@ from rl_coordinator.coordinator._requests import (
 )
 from rl_coordinator.coordinator._selection import split_across_ranks
 from rl_coordinator.coordinator._state import CoordinatorState
+from rl_core import lazy_exports
 
 if TYPE_CHECKING:
     from rl_coordinator.coordinator._actor import DEFAULT_MAX_CONCURRENCY, DataCoordinator, start_coordinator
@@ -66,13 +66,7 @@ _NEED_RAY = {
 """The names whose modules import Ray, imported on first use: a torchrun process (no Ray) uses the rest."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _NEED_RAY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _NEED_RAY)
 
 
 __all__ = [

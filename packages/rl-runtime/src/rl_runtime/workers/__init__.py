@@ -20,9 +20,9 @@ fail raise `RankFailedError`, naming the rank that did.
 `Driver`, `run_steps` and `start_workers` import Ray on first use; the rest runs in a torchrun rank without Ray.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rl_core import lazy_exports
 from rl_runtime.workers._errors import (
     NodeExecutionError,
     RankFailedError,
@@ -53,13 +53,7 @@ _NEED_RAY = {"Driver": "_driver", "run_steps": "_driver", "start_workers": "_wor
 """The names whose modules import Ray, imported on first use: a torchrun rank (no Ray) uses the rest."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _NEED_RAY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _NEED_RAY)
 
 
 __all__ = [
