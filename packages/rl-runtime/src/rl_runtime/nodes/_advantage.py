@@ -74,5 +74,5 @@ def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, Step
             values=batch.get(VALUES),
             baseline_rewards=batch.get(BASELINE_REWARDS),
         )
-        output = res.advantage_estimator(advantage_inputs, **algorithm.adv_params)
+        output = res.require_advantage_estimator()(advantage_inputs, **algorithm.adv_params)
     return with_fields(data, metrics, token_level_rewards=rewards, advantages=output.advantages, returns=output.returns)
