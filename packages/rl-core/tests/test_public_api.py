@@ -23,6 +23,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "check_sample",
         "check_tensor",
         "import_from_spec",
+        "lazy_exports",
         "load_plugins",
         "lookup",
         "nearest_name",
@@ -191,6 +192,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "sapo",
         "with_rollout_correction",
     ],
+    "rl_core.metrics": ["MetricsError", "compute_data_metrics", "count_tokens", "sequence_lengths", "token_counts"],
     "rl_core.shaping": [
         "GroupFilterResult",
         "accuracy_band_mask",

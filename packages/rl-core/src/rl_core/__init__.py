@@ -1,6 +1,7 @@
 """rl-core: torch-only algorithms for RL post-training, the sample schema and the TaskGraph types."""
 
 from rl_core._errors import DuplicateNameError, RLCoreError, ShapeError, UnknownNameError
+from rl_core._lazy import lazy_exports
 from rl_core._plugins import PLUGIN_GROUP, PluginError, load_plugins
 from rl_core._registry import lookup, nearest_name, registrar
 from rl_core._spec import import_from_spec
@@ -23,6 +24,7 @@ __all__ = [
     "check_sample",
     "check_tensor",
     "import_from_spec",
+    "lazy_exports",
     "load_plugins",
     "lookup",
     "nearest_name",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -81,6 +82,38 @@ def test_protocol_order_and_report() -> None:
     assert (report.version, report.tensors, report.buckets, report.nbytes) == (7, 3, 2, 4 * (3 + 4 + 4))
     assert report.checksum == weights_checksum(pair for bucket in _buckets() for pair in bucket)
     assert set(report.seconds) >= {"pause", "send", "flush", "version", "verify", "resume"}
+
+
+class SleepingEngine(RecordingEngine):
+    """A `RecordingEngine` that can sleep and refuses weights while asleep, as a colocated rollout engine does."""
+
+    capabilities = frozenset({"tensor", "sleep"})
+
+    def __init__(self, *, asleep: bool) -> None:
+        super().__init__()
+        self.asleep = asleep
+
+    def status(self) -> SimpleNamespace:
+        self.calls.append("status")
+        return SimpleNamespace(state="asleep" if self.asleep else "serving")
+
+    def wake_up(self, tags: object = None) -> None:
+        self.calls.append("wake_up")
+        self.asleep = False
+
+    def update_weights_from_tensors(self, tensors: list) -> None:
+        if self.asleep:
+            raise AssertionError("weights sent to an asleep engine")
+        super().update_weights_from_tensors(tensors)
+
+
+@pytest.mark.parametrize("asleep", [True, False])
+def test_an_asleep_engine_is_woken_before_the_update(asleep: bool) -> None:
+    engine = SleepingEngine(asleep=asleep)
+    report = WeightSync([engine], ReferenceTransport()).sync(_buckets(), 3)
+    woken = ["wake_up"] if asleep else []
+    assert engine.calls[: 2 + len(woken)] == ["status", *woken, "pause:abort"]
+    assert engine.version == 3 and "wake" in report.seconds
 
 
 def test_checksum_mismatch_raises_and_leaves_the_engine_paused() -> None:

@@ -5,8 +5,8 @@ consumers ask for their share of a step with a ReadRequest (edge, step, rank and
 take the shares of consecutive steps from one streaming call (`ShareStream`: half the cost per step, and the
 steps ready together in one item), and
 fetch them straight from the producers' objects. When producer and consumer have the same data-parallel layout
-and no balancing is asked, the batch stays in the worker (`LocalEdgeStore`, `use_local_path`). A step whose
-ranks will not all read it is freed with `drop` / `drop_before`.
+and no balancing is asked, the batch stays in the worker (`use_local_path`; the runtime's executor keeps it). A
+step whose ranks will not all read it is freed with `drop` / `drop_before`.
 
 Ref granularity: a client coalesces its puts (`_sender`): a batch goes out at once when none of the client's
 puts is unacknowledged, and the batches put meanwhile go out together, as one call to the actor and the
@@ -20,13 +20,12 @@ Balancing spreads an object's samples over ranks, so a rank may fetch samples it
 samples, which keeps about the balance of sample-by-sample while a rank reads few objects.
 
 The Ray-backed names (the actor, its client, `fetch_payloads`, `ShareStream`) import Ray on first use; the rest
-(requests, `split_across_ranks`, `LocalEdgeStore`) work in a process without Ray, such as a torchrun rank.
+(requests, `split_across_ranks`, `use_local_path`) work in a process without Ray, such as a torchrun rank.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rl_coordinator.coordinator._local import LocalEdgeStore, use_local_path
+from rl_coordinator.coordinator._local import use_local_path
 from rl_coordinator.coordinator._metrics import (
     METRIC_BYTES_THROUGH,
     METRIC_CACHED_STEPS,
@@ -48,6 +47,7 @@ from rl_coordinator.coordinator._requests import (
 )
 from rl_coordinator.coordinator._selection import split_across_ranks
 from rl_coordinator.coordinator._state import CoordinatorState
+from rl_core import lazy_exports
 
 if TYPE_CHECKING:
     from rl_coordinator.coordinator._actor import DEFAULT_MAX_CONCURRENCY, DataCoordinator, start_coordinator
@@ -66,13 +66,7 @@ _NEED_RAY = {
 """The names whose modules import Ray, imported on first use: a torchrun process (no Ray) uses the rest."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _NEED_RAY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _NEED_RAY)
 
 
 __all__ = [
@@ -90,7 +84,6 @@ __all__ = [
     "CoordinatorClient",
     "CoordinatorState",
     "DataCoordinator",
-    "LocalEdgeStore",
     "PutRequest",
     "ReadRequest",
     "RefSelection",

@@ -1,7 +1,8 @@
 """`WeightSync`: pushes the train engine's bucketed export into rollout engines and proves what they hold.
 
 One `sync(buckets, version)`:
-    pause(mode) -> transport.begin -> per bucket: [cast] -> checksum -> transport.send -> transport.finish
+    [wake_up the engines asleep] -> pause(mode) -> transport.begin
+    -> per bucket: [cast] -> checksum -> transport.send -> transport.finish
     -> flush_cache -> set_weight_version(version) -> verify -> resume
 Verification asks each engine for `weight_version()` and `weights_checksum(names sent)` and compares them
 with the version sent and the checksum the trainer computed over the tensors as sent
@@ -9,6 +10,10 @@ with the version sent and the checksum the trainer computed over the tensors as 
 the engines paused: they must not serve weights that could not be verified. Any other failure resumes
 the engines and re-raises: an engine whose weights changed refuses requests until a version is set, so
 resuming never serves an unlabelled mix.
+
+An engine asleep when the sync starts (a colocated rollout engine that released its memory while training ran) is
+woken first: an asleep engine refuses weight updates, so waking it is part of updating it, and the caller need not
+know the engine's state.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from rl_engines.sync._transport import Bucket, SyncContext, WeightTransport
 logger = logging.getLogger(__name__)
 
 _PAUSE_MODES = ("abort", "wait", "keep")
+_SLEEP_CAPABILITY = "sleep"
+"""Engines with it may be asleep when a sync starts (`sleep`/`wake_up`); the sync wakes them."""
 _NO_VERSION = -1
 """The context version of `close`: no weights are sent then (policy versions are ints >= 0)."""
 DEFAULT_SYNC_TIMEOUT_S = 600.0
@@ -125,6 +132,9 @@ class WeightSync:
 
         mode = self.config.pause_mode
         leave_paused = False
+        if any(_SLEEP_CAPABILITY in engine.capabilities for engine in self.engines):
+            ctx.call_each(_wake_if_asleep, "wake_up")
+            lap("wake")
         try:
             ctx.call_each(lambda e: e.pause(mode, timeout_s=self.config.timeout_s), f"pause({mode!r})")
             lap("pause")
@@ -204,6 +214,11 @@ class WeightSync:
         """Release the transport's resources and worker threads."""
         self.transport.close(self._context(_NO_VERSION))
         self._caller.close()
+
+
+def _wake_if_asleep(engine: InferenceEngine) -> None:
+    if _SLEEP_CAPABILITY in engine.capabilities and engine.status().state == "asleep":
+        engine.wake_up()
 
 
 def as_buckets(named: Iterable[tuple[str, torch.Tensor]], bucket_bytes: int) -> Iterable[Bucket]:

@@ -4,9 +4,9 @@
         sinks.log(step, reduce_rank_metrics(per_rank_metrics))
     by_step = read_metrics_jsonl("outputs/run/metrics.jsonl")
 
-The per-step metrics themselves are pure functions the node operations call (`_data`, `_perf`, `_batch`; stage
-timers in `_timer`); names and definitions follow verl 0.9.1 (`verl/trainer/ppo/metric_utils.py`) so runs
-compare across frameworks.
+The per-step metrics themselves are pure functions the node operations call (the batch's data metrics in
+`rl_core.metrics`; throughput in `_perf`; stage timers in `_timer`); names and definitions follow verl 0.9.1
+(`verl/trainer/ppo/metric_utils.py`) so runs compare across frameworks.
 The optional sinks import their packages only when built and name the rl-runtime extra that provides them;
 importing this package registers every built-in sink in `LOG_SINKS`.
 """

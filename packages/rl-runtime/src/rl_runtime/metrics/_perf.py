@@ -51,7 +51,7 @@ def compute_timing_metrics(
 def compute_throughput_metrics(*, total_num_tokens: int, step_seconds: float, n_gpus: int) -> dict[str, float]:
     """verl's `perf/total_num_tokens`, `perf/time_per_step` and `perf/throughput` (tokens / s / GPU).
 
-    `total_num_tokens` counts the global batch's non-padding prompt+response tokens (`count_tokens`);
+    `total_num_tokens` counts the global batch's non-padding prompt+response tokens (`rl_core.metrics.count_tokens`);
     `n_gpus` is every GPU of the run's resource pool, rollout included when colocated.
     """
     if isinstance(total_num_tokens, bool) or not isinstance(total_num_tokens, int) or total_num_tokens < 0:

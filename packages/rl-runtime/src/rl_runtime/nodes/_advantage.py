@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rl_core.advantages import AdvantageInputs, get_advantage_estimator
+from rl_core.advantages import AdvantageInputs
 from rl_core.kl import REWARD_KL_METRIC, apply_kl_penalty
 from rl_core.schema import (
     BASELINE_REWARDS,
@@ -67,7 +67,6 @@ def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, Step
             rewards = penalty.token_level_rewards
             metrics.update(penalty.metrics)
             controller.update(penalty.metrics[REWARD_KL_METRIC], n_steps=int(rewards.shape[0]))
-        estimator = get_advantage_estimator(algorithm.adv_estimator)
         advantage_inputs = AdvantageInputs(
             token_level_rewards=rewards,
             response_mask=batch[RESPONSE_MASK],
@@ -75,5 +74,5 @@ def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, Step
             values=batch.get(VALUES),
             baseline_rewards=batch.get(BASELINE_REWARDS),
         )
-        output = estimator(advantage_inputs, **algorithm.adv_params)
+        output = res.require_advantage_estimator()(advantage_inputs, **algorithm.adv_params)
     return with_fields(data, metrics, token_level_rewards=rewards, advantages=output.advantages, returns=output.returns)

@@ -152,7 +152,7 @@ def draw_rollouts(res: NodeResources, step: int, rank: int, draw: int) -> StepDa
 
 
 def put_rollout_to_sleep(res: NodeResources) -> None:
-    """Colocated: free the rollout engine's memory for training (`wake_rollout` brings it back for the sync)."""
+    """Colocated: free the rollout engine's memory for training (the weight sync wakes it for the next update)."""
     if res.config.placement.colocate and res.rollout is not None and "sleep" in res.rollout.capabilities:
         res.rollout.sleep(SLEEP_LEVEL)
 

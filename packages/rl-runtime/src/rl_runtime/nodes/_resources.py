@@ -9,6 +9,7 @@ import attrs
 import torch.distributed as dist
 
 from rl_coordinator.loading import ShardedLoader
+from rl_core.advantages import AdvantageEstimator, get_advantage_estimator
 from rl_core.kl import KLController
 from rl_core.workflows import RolloutWorkflow
 from rl_engines.judge import GenerativeJudge
@@ -105,6 +106,10 @@ class NodeResources:
     generation_pool: GenerationPool | None = None
     """Continuous generation (`algorithm.async_generation=continuous`), rollout side: the requests in flight across
     steps; flushed into `staleness_buffer` at a checkpoint."""
+    advantage_estimator: AdvantageEstimator | None = None
+    """`algorithm.adv_estimator`'s function, looked up once rather than in every step, as the actor role resolves
+    its policy loss once: the trainer's resources factory passes it; None looks it up at the first
+    `require_advantage_estimator`."""
 
     def require_actor(self, node_id: str) -> ActorRole:
         """The actor role; a StepDataError naming `node_id` when this worker holds none."""
@@ -114,6 +119,12 @@ class NodeResources:
                 "runs on the training slots: give the node the actor's role in the pipeline"
             )
         return self.actor
+
+    def require_advantage_estimator(self) -> AdvantageEstimator:
+        """The `algorithm.adv_estimator` function (`advantage_estimator`, looked up here the first time if unset)."""
+        if self.advantage_estimator is None:
+            self.advantage_estimator = get_advantage_estimator(self.config.algorithm.adv_estimator)
+        return self.advantage_estimator
 
     def require_env(self, node_id: str) -> VectorEnv:
         """The environment; a StepDataError naming `node_id` when this worker holds none."""

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from rl_core.metrics import compute_data_metrics, count_tokens
 from rl_core.schema import (
     ADVANTAGES,
     ATTENTION_MASK,
@@ -19,8 +20,6 @@ from rl_core.schema import (
     VALUES,
 )
 from rl_engines.training import StepResult
-from rl_runtime.metrics._batch import count_tokens
-from rl_runtime.metrics._data import compute_data_metrics
 from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._batching import policy_inputs, require_fields, single_input, with_fields
 from rl_runtime.nodes._continuous import rollout_steps_ahead
@@ -71,16 +70,14 @@ def checksum_metric(checksum: str) -> float:
 
 
 def sync_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
-    """Stream the actor's weights to the rollout engine as `version`: into this worker's own engine (waking it first
-    when colocated asleep), or, under split placement, to the rollout slots.
+    """Stream the actor's weights to the rollout engine as `version`: into this worker's own engine (the
+    `rl_engines.sync.WeightSync` wakes it first when colocated asleep), or, under split placement, to the rollout slots.
 
     Metrics: `sync/weight_version`, and from the worker that sent them `sync/bytes`, `sync/num_tensors` and
     `sync/weights_checksum` (`checksum_metric` of the tensors as sent); `sync/servers_skipped` when the update left
     out rollout servers that do not answer."""
     if res.actor is None or res.weight_sync is None:
         raise StepDataError("this worker holds no actor to publish weights from; the actor runs on the training slots")
-    if res.rollout is not None and "sleep" in res.rollout.capabilities and res.rollout.status().state == "asleep":
-        res.rollout.wake_up()
     report = res.weight_sync.sync(res.actor.export_weights(SYNC_BUCKET_BYTES), version)
     res.policy_version = version
     metrics = {"sync/weight_version": float(version)}

@@ -76,6 +76,8 @@ class ActorRole(EngineRole):
             settings = attrs.asdict(algorithm.rollout_correction)
             self._policy_loss = with_rollout_correction(self._policy_loss, **settings)
         self._train_spec = ForwardSpec(entropy=algorithm.entropy_coef > 0, temperature=temperature)
+        # update_on_policy reports the forward's entropy too; both specs are fixed for the role's life.
+        self._on_policy_spec = ForwardSpec(entropy=True, temperature=temperature)
 
     @classmethod
     def from_config(cls, config: RunConfig, engine: TrainEngine) -> ActorRole:
@@ -185,8 +187,8 @@ class ActorRole(EngineRole):
 
         # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.
         tagged = {**batch, _ROW_KEY: torch.arange(shape[0], device=device)}
-        spec = ForwardSpec(entropy=True, temperature=self.temperature)
-        result = self._engine.train_step(tagged, NormalizedLoss(recording_loss, self.algorithm.loss_agg_mode), spec)
+        loss = NormalizedLoss(recording_loss, self.algorithm.loss_agg_mode)
+        result = self._engine.train_step(tagged, loss, self._on_policy_spec)
         self._engine.step_lr_scheduler()
         return result, ForwardOutput(log_probs, entropy, None)
 

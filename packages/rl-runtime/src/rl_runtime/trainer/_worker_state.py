@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from rl_coordinator.loading import RowSource, ShardedLoader
+from rl_core.advantages import get_advantage_estimator
 from rl_core.graph import NodeRole
 from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_core.schema import POLICY_VERSION
@@ -172,6 +173,7 @@ class RunResourcesFactory:
             critic=build_critic(config, self.total_steps) if engines.critic else None,
             group=group,
             kl_controller=_kl_controller(config),
+            advantage_estimator=get_advantage_estimator(config.algorithm.adv_estimator),
             weight_receiver=receiver,
             env=env,
             embedder=embedder,

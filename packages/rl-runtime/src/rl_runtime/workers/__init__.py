@@ -12,7 +12,7 @@ torchrun each process is one slot instead: a `LocalWorker` (the same step code) 
         print(result.metrics)
 
 Operations are bound by the name graph nodes give (`NODE_OPERATIONS`); an unregistered name fails at start.
-Edges between nodes on the same ranks stay in the worker (`LocalEdgeStore`); edges between sub-graphs go
+Edges between nodes on the same ranks stay in the worker (the executor's `LocalEdges`); edges between sub-graphs go
 through the DataCoordinator, keyed `"<src>-><dst>"` and by step. Faults reach the driver as
 `NodeExecutionError` (rank, node, step, traceback) or `WorkerLostError` (rank); under torchrun the ranks that did not
 fail raise `RankFailedError`, naming the rank that did.
@@ -20,9 +20,9 @@ fail raise `RankFailedError`, naming the rank that did.
 `Driver`, `run_steps` and `start_workers` import Ray on first use; the rest runs in a torchrun rank without Ray.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rl_core import lazy_exports
 from rl_runtime.workers._errors import (
     NodeExecutionError,
     RankFailedError,
@@ -53,13 +53,7 @@ _NEED_RAY = {"Driver": "_driver", "run_steps": "_driver", "start_workers": "_wor
 """The names whose modules import Ray, imported on first use: a torchrun rank (no Ray) uses the rest."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _NEED_RAY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _NEED_RAY)
 
 
 __all__ = [

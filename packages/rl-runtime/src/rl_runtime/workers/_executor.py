@@ -10,9 +10,9 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from rl_coordinator.coordinator import LocalEdgeStore
 from rl_runtime.planning import WorkerAssignment
 from rl_runtime.workers._errors import NodeExecutionError, RoutingError, StepDataError
+from rl_runtime.workers._local_edges import LocalEdges
 from rl_runtime.workers._operations import NodeContext, NodeOperation, bind_operations
 from rl_runtime.workers._routing import WorkerRoutes
 from rl_runtime.workers._step_data import StepData, check_node_output
@@ -36,7 +36,7 @@ class GraphExecutor:
     `resources` is what every operation sees as `ctx.resources` (a WorkerResources' `nodes`).
 
     Operations are bound when it is built (UnknownOperationError names the node and the operation). Batches
-    on local edges stay in a LocalEdgeStore; coordinator edges need `client` (a CoordinatorClient). A node
+    on local edges stay in the worker (`LocalEdges`); coordinator edges need `client` (a CoordinatorClient). A node
     that raises becomes a NodeExecutionError and the step's local batches are dropped. A metric two nodes
     both report keeps the later node's value.
     """
@@ -61,7 +61,7 @@ class GraphExecutor:
             raise RoutingError(
                 f"worker rank {assignment.rank} has coordinator edges but no coordinator client; pass one"
             )
-        self._store = LocalEdgeStore()
+        self._store: LocalEdges[StepData] = LocalEdges()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._input_wait_s = 0.0
         self._reads_coordinator = any(not route.local for edges in routes.inputs.values() for route in edges)
@@ -75,7 +75,7 @@ class GraphExecutor:
             try:
                 output = self._run_node(node_id, operation, step)
             except Exception:
-                self._store = LocalEdgeStore()  # a failed step's batches would never be taken
+                self._store = LocalEdges()  # a failed step's batches would never be taken
                 raise NodeExecutionError(self.assignment.rank, node_id, step, traceback.format_exc()) from None
             metrics.update(output.metrics)
             metrics[f"{NODE_TIMING_PREFIX}{node_id}"] = time.perf_counter() - start
@@ -88,7 +88,7 @@ class GraphExecutor:
         inputs: dict[str, StepData] = {}
         for route in self.routes.inputs[node_id]:
             if route.local:
-                inputs[route.src] = self._store.take(route.key, step)[1]
+                inputs[route.src] = self._store.take(route.key, step)
             else:
                 start = time.perf_counter()
                 inputs[route.src] = get_edge(self.client, route, step, dp.rank)
@@ -104,7 +104,7 @@ class GraphExecutor:
         check_node_output(output, inputs, f"the batch of node {node_id!r} (operation {node.operation!r})")
         for route in self.routes.outputs[node_id]:
             if route.local:
-                self._store.put(route.key, step, [], output)
+                self._store.put(route.key, step, output)
             else:
                 put_edge(self.client, route, output)
         return output

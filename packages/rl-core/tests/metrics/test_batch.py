@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from rl_core import ShapeError
-from rl_runtime.metrics import MetricsError
-from rl_runtime.metrics._batch import count_tokens, sequence_lengths, token_counts
+from rl_core.metrics import MetricsError, count_tokens, sequence_lengths, token_counts
 
 
 def test_lengths_come_from_prompt_len_and_response_len(batch: dict[str, torch.Tensor]) -> None:

@@ -1,4 +1,5 @@
-"""verl's per-step data metrics (`compute_data_metrics`): score, reward, advantage, return, value and length stats."""
+"""verl's per-step data metrics of a batch: `compute_data_metrics` (score, reward, advantage, return, value and
+length stats) and `count_tokens` (verl's `global_token_num`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,18 @@ import logging
 
 import torch
 
-from rl_core import check_tensor
-from rl_core.schema import ADVANTAGES, RESPONSE_LEN, RETURNS, TOKEN_LEVEL_REWARDS, TOKEN_LEVEL_SCORES, VALUES
-from rl_runtime.metrics._batch import Batch, require, response_mask, sequence_lengths
-from rl_runtime.metrics._errors import MetricsError
+from rl_core._validation import as_bool_mask, check_tensor
+from rl_core.metrics._batch import Batch, require, response_mask, sequence_lengths, token_counts
+from rl_core.metrics._errors import MetricsError
+from rl_core.schema import (
+    ADVANTAGES,
+    ATTENTION_MASK,
+    RESPONSE_LEN,
+    RETURNS,
+    TOKEN_LEVEL_REWARDS,
+    TOKEN_LEVEL_SCORES,
+    VALUES,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -100,3 +109,12 @@ def compute_data_metrics(
     metrics["response/aborted_ratio"] = (~kept).double().mean().item()
     metrics.update(_length_stats("prompt_length", prompt_length, max_prompt_length))
     return {name: float(value) for name, value in metrics.items()}
+
+
+def count_tokens(batch: Batch) -> int:
+    """verl's `global_token_num` summed: non-padding prompt+response tokens (`attention_mask`, else the lengths)."""
+    if ATTENTION_MASK in batch:
+        attention = check_tensor(ATTENTION_MASK, batch[ATTENTION_MASK], ("B", "T"))
+        return int(as_bool_mask(ATTENTION_MASK, attention).sum().item())
+    prompt, response = token_counts(batch)
+    return prompt + response

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from rl_core import ShapeError
-from rl_runtime.metrics import MetricsError
-from rl_runtime.metrics._data import compute_data_metrics
+from rl_core.metrics import MetricsError, compute_data_metrics
 
 from .conftest import MAX_PROMPT_LENGTH, MAX_RESPONSE_LENGTH
 

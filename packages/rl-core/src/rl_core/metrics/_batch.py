@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import torch
 
-from rl_core import as_bool_mask, check_tensor
+from rl_core._validation import as_bool_mask, check_tensor
+from rl_core.metrics._errors import MetricsError
 from rl_core.schema import ATTENTION_MASK, PROMPT_LEN, RESPONSE_LEN, RESPONSE_MASK
-from rl_runtime.metrics._errors import MetricsError
 
 Batch = Mapping[str, torch.Tensor]
 """A step's tensors keyed by the sample-schema names (`attention_mask`, `response_mask`, `advantages`, ...)."""
@@ -50,12 +50,3 @@ def token_counts(batch: Batch) -> tuple[int, int]:
     """The batch's total prompt tokens and total response tokens."""
     prompt, response = sequence_lengths(batch)
     return int(prompt.sum().item()), int(response.sum().item())
-
-
-def count_tokens(batch: Batch) -> int:
-    """verl's `global_token_num` summed: non-padding prompt+response tokens (`attention_mask`, else the lengths)."""
-    if ATTENTION_MASK in batch:
-        attention = check_tensor(ATTENTION_MASK, batch[ATTENTION_MASK], ("B", "T"))
-        return int(as_bool_mask(ATTENTION_MASK, attention).sum().item())
-    prompt, response = token_counts(batch)
-    return prompt + response
