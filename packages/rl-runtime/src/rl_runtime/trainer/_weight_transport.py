@@ -2,8 +2,9 @@
 rl_runtime.config.weight_sync_transports for which the placement allows), and the engines it addresses.
 
 A "server" engine's `ServerFleet` is synced server by server: each server is one engine of the `WeightSync`, so
-shared-memory buffers and broadcast ranks are per server and each server's weights are verified on their own; a
-colocated worker syncs it through a `FleetWeightSync`, which skips (and reports) the servers that do not answer.
+shared-memory buffers, broadcast groups and disk folders (`rank_<r>/server_<i>`) are per server and each server's
+weights are verified on their own; a colocated worker syncs it through a `FleetWeightSync`, which skips (and
+reports) the servers that do not answer and drops those that die or hang during an update.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from rl_engines.sync import (
     DiskTransport,
     ReferenceTransport,
     SharedMemoryTransport,
-    WeightSync,
     WeightTransport,
 )
 from rl_runtime.config import RunConfig, WeightSyncKind, resolve_weight_sync
@@ -46,16 +46,14 @@ def publisher_into(config: RunConfig, engine: InferenceEngine, rank: int) -> Wei
     """The weight sync of colocated rollout slot `rank` into its `engine`: a `WeightSync` over `sync_targets`, or,
     for a server fleet, a `FleetWeightSync` that rebuilds it (fresh transport) over the servers that answer."""
     dtype = rollout_dtype(config)
-
-    def make_sync(engines: list[InferenceEngine]) -> WeightSync:
-        return local_weight_sync(engines, dtype, weight_transport(config, rank))
-
     if config.rollout.engine == SERVER_ENGINE:
         from rl_engines.remote import FleetWeightSync, ServerFleet
 
         if isinstance(engine, ServerFleet):
-            return FleetWeightSync(engine, lambda servers: make_sync(list(servers)))
-    return make_sync(sync_targets(config, engine))
+            return FleetWeightSync(
+                engine, lambda server, index: local_weight_sync([server], dtype, weight_transport(config, rank, index))
+            )
+    return local_weight_sync(sync_targets(config, engine), dtype, weight_transport(config, rank))
 
 
 def _address_towards(address: str) -> str:
@@ -66,17 +64,20 @@ def _address_towards(address: str) -> str:
         return str(probe.getsockname()[0])
 
 
-def weight_transport(config: RunConfig, rank: int) -> WeightTransport:
-    """A fresh transport of the kind `rollout.weight_sync` resolves to, for rollout slot `rank`."""
+def weight_transport(config: RunConfig, rank: int, server: int | None = None) -> WeightTransport:
+    """A fresh transport of the kind `rollout.weight_sync` resolves to, for rollout slot `rank` (and, for one server
+    of a fleet synced server by server, that server's index `server`: its own disk folder and weight group)."""
     kind = resolve_weight_sync(config)
     if kind is WeightSyncKind.REFERENCE:
         return ReferenceTransport()
     if kind is WeightSyncKind.SHARED_MEMORY:
         return SharedMemoryTransport()
     if kind is WeightSyncKind.DISK:
-        return DiskTransport(Path(config.trainer.output_dir) / WEIGHT_SYNC_DIR / f"rank_{rank}", keep_last=1)
+        folder = Path(config.trainer.output_dir) / WEIGHT_SYNC_DIR / f"rank_{rank}"
+        return DiskTransport(folder if server is None else folder / f"server_{server}", keep_last=1)
     master = _LOOPBACK
     if engine_location(config) is EngineLocation.REMOTE_SERVER:
         master = _address_towards(config.rollout.servers[0])
     backend = "nccl" if device_name(config) == "cuda" else "gloo"
-    return BroadcastTransport(master_address=master, backend=backend, group_name=f"rollout_weights_{rank}")
+    group = f"rollout_weights_{rank}" if server is None else f"rollout_weights_{rank}_{server}"
+    return BroadcastTransport(master_address=master, backend=backend, group_name=group)
