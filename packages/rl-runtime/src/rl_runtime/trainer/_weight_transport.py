@@ -30,6 +30,8 @@ WEIGHT_SYNC_DIR = "weight_sync"
 """Folder under the run's output folder where the disk transport publishes each rollout slot's weights."""
 _LOOPBACK = "127.0.0.1"
 _PROBE_PORT = 80
+_SYNC_MARGIN_S = 30.0
+"""A fleet server's sync waits this much beyond the server's own call timeouts, so their error arrives first."""
 
 
 def sync_targets(config: RunConfig, engine: InferenceEngine) -> list[InferenceEngine]:
@@ -50,8 +52,13 @@ def publisher_into(config: RunConfig, engine: InferenceEngine, rank: int) -> Wei
         from rl_engines.remote import FleetWeightSync, ServerFleet
 
         if isinstance(engine, ServerFleet):
+            # each call of a server's sync is bounded by the server's own HTTP timeouts; the sync's bound comes after
+            bound = max(max(m.config.timeout_s, m.config.update_timeout_s) for m in engine.members) + _SYNC_MARGIN_S
             return FleetWeightSync(
-                engine, lambda server, index: local_weight_sync([server], dtype, weight_transport(config, rank, index))
+                engine,
+                lambda server, index: local_weight_sync(
+                    [server], dtype, weight_transport(config, rank, index), timeout_s=bound
+                ),
             )
     return local_weight_sync(sync_targets(config, engine), dtype, weight_transport(config, rank))
 
