@@ -86,5 +86,11 @@ def weight_transport(config: RunConfig, rank: int, server: int | None = None) ->
     if engine_location(config) is EngineLocation.REMOTE_SERVER:
         master = _address_towards(config.rollout.servers[0])
     backend = "nccl" if device_name(config) == "cuda" else "gloo"
-    group = f"rollout_weights_{rank}" if server is None else f"rollout_weights_{rank}_{server}"
-    return BroadcastTransport(master_address=master, backend=backend, group_name=group)
+    if server is None:
+        return BroadcastTransport(master_address=master, backend=backend, group_name=f"rollout_weights_{rank}")
+    from rl_engines.remote import ServerEngineConfig
+
+    # a fleet server's group: a hung server fails its broadcast after update_timeout_s, as its other update calls
+    timeout_s = ServerEngineConfig(**config.rollout.engine_kwargs).update_timeout_s
+    group = f"rollout_weights_{rank}_{server}"
+    return BroadcastTransport(master_address=master, backend=backend, group_name=group, timeout_s=timeout_s)
