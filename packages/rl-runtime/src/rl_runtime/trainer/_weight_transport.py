@@ -1,10 +1,10 @@
 """The weight-sync transport of a worker's rollout engine, as `rollout.weight_sync` chose it (see
 rl_runtime.config.weight_sync_transports for which the placement allows), and the engines it addresses.
 
-A "server" engine's `ServerFleet` is synced server by server: each server is one engine of the `WeightSync`, so
-shared-memory buffers, broadcast groups and disk folders (`rank_<r>/server_<i>`) are per server and each server's
-weights are verified on their own; a colocated worker syncs it through a `FleetWeightSync`, which skips (and
-reports) the servers that do not answer and drops those that die or hang during an update.
+A "server" engine's `ServerFleet` is synced server by server, through a `FleetWeightSync` (colocated, and on a split
+placement's rollout slots): each server has a `WeightSync` of its own, so shared-memory buffers, broadcast groups and
+disk folders (`rank_<r>/server_<i>`) are per server and each server's weights are verified on their own; servers
+that do not answer are skipped (and reported), those that die or hang during an update dropped from it.
 """
 
 from __future__ import annotations
@@ -44,9 +44,12 @@ def sync_targets(config: RunConfig, engine: InferenceEngine) -> list[InferenceEn
     return [engine]
 
 
-def publisher_into(config: RunConfig, engine: InferenceEngine, rank: int) -> WeightPublisher:
-    """The weight sync of colocated rollout slot `rank` into its `engine`: a `WeightSync` over `sync_targets`, or,
-    for a server fleet, a `FleetWeightSync` that rebuilds it (fresh transport) over the servers that answer."""
+def publisher_into(
+    config: RunConfig, engine: InferenceEngine, rank: int, *, keep_requests: bool = False
+) -> WeightPublisher:
+    """The weight sync of rollout slot `rank` into its `engine` (`keep_requests`: see `local_weight_sync`): a
+    `WeightSync` over `sync_targets`, or, for a server fleet, a `FleetWeightSync` that syncs each server that answers
+    through a `WeightSync` of its own (fresh transport) and drops those that die or hang during an update."""
     dtype = rollout_dtype(config)
     if config.rollout.engine == SERVER_ENGINE:
         from rl_engines.remote import FleetWeightSync, ServerFleet
@@ -57,10 +60,11 @@ def publisher_into(config: RunConfig, engine: InferenceEngine, rank: int) -> Wei
             return FleetWeightSync(
                 engine,
                 lambda server, index: local_weight_sync(
-                    [server], dtype, weight_transport(config, rank, index), timeout_s=bound
+                    [server], dtype, weight_transport(config, rank, index), keep_requests=keep_requests, timeout_s=bound
                 ),
             )
-    return local_weight_sync(sync_targets(config, engine), dtype, weight_transport(config, rank))
+    transport = weight_transport(config, rank)
+    return local_weight_sync(sync_targets(config, engine), dtype, transport, keep_requests=keep_requests)
 
 
 def _address_towards(address: str) -> str:
