@@ -35,7 +35,10 @@ _HF_CONFIG = Qwen2Config(
 )  # fmt: skip
 _BUCKET_BYTES = 8192
 """Small buckets, so an update is several calls and a fault can land after the first."""
-_TIMEOUT_S = 2.0
+_HANG_TIMEOUT_S = 2.0
+"""The hung server's call timeouts: how long the test waits for each of its two calls that hang."""
+_TIMEOUT_S = 60.0
+"""Every other client's: a loaded machine never trips it."""
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +69,8 @@ def servers() -> Iterator[list[LocalServer]]:
             server.stop()
 
 
-def _client(server: LocalServer) -> RemoteEngine:
-    return RemoteEngine(RemoteEngineConfig(server.url, timeout_s=_TIMEOUT_S, update_timeout_s=_TIMEOUT_S))
+def _client(server: LocalServer, timeout_s: float = _TIMEOUT_S) -> RemoteEngine:
+    return RemoteEngine(RemoteEngineConfig(server.url, timeout_s=timeout_s, update_timeout_s=timeout_s))
 
 
 def _make_sync(server: InferenceEngine, _index: int) -> WeightSync:
@@ -111,9 +114,10 @@ def test_a_server_that_hangs_mid_update_is_dropped_and_rejoins_after_a_later_upd
     servers: list[LocalServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     live, hung = servers[0], servers[1]
-    fleet = ServerFleet([_client(live), _client(hung)], health_interval_s=0.1)
+    fleet = ServerFleet([_client(live), _client(hung, _HANG_TIMEOUT_S)], health_interval_s=0.1)
     sync = FleetWeightSync(fleet, _make_sync)
-    # its second bucket finds it stopped: the call passes update_timeout_s, the live server completes the update
+    # its second bucket finds it stopped: the call passes update_timeout_s (then its resume call timeout_s), while
+    # the live server completes the update
     _on_update_call(fleet.members[1], 2, lambda: os.kill(hung.process.pid, signal.SIGSTOP), monkeypatch)
     report = sync.sync(_buckets(1), 1)
     assert report.skipped == (hung.url,) and report.checksum is not None
@@ -122,7 +126,9 @@ def test_a_server_that_hangs_mid_update_is_dropped_and_rejoins_after_a_later_upd
     assert fleet.members[1].health()  # it answers again, but holds no verified weights: still out of generation
     outputs = fleet.generate([GenerateRequest(f"r{i}", (5, 6, 7), SamplingParams(max_new_tokens=2)) for i in range(4)])
     assert len(outputs) == 4 and fleet.down == [hung.url]
-    report = sync.sync(_buckets(2), 2)  # a later update reaches it: back in generation, verified like the other
+    # A later update reaches it: back in generation, verified like the other. The same weights as version 1, so the
+    # bucket it was sent while stopped (which it may still load now that it runs again) holds what this one sends.
+    report = sync.sync(_buckets(1), 2)
     assert report.skipped == () and fleet.down == []
     assert fleet.weight_version() == 2
     assert fleet.members[0].weights_checksum() == fleet.members[1].weights_checksum()
