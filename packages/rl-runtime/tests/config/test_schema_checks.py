@@ -142,6 +142,15 @@ from rl_runtime.config import ConfigError, DataConfig, RolloutConfig, RunConfig,
             r"critic.micro_batch.max_tokens_per_micro_batch: expected at least one full sequence: .* = 1024",
         ),
         (
+            ["rollout.engine=server", "rollout.engine_kwargs.update_timeout_s=0"],
+            r"rollout.engine_kwargs.update_timeout_s: expected a value the server engine accepts, found 0; "
+            r"rollout.engine_kwargs.update_timeout_s must be > 0, got 0",
+        ),
+        (
+            ["rollout.engine=server", "rollout.engine_kwargs.update_timeout=5"],
+            r"rollout.engine_kwargs: expected settings of the server engine: .*update_timeout_s.*found update_timeout",
+        ),
+        (
             ["rollout.engine=sglang"],
             r"rollout.engine: expected an engine the trainer can build \(rl_engines.rollout.ROLLOUT_ENGINES: 'hf', "
             r"'server', 'vllm'\), found 'sglang' \(str\); rl_engines.sglang.SGLangEngine needs CUDA builds of sglang",

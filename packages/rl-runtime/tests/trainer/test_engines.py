@@ -153,3 +153,17 @@ def test_auto_takes_the_fastest_transport_the_placement_allows(
     config = _config(*overrides)
     assert [kind.value for kind in weight_sync_transports(config)] == allowed
     assert resolve_weight_sync(config) is WeightSyncKind(auto)
+
+
+def test_each_server_of_a_fleet_gets_its_own_folder_or_group_bounded_by_update_timeout_s(tmp_path: Any) -> None:
+    from rl_engines.sync import BroadcastTransport, DiskTransport
+    from rl_runtime.trainer._weight_transport import WEIGHT_SYNC_DIR, weight_transport
+
+    server = ["rollout.engine=server", f"trainer.output_dir={tmp_path}", "rollout.engine_kwargs.update_timeout_s=7"]
+    disk = weight_transport(_config(*server, "rollout.weight_sync=disk"), 0, 1)
+    assert isinstance(disk, DiskTransport) and disk.root == tmp_path / WEIGHT_SYNC_DIR / "rank_0" / "server_1"
+    group = weight_transport(_config(*server, "rollout.weight_sync=broadcast"), 0, 1)
+    assert isinstance(group, BroadcastTransport)
+    assert (group.group_name, group.timeout_s) == ("rollout_weights_0_1", 7.0)
+    alone = weight_transport(_config(*server, "rollout.weight_sync=broadcast"), 0)
+    assert isinstance(alone, BroadcastTransport) and alone.group_name == "rollout_weights_0"

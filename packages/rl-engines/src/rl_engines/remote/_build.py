@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rl_engines.remote._config import DEFAULT_GENERATE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RemoteEngineConfig, resolve_api_key
-from rl_engines.remote._fleet import ServerFleet, connect
+from rl_engines.remote._engine import RemoteEngine
+from rl_engines.remote._errors import ServerConnectionError
+from rl_engines.remote._fleet import ServerFleet
 from rl_engines.remote._launch import LocalServer
-from rl_engines.rollout import InvalidRequestError, RolloutEngineSpec
+from rl_engines.rollout import EngineTimeoutError, InvalidRequestError, RolloutEngineSpec
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,10 @@ class ServerEngineConfig:
     health_interval_s: float = 5.0
     """How soon a server found unreachable is probed again."""
     timeout_s: float = DEFAULT_TIMEOUT_S
-    """Bound on control and weight calls (`RemoteEngineConfig.timeout_s`)."""
+    """Bound on control calls: pause drains, flushes, versions, checksums (`RemoteEngineConfig.timeout_s`)."""
+    update_timeout_s: float = DEFAULT_TIMEOUT_S
+    """Bound on one weight-update call (`RemoteEngineConfig.update_timeout_s`): a server that dies or hangs during an
+    update is dropped from it after this long at most, and the others complete it."""
     generate_timeout_s: float = DEFAULT_GENERATE_TIMEOUT_S
     """Bound on one generate call (`RemoteEngineConfig.generate_timeout_s`)."""
     api_key: str | None = dataclasses.field(default=None, repr=False)
@@ -46,7 +54,10 @@ class ServerEngineConfig:
             )
         if self.request_retries < 0:
             raise InvalidRequestError(f"ServerEngineConfig.request_retries must be >= 0, got {self.request_retries!r}")
-        for name in ("retry_backoff_s", "start_timeout_s", "health_interval_s", "timeout_s", "generate_timeout_s"):
+        for name in (
+            "retry_backoff_s", "start_timeout_s", "health_interval_s", "timeout_s", "generate_timeout_s",
+            "update_timeout_s",
+        ):  # fmt: skip
             if not getattr(self, name) > 0:
                 raise InvalidRequestError(f"ServerEngineConfig.{name} must be > 0, got {getattr(self, name)!r}")
 
@@ -65,7 +76,11 @@ def server_engine_config(spec: RolloutEngineSpec) -> ServerEngineConfig:
 def _remote_config(config: ServerEngineConfig, address: str) -> RemoteEngineConfig:
     api_key = config.api_key if config.api_key is not None else resolve_api_key(None)
     return RemoteEngineConfig(
-        address, timeout_s=config.timeout_s, generate_timeout_s=config.generate_timeout_s, api_key=api_key
+        address,
+        timeout_s=config.timeout_s,
+        generate_timeout_s=config.generate_timeout_s,
+        update_timeout_s=config.update_timeout_s,
+        api_key=api_key,
     )
 
 
@@ -97,3 +112,20 @@ def build_server_fleet(spec: RolloutEngineSpec) -> ServerFleet:
         for server in owned:
             server.stop()
         raise
+
+
+def connect(config_for: Callable[[str], Any], address: str, *, attempts: int, backoff_s: float) -> RemoteEngine:
+    """A `RemoteEngine` of the server at `address` (`config_for(address)` its `RemoteEngineConfig`), trying
+    `attempts` times `backoff_s` apart; `ServerConnectionError` naming the address when it never answers."""
+    last: Exception | None = None
+    for attempt in range(attempts):
+        try:
+            return RemoteEngine(config_for(address))
+        except (ServerConnectionError, EngineTimeoutError) as error:
+            last = error
+            if attempt + 1 < attempts:
+                time.sleep(backoff_s)
+    raise ServerConnectionError(
+        f"rollout server {address} did not answer in {attempts} tries {backoff_s} s apart ({last}); start it, or "
+        "fix the address"
+    )

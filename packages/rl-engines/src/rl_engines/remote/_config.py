@@ -38,6 +38,9 @@ class RemoteEngineConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     """Bound on control and weight-update calls (pause drains, updates, flushes)."""
     generate_timeout_s: float = DEFAULT_GENERATE_TIMEOUT_S
+    update_timeout_s: float = DEFAULT_TIMEOUT_S
+    """Bound on one weight-update call (one bucket of tensors, a disk load, one broadcast bucket's receive): a server
+    that dies or hangs mid-update fails the call after this long instead of holding the trainer."""
     connect_timeout_s: float = 10.0
     health_timeout_s: float = 5.0
     tp_size: int = 1
@@ -60,7 +63,14 @@ class RemoteEngineConfig:
                 f"RemoteEngineConfig.base_url must look like http://host:port, got {self.base_url!r}"
             )
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
-        for name in ("timeout_s", "generate_timeout_s", "connect_timeout_s", "health_timeout_s", "flush_retry_s"):
+        for name in (
+            "timeout_s",
+            "generate_timeout_s",
+            "update_timeout_s",
+            "connect_timeout_s",
+            "health_timeout_s",
+            "flush_retry_s",
+        ):
             if not getattr(self, name) > 0:
                 raise InvalidRequestError(f"RemoteEngineConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.tp_size < 1:

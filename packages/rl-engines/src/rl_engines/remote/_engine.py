@@ -262,7 +262,7 @@ class RemoteEngine:
         """See `InferenceEngine.update_weights_from_disk`; `path` must be readable by the server."""
         self._check_open()
         body = {"model_path": os.fspath(path), "flush_cache": False, "abort_all_requests": False, **self._strict()}
-        self._http.post("/update_weights_from_disk", body, timeout_s=self.config.timeout_s, weights=True)
+        self._http.post("/update_weights_from_disk", body, timeout_s=self.config.update_timeout_s, weights=True)
 
     def update_weights_from_tensors(self, tensors: NamedTensors | SharedTensorBucket) -> frozenset[str]:
         """See `InferenceEngine.update_weights_from_tensors`: named tensors go as SGLang handle payloads
@@ -271,7 +271,9 @@ class RemoteEngine:
         self._check_open()
         if isinstance(tensors, SharedTensorBucket):
             body: dict[str, Any] = {"shared_bucket": tensors.to_json(), "flush_cache": False, **self._strict()}
-            answer = self._http.post("/update_weights_from_tensor", body, timeout_s=self.config.timeout_s, weights=True)
+            answer = self._http.post(
+                "/update_weights_from_tensor", body, timeout_s=self.config.update_timeout_s, weights=True
+            )
             return frozenset(answer.get("lent_buffers") or ()) if isinstance(answer, dict) else frozenset()
         named = list(tensors)
         if not named:
@@ -279,7 +281,7 @@ class RemoteEngine:
         payloads = [serialize_named_tensors(named) for _ in range(self.config.tp_size)]
         body = {"serialized_named_tensors": payloads, "load_format": None, "flush_cache": False, **self._strict()}
         # `named` keeps the tensors (and so their shared memory) alive until the server has copied them.
-        self._http.post("/update_weights_from_tensor", body, timeout_s=self.config.timeout_s, weights=True)
+        self._http.post("/update_weights_from_tensor", body, timeout_s=self.config.update_timeout_s, weights=True)
         return frozenset()
 
     def init_weights_update_group(self, spec: WeightGroupSpec) -> None:
@@ -308,7 +310,7 @@ class RemoteEngine:
             "flush_cache": False,
             **self._strict(),
         }
-        self._http.post("/update_weights_from_distributed", body, timeout_s=self.config.timeout_s, weights=True)
+        self._http.post("/update_weights_from_distributed", body, timeout_s=self.config.update_timeout_s, weights=True)
 
     def destroy_weights_update_group(self) -> None:
         """See `InferenceEngine.destroy_weights_update_group`; a no-op without a group."""

@@ -1,15 +1,16 @@
 """`ServerFleet`: several rollout servers behind one `InferenceEngine`, balanced per request.
 
-Generation deals each request to the next server that answers its health check (round robin over the fleet);
-a server that cannot be reached is marked down (a warning), its requests go to the others (up to `retries` times),
-and it is probed again after `health_interval_s`. Every other call (pause, weights, version, flush) goes to every
-server, because each must hold the same weights: a server that misses an update fails the call rather than serve
-old weights. Weight transports that address engines one by one (shared memory, broadcast) sync the `members`
-directly, through a `FleetWeightSync`: each update goes to the servers that answer then (`weight_targets`), skips
-and reports the others, and a server that missed an update rejoins generation only once an update reached it
-again (`readmit`), never with old weights. Control calls (status, pause, resume, abort, sleep, wake, flush) go to
-the servers not marked down. `shutdown` closes the clients and stops the servers the fleet started
-(`owned`).
+Generation deals each request to the next server in generation (round robin over the fleet); a server that cannot
+be reached, or whose connection breaks while it generates (it died), is marked down (a warning) and its requests go
+to the others (up to `retries` times); it is probed again after `health_interval_s`. A request that streamed tokens
+(`on_tokens`) before its server died is not retried: its tokens were delivered, and a retry would deliver them again.
+The trainer syncs the `members` one by one, through a `FleetWeightSync`: each update goes to the servers that answer
+then (`weight_targets`), skips the others, drops those that die or hang during it (`exclude`), and a server that
+missed an update rejoins generation only once an update reached it again (`readmit`), never with old weights. The
+fleet's own weight calls (`update_weights_from_disk`, `update_weights_from_tensors`, `set_weight_version`) go to
+every server and fail when one fails; control calls (status, pause, resume, abort, sleep, wake, flush) and the
+version and checksum reads go to the servers not marked down. `shutdown` closes the clients and stops the servers
+the fleet started (`owned`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from rl_engines.remote._launch import LocalServer
 from rl_engines.rollout import (
     EngineStateError,
     EngineStatus,
-    EngineTimeoutError,
     GenerateOutput,
     GenerateRequest,
     LogprobMode,
@@ -149,6 +149,14 @@ class ServerFleet:
                 self._missed_update.add(index)
         return targets
 
+    def exclude(self, indexes: Collection[int]) -> None:
+        """The members `indexes` missed a weight update (they died or hung during it): out of generation until a later
+        update reaches them (`readmit`)."""
+        with self._lock:
+            for index in indexes:
+                self._down.setdefault(index, time.monotonic())
+                self._missed_update.add(index)
+
     def readmit(self, indexes: Collection[int]) -> None:
         """The members `indexes` hold the latest weights (a weight update reached them): serve from them again."""
         with self._lock:
@@ -197,10 +205,12 @@ class ServerFleet:
             if not usable:
                 break
             member = next(iter(self._deal([request], usable)))
+            stream = None if on_tokens is None else _Streamed(on_tokens)
             try:
-                return self.members[member].generate([request], on_tokens=on_tokens)[0]
+                return self.members[member].generate([request], on_tokens=stream)[0]
             except ServerConnectionError as error:
                 self._mark_down(member, error)
+                self._refuse_restream(stream, member, error)
                 last_error = error
         raise ServerConnectionError(
             f"request {request.rid!r} found no rollout server that answers among {self.addresses} after "
@@ -221,9 +231,10 @@ class ServerFleet:
             if not usable:
                 break
             shares = self._deal([batch[i] for i in pending], usable)
+            streams = {member: None if on_tokens is None else _Streamed(on_tokens) for member in shares}
             futures = {
                 member: self._pool.submit(
-                    self.members[member].generate, [batch[pending[i]] for i in share], on_tokens=on_tokens
+                    self.members[member].generate, [batch[pending[i]] for i in share], on_tokens=streams[member]
                 )
                 for member, share in shares.items()
             }
@@ -235,6 +246,7 @@ class ServerFleet:
                         outputs[position] = output
                 except ServerConnectionError as error:
                     self._mark_down(member, error)
+                    self._refuse_restream(streams[member], member, error)
                     last_error = error
                     failed += positions
             if not failed:
@@ -244,6 +256,14 @@ class ServerFleet:
             f"{len(pending)} of {len(batch)} requests found no rollout server that answers among {self.addresses} "
             f"after {self.retries} retries: {last_error}"
         )
+
+    def _refuse_restream(self, stream: _Streamed | None, member: int, error: ServerConnectionError) -> None:
+        """Raise when the failed call had streamed tokens: a retry elsewhere would stream them again."""
+        if stream is not None and stream.tokens:
+            raise ServerConnectionError(
+                f"rollout server {self.addresses[member]} was lost after streaming {stream.tokens} tokens; the "
+                f"request is not retried on another server, which would stream them again: {error}"
+            ) from error
 
     # ---- every server ----------------------------------------------------------------------------
     def _each(self, call: Callable[[RemoteEngine], T]) -> list[T]:
@@ -340,12 +360,12 @@ class ServerFleet:
         self._each(lambda member: member.set_weight_version(version))
 
     def weight_version(self) -> int:
-        """The servers' weight version; `EngineStateError` if they differ."""
-        return self._same(self._each(lambda member: member.weight_version()), "the weight version")
+        """The weight version of the servers in generation (not marked down); `EngineStateError` if they differ."""
+        return self._same(self._each_live(lambda member: member.weight_version()), "the weight version")
 
     def weights_checksum(self, names: Collection[str] | None = None) -> str:
-        """The servers' weights checksum; `EngineStateError` if they differ."""
-        return self._same(self._each(lambda member: member.weights_checksum(names)), "the weights checksum")
+        """The weights checksum of the servers in generation; `EngineStateError` if they differ."""
+        return self._same(self._each_live(lambda member: member.weights_checksum(names)), "the weights checksum")
 
     def status(self) -> EngineStatus:
         """The first live server's status, with the in-flight count of the live servers."""
@@ -378,18 +398,13 @@ class ServerFleet:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def connect(config_for: Callable[[str], Any], address: str, *, attempts: int, backoff_s: float) -> RemoteEngine:
-    """A `RemoteEngine` of the server at `address` (`config_for(address)` its `RemoteEngineConfig`), trying
-    `attempts` times `backoff_s` apart; `ServerConnectionError` naming the address when it never answers."""
-    last: Exception | None = None
-    for attempt in range(attempts):
-        try:
-            return RemoteEngine(config_for(address))
-        except (ServerConnectionError, EngineTimeoutError) as error:
-            last = error
-            if attempt + 1 < attempts:
-                time.sleep(backoff_s)
-    raise ServerConnectionError(
-        f"rollout server {address} did not answer in {attempts} tries {backoff_s} s apart ({last}); start it, or "
-        "fix the address"
-    )
+class _Streamed:
+    """An `on_tokens` callback that counts the tokens it passed on."""
+
+    def __init__(self, on_tokens: TokenCallback) -> None:
+        self._on_tokens = on_tokens
+        self.tokens = 0
+
+    def __call__(self, tokens: Any) -> None:
+        self.tokens += len(tokens)
+        self._on_tokens(tokens)

@@ -8,6 +8,7 @@ leaves no server behind. `start` returns once `/health` answers; a child that di
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -40,10 +41,12 @@ class ServerStartError(RemoteError):
 
 
 def _healthy(url: str) -> bool:
+    """True once `url` answers `/health` with 200. Anything else is not (yet) our server: nothing listening, or
+    another process that took the port first and speaks another protocol (`HTTPException`: a bad status line)."""
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=2.0) as response:
             return response.status == 200
-    except (urllib.error.URLError, OSError):
+    except (urllib.error.URLError, OSError, http.client.HTTPException):
         return False
 
 

@@ -11,15 +11,17 @@ Where the engine runs decides the transports:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import ipaddress
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import torch
 
 from rl_core.workflows import WorkflowLoadError, load_workflow
-from rl_engines.rollout import missing_engine_extra
+from rl_engines.rollout import InvalidRequestError, missing_engine_extra
 from rl_runtime.config._errors import ConfigProblem
 from rl_runtime.config._schema_sections import DeviceKind, WeightSyncKind
 
@@ -82,6 +84,37 @@ def resolve_weight_sync(config: RunConfig) -> WeightSyncKind:
     return config.rollout.weight_sync
 
 
+def _server_settings_problems(settings: Mapping[str, Any]) -> list[ConfigProblem]:
+    """The "server" engine's `rollout.engine_kwargs` it would refuse at worker start, refused now instead."""
+    from rl_engines.remote import ServerEngineConfig
+
+    known = sorted(field.name for field in dataclasses.fields(ServerEngineConfig))
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        return [
+            ConfigProblem(
+                "rollout.engine_kwargs",
+                f"settings of the server engine: {', '.join(known)}",
+                ", ".join(unknown),
+                "remove or rename them",
+            )
+        ]
+    problems = []
+    for name, value in settings.items():
+        try:
+            ServerEngineConfig(**{name: value})
+        except (InvalidRequestError, TypeError) as error:
+            problems.append(
+                ConfigProblem(
+                    f"rollout.engine_kwargs.{name}",
+                    "a value the server engine accepts",
+                    repr(value),
+                    str(error).replace("ServerEngineConfig.", "rollout.engine_kwargs."),
+                )
+            )
+    return problems
+
+
 def rollout_problems(config: RunConfig) -> list[ConfigProblem]:
     """What is wrong with the rollout section given the rest of the run (see the module doc)."""
     rollout, problems = config.rollout, []
@@ -90,6 +123,8 @@ def rollout_problems(config: RunConfig) -> list[ConfigProblem]:
         problems.append(
             ConfigProblem("rollout.engine", "an engine whose packages are installed", rollout.engine, missing)
         )
+    if rollout.engine == SERVER_ENGINE and missing is None:
+        problems += _server_settings_problems(rollout.engine_kwargs)
     if rollout.servers and rollout.engine != SERVER_ENGINE:
         problems.append(
             ConfigProblem(

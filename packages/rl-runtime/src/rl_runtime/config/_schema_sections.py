@@ -103,9 +103,10 @@ class WeightSyncKind(enum.Enum):
     """Buckets packed into shared memory (CUDA IPC on GPU), handles sent: an engine on the same host."""
     DISK = "disk"
     """A safetensors checkpoint per update under the run's output folder, which the engine loads: any engine that
-    can read that folder."""
+    can read that folder (each server of a fleet has its own folder, written once per server)."""
     BROADCAST = "broadcast"
-    """A gloo (CPU) or NCCL (GPU) group of the worker and its engines, every tensor broadcast."""
+    """A gloo (CPU) or NCCL (GPU) group of the worker and its engine, every tensor broadcast (each server of a fleet
+    in a group of its own, so one that dies breaks no other's)."""
 
 
 def _check_servers(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -196,7 +197,8 @@ class RolloutConfig:
     """Sampling temperature of validation; must be > 0 when `val_samples_per_prompt` > 1."""
     engine_kwargs: dict[str, Any] = attrs.field(factory=dict, validator=of_type(dict))
     """Engine-specific settings, passed to the engine's own config (checked there): HFEngineConfig fields for "hf",
-    VLLMEngineConfig fields for "vllm", ServerEngineConfig fields (timeouts, retries) for "server"."""
+    VLLMEngineConfig fields for "vllm", ServerEngineConfig fields (timeouts, retries; checked when the config loads)
+    for "server", see docs/rollout-servers.md."""
     workflow: str = attrs.field(default="single_turn", validator=non_empty_str)
     """The rollout workflow (`rl_core.workflows`): a registered name ("single_turn", the one-reply path run as one
     batched engine call), a module path 'pkg.mod:Name' or a file 'path/to/file.py:Name'; built in each rollout worker

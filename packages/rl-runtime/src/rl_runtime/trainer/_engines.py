@@ -135,13 +135,16 @@ def local_weight_sync(
     transport: WeightTransport | None = None,
     *,
     keep_requests: bool = False,
+    timeout_s: float | None = None,
 ) -> WeightSync:
     """A sync of tensors into `engine` (or each of several engines: a server fleet's servers) over `transport` (None:
     by reference, in this process), cast to `dtype` and verified by checksum. The engines' calls run on this thread
     when they bound their own waits (the "bounded_calls" capability). With `keep_requests` (continuous generation)
     requests in flight are parked for the load and continue under the new weights (`pause("keep")`); otherwise the
-    load waits for them to finish."""
+    load waits for them to finish. `timeout_s` bounds each engine call of the sync (None: the sync's default)."""
     engines = list(engine) if isinstance(engine, Sequence) else [engine]
     inline = all("bounded_calls" in target.capabilities for target in engines)
     config = WeightSyncConfig(pause_mode="keep" if keep_requests else "wait", dtype=dtype, inline_calls=inline)
+    if timeout_s is not None:
+        config = dataclasses.replace(config, timeout_s=timeout_s)
     return WeightSync(engines, transport or ReferenceTransport(), config)

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from rl_engines.rollout import WeightGroup, WeightGroupSpec, WeightsMeta, parse_dtype, weights_checksum
-from rl_engines.sync import Bucket, SyncError, SyncReport, WeightSync
+from rl_engines.sync import Bucket, SyncError, SyncReport
+from rl_runtime.nodes._resources import WeightPublisher
 from rl_runtime.planning._rendezvous import LOCALHOST, Exchange, rendezvous
 
 logger = logging.getLogger(__name__)
@@ -114,9 +115,10 @@ class WeightSender:
 
 
 class WeightReceiver:
-    """A rollout slot's side: `receive` loads the next published version into the engine behind `sync`."""
+    """A rollout slot's side: `receive` loads the next published version into the engine behind `sync` (a
+    `WeightSync`, or a server fleet's `FleetWeightSync`)."""
 
-    def __init__(self, group: WeightGroup, sync: WeightSync) -> None:
+    def __init__(self, group: WeightGroup, sync: WeightPublisher) -> None:
         self._group = group
         self._sync = sync
 

@@ -42,7 +42,6 @@ from rl_runtime.trainer._engines import (
     build_critic,
     build_reference,
     device_name,
-    local_weight_sync,
     make_rollout_engine,
     rollout_dtype,
     uses_reference,
@@ -52,7 +51,7 @@ from rl_runtime.trainer._judge import build_judge
 from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
-from rl_runtime.trainer._weight_transport import publisher_into, sync_targets, weight_transport
+from rl_runtime.trainer._weight_transport import publisher_into
 from rl_runtime.workers import WorkerResources
 
 logger = logging.getLogger(__name__)
@@ -227,9 +226,7 @@ class RunResourcesFactory:
         if engines.rollout:
             rollout = make_rollout_engine(config, actor_hf_config(config), dp_rank, rollout_ranks)
             group = join_weight_group(self.weight_exchange, 1 + dp_rank, rollout_ranks, timeout_s)
-            transport = weight_transport(config, dp_rank)
-            keep = continuous_generation(config)
-            sync = local_weight_sync(sync_targets(config, rollout), dtype, transport, keep_requests=keep)
+            sync = publisher_into(config, rollout, dp_rank, keep_requests=continuous_generation(config))
             return rollout, None, WeightReceiver(group, sync)
         group = join_weight_group(self.weight_exchange, SENDER_RANK, rollout_ranks, timeout_s) if dp_rank == 0 else None
         return None, WeightSender(group, dtype), None
