@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from rl_engines.remote import generate_output_json, output_to_json, parse_generate_payload
@@ -131,10 +131,14 @@ def _check_context(requests: Sequence[GenerateRequest], context_len: int | None,
 
 
 async def until_done_or_disconnected(
-    state: ServerState, request: Request, requests: list[GenerateRequest]
+    state: ServerState,
+    request: Request,
+    requests: list[GenerateRequest],
+    on_tokens: Callable[[Sequence[tuple[str, int, float]]], None] | None = None,
 ) -> list[GenerateOutput] | None:
-    """The outputs of `requests`, or None after aborting them because the client disconnected first."""
-    future = state.submit_generate(state.engine.generate, requests)
+    """The outputs of `requests`, or None after aborting them because the client disconnected first; `on_tokens`
+    is the engine's token callback (called on the engine's thread)."""
+    future = state.submit_generate(state.engine.generate, requests, on_tokens=on_tokens)
     while True:
         done, _ = await asyncio.wait({future}, timeout=_DISCONNECT_POLL_S)
         if done:
