@@ -12,7 +12,6 @@ import torch
 from rl_engines.reward_model import (
     RewardModelConfig,
     RewardModelError,
-    RewardModelPlacement,
     RewardModelScorer,
     TokenizerMode,
     check_reward_model,
@@ -99,7 +98,8 @@ def test_a_classifier_with_several_labels_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"placement": RewardModelPlacement.SLOT}, r"placement must be 'colocate'.*not built yet"),
+        ({"placement": "gpu"}, r"placement must be 'colocate' or 'slot'"),
+        ({"slots": 0}, "slots must be an int >= 1"),
         ({"batch_size": 0}, "batch_size must be an int >= 1"),
         ({"weight": float("nan")}, "weight must be a finite number"),
         ({"max_length": 1}, "max_length must be null or an int >= 2"),

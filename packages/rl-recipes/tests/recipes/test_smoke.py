@@ -113,14 +113,24 @@ def test_openai_agent_workflow_trains_two_steps(workspace: Path, ray_cluster: No
         assert metrics["actor/grad_norm"] > 0
 
 
-def test_a_reward_model_scores_through_the_trainer(workspace: Path, ray_cluster: None) -> None:
+@pytest.fixture(scope="module")
+def reward_model_dir(workspace: Path) -> Path:
     from rl_recipes.rm import RMConfig, run_rm
 
     rm = run_rm(RMConfig(steps=2, pairs=16, heldout_pairs=8, batch_size=8, output_dir=str(workspace / "rm")))
+    return rm.model_dir
+
+
+@pytest.mark.parametrize("placement", ["colocate", "slot"])
+def test_a_reward_model_scores_through_the_trainer(
+    placement: str, reward_model_dir: Path, workspace: Path, ray_cluster: None
+) -> None:
+    # placement.slots=2 either way: colocated, the policy runs on both and loads the reward model in each; "slot"
+    # gives the reward model one slot of its own (its Ray actor) and the policy the other.
     overrides = [
         *_overrides(workspace, "grpo"),
-        f"trainer.output_dir={workspace}/grpo_rm",
-        f"reward_model={{path: {rm.model_dir}, weight: 2.0}}",
+        f"trainer.output_dir={workspace}/grpo_rm_{placement}",
+        f"reward_model={{path: {reward_model_dir}, weight: 2.0, placement: {placement}}}",
         "algorithm.rule_reward_weight=0.5",
         "data.val_files=[]",  # the reward path only: no validation passes
         "trainer.validate_every=0",

@@ -123,7 +123,7 @@ def test_text_completion_n_choices_seeded_and_stop_string(app: Any, tokenizer: A
     assert cut.choices[0].logprobs is not None and len(cut.choices[0].logprobs.token_logprobs or []) == len(kept)
 
 
-def test_stream_sends_the_finished_answer_as_chunks(app: Any) -> None:
+def test_stream_deltas_add_up_to_the_answer(app: Any) -> None:
     async def body(client: openai.AsyncOpenAI) -> Any:
         plain = await client.chat.completions.create(model="m", messages=QUESTION, max_tokens=5, seed=3)
         stream = await client.chat.completions.create(

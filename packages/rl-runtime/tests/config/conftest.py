@@ -72,6 +72,8 @@ def full_data() -> dict[str, Any]:
             "tokenizer": "retokenize",
             "batch_size": 8,
             "weight": 0.5,
+            "placement": "slot",
+            "slots": 2,
             "max_length": 48,
         },
         "actor": {

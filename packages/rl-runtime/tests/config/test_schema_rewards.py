@@ -19,12 +19,48 @@ def test_the_reward_model_section_loads(minimal_data: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("overrides", "policy", "split"),
+    [
+        (["placement.slots=2"], 1, False),
+        (["placement.slots=4", "reward_model.slots=2", "placement.colocate=false"], 2, True),
+        (["placement.slots=4", "placement.slots_per_node=2", "reward_model.slots=2"], 2, False),
+    ],
+)
+def test_a_reward_model_slot_comes_out_of_the_policy_slots(
+    minimal_data: dict[str, Any], overrides: list[str], policy: int, split: bool
+) -> None:
+    from rl_runtime.config._schema_rewards import policy_slots, reward_model_slots
+    from rl_runtime.trainer._split import scheduler_config
+
+    config = config_from_dict(RunConfig, minimal_data, ["reward_model={path: /rm, placement: slot}", *overrides])
+    assert reward_model_slots(config) + policy_slots(config) == config.placement.slots
+    assert policy_slots(config) == policy
+    settings = scheduler_config(config)
+    assert settings.num_nodes * settings.slots_per_node == policy and settings.colocate is not split
+
+
+@pytest.mark.parametrize(
     ("overrides", "message"),
     [
         (
-            ["reward_model={path: /rm, placement: slot}"],
-            r"reward_model.placement: expected 'colocate', found 'slot'.*not built yet.*use 'colocate'",
+            ["reward_model={path: /rm, placement: slot}"],  # placement.slots=1 leaves the policy none
+            r"reward_model.slots: expected <= placement.slots - 1 = 0: placement.slots=1 counts every slot.*"
+            r"found 1.*set placement.slots=2",
         ),
+        (
+            ["reward_model={path: /rm, placement: slot}", "placement.slots=2", "placement.colocate=false"],
+            r"reward_model.slots: expected <= placement.slots - 2 = 0.*split.*set placement.slots=3",
+        ),
+        (
+            ["reward_model={path: /rm, placement: slot}", "placement.slots=4", "placement.slots_per_node=2"],
+            r"reward_model.slots: expected a multiple of placement.slots_per_node=2.*set reward_model.slots=2",
+        ),
+        (
+            ["reward_model={path: /rm, placement: slot}", "placement.slots=2", "trainer.launcher=torchrun"],
+            r"reward_model.placement: expected 'colocate' with trainer.launcher=torchrun.*found 'slot'",
+        ),
+        (["reward_model={path: /rm, placement: slot, slots: 0}"], r"reward_model.slots: expected an int >= 1"),
+        (["reward_model={path: /rm, slots: 2}"], r"reward_model.slots: expected 1 with reward_model.placement=colo"),
         (["reward_model={path: /rm, tokenizer: retokenise}"], r"reward_model.tokenizer: .*did you mean 'retokenize'"),
         (["reward_model={path: /rm, batch_size: 0}"], r"reward_model.batch_size: expected an int >= 1, found 0"),
         (["reward_model={tokenizer: same}"], r"reward_model.path: expected a str, found nothing"),

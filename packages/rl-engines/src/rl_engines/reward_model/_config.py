@@ -27,7 +27,8 @@ class RewardModelPlacement(enum.Enum):
     COLOCATE = "colocate"
     """In every worker that runs the reward node, beside the rollout engine (and the actor, when colocated)."""
     SLOT = "slot"
-    """On a slot of its own. Not built: refused when the config loads."""
+    """On slots of its own (`RewardModelConfig.slots`, taken from the run's slots): one reward-model worker per slot,
+    which the reward node sends a step's samples to in one call."""
 
 
 def _invalid(name: str, expected: str, found: object, fix: str = "") -> TrainConfigError:
@@ -50,7 +51,11 @@ class RewardModelConfig:
     weight: float = 1.0
     """Multiplies the reward model's score before it joins the sequence score."""
     placement: RewardModelPlacement = RewardModelPlacement.COLOCATE
-    """"colocate" (in the reward node's worker); "slot" is refused: a reward model on its own slot is not built."""
+    """"colocate" (in the reward node's worker, beside the rollout engine) or "slot" (on `slots` slots of its own,
+    taken from the run's `placement.slots`; Ray launcher only)."""
+    slots: int = 1
+    """Slots of the reward model's own workers with `placement: slot` (each holds a copy of the model and scores the
+    samples of the reward-node ranks given to it: rank r on slot r % slots); 1 with "colocate"."""
     max_length: int | None = None
     """Longest input in tokens; longer ones keep their last `max_length` tokens (counted in
     `reward/model_truncated_frac`). None: the model's `max_position_embeddings`."""
@@ -64,16 +69,10 @@ class RewardModelConfig:
             raise _invalid("batch_size", "an int >= 1", self.batch_size)
         if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not math.isfinite(self.weight):
             raise _invalid("weight", "a finite number", self.weight)
-        if self.placement is RewardModelPlacement.SLOT:
-            raise _invalid(
-                "placement",
-                "'colocate'",
-                self.placement.value,
-                "a reward model on a slot of its own is not built yet (it would need its own Ray role and a "
-                "coordinator edge to the reward node); use 'colocate', which runs it in the reward node's worker",
-            )
         if not isinstance(self.placement, RewardModelPlacement):
-            raise _invalid("placement", "'colocate'", self.placement)
+            raise _invalid("placement", "'colocate' or 'slot'", self.placement)
+        if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
+            raise _invalid("slots", "an int >= 1", self.slots)
         if self.max_length is not None and (
             isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 2
         ):

@@ -4,7 +4,9 @@
 generates through an `OpenAIBackend`: the rollout server's engine (`_routes_openai.EngineBackend`) or, inside the
 `openai_agent` workflow, an episode's engine. Each answer is recorded (`CompletionStore`) with its prompt token ids
 and every choice's tokens, behaviour log-probs and weight versions; `return_rl: true` also returns that record in
-the response's `rl` field.
+the response's `rl` field. An answer runs in three steps, `prepare_chat` / `prepare_completion` (checks, prompt,
+sampling: errors before any token), `generate` (tokens reported as they are decoded when the backend streams) and
+`answer` (the response body); `chat` and `complete` chain them, `_openai_stream` streams between them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rl_core.chat import TOOL_CALL_OPEN, TOOL_CHAT_TEMPLATE, encode, parse_tool_calls, render
@@ -33,10 +36,14 @@ DEFAULT_MAX_TOKENS = 256
 
 ChatPrompt = Callable[["OpenAIService", Sequence[dict[str, Any]], Sequence[dict[str, Any]]], tuple[int, ...]]
 """Builds the context token ids of a chat request (the default renders and encodes the whole conversation)."""
+ChoiceTokens = Callable[[int, int], None]
+"""Called on the event loop with `(choice index, token id)` for each token as it is decoded (streaming)."""
 
 
 class OpenAIBackend(Protocol):
-    """Where the OpenAI routes get tokens from."""
+    """Where the OpenAI routes get tokens from. A backend that reports tokens as they are decoded also sets
+    `streams_tokens = True` and takes `on_tokens: ChoiceTokens` in `agenerate` (the rollout server's engine does);
+    the others stream their whole answer in the last chunk."""
 
     def room(self, prompt_ids: Sequence[int]) -> int | None:
         """New tokens that fit after `prompt_ids` (None: no known limit)."""
@@ -85,6 +92,27 @@ def _tool_message(text: str) -> tuple[str | None, list[dict[str, Any]]]:
     ]
     content = text[: text.find(TOOL_CALL_OPEN)].strip()
     return content or None, tool_calls
+
+
+@dataclass(frozen=True)
+class PreparedAnswer:
+    """A checked request ready to generate: its completion id, prompt token ids and sampling."""
+
+    request: ChatRequest | CompletionRequest
+    completion_id: str
+    prompt_ids: tuple[int, ...]
+    params: SamplingParams
+    created: int
+
+    @property
+    def chat(self) -> bool:
+        """Whether it answers `/v1/chat/completions` (else `/v1/completions`)."""
+        return isinstance(self.request, ChatRequest)
+
+    @property
+    def sampling(self) -> Sampling:
+        """The request's sampling fields."""
+        return self.request.sampling
 
 
 class OpenAIService:
@@ -149,12 +177,31 @@ class OpenAIService:
             stop_token_ids=self.stop_ids,
         )
 
-    async def _generate(
-        self, prefix: str, prompt_ids: tuple[int, ...], sampling: Sampling, params: SamplingParams
-    ) -> tuple[str, list[tuple[Completion, str]]]:
+    def _prepared(
+        self, prefix: str, request: ChatRequest | CompletionRequest, prompt_ids: tuple[int, ...], params: SamplingParams
+    ) -> PreparedAnswer:
         completion_id = f"{prefix}-{uuid.uuid4().hex[:24]}"
-        completions = await self.backend.agenerate(completion_id, prompt_ids, params, sampling.n)
-        return completion_id, [cut_at_stop(self.tokenizer, c, sampling.stop) for c in completions]
+        return PreparedAnswer(request, completion_id, prompt_ids, params, int(time.time()))
+
+    @property
+    def streams_tokens(self) -> bool:
+        """Whether the backend reports tokens as they are decoded (`generate`'s `on_tokens` is called)."""
+        return bool(getattr(self.backend, "streams_tokens", False))
+
+    async def generate(self, prepared: PreparedAnswer, on_tokens: ChoiceTokens | None = None) -> list[Completion]:
+        """The `n` completions of `prepared`; `on_tokens(choice, token)` as they are decoded when the backend
+        streams (`streams_tokens`), never otherwise."""
+        n = prepared.sampling.n
+        if on_tokens is not None and self.streams_tokens:
+            streaming: Any = self.backend  # it takes on_tokens (streams_tokens; see OpenAIBackend)
+            return await streaming.agenerate(
+                prepared.completion_id, prepared.prompt_ids, prepared.params, n, on_tokens=on_tokens
+            )
+        return await self.backend.agenerate(prepared.completion_id, prepared.prompt_ids, prepared.params, n)
+
+    def cut(self, prepared: PreparedAnswer, completions: Sequence[Completion]) -> list[tuple[Completion, str]]:
+        """Each completion cut at the request's first stop string, with its text."""
+        return [cut_at_stop(self.tokenizer, c, prepared.sampling.stop) for c in completions]
 
     def _logprobs(self, completion: Completion) -> list[dict[str, Any]]:
         entries = []
@@ -164,14 +211,15 @@ class OpenAIService:
         return entries
 
     def _finish(
-        self, record: CompletionRecord, sampling: Sampling, body: dict[str, Any], choices: list[dict[str, Any]]
+        self, record: CompletionRecord, prepared: PreparedAnswer, body: dict[str, Any], choices: list[dict[str, Any]]
     ) -> dict[str, Any]:
+        sampling = prepared.sampling
         self.store.add(record)
         prompt_tokens = len(record.prompt_ids)
         completion_tokens = sum(len(c.token_ids) for c in record.choices)
         body.update(
             id=record.id,
-            created=int(time.time()),
+            created=prepared.created,
             model=sampling.model,
             choices=choices,
             usage={
@@ -184,15 +232,44 @@ class OpenAIService:
             body["rl"] = record.to_json()
         return body
 
-    async def chat(self, request: ChatRequest) -> dict[str, Any]:
-        """The `chat.completion` body answering `request` (recorded in `store`)."""
-        sampling = request.sampling
+    def prepare_chat(self, request: ChatRequest) -> PreparedAnswer:
+        """`request`'s prompt ids and sampling; an OpenAIError when the prompt leaves no room."""
         if self.chat_prompt is not None:
             prompt_ids = self.chat_prompt(self, request.messages, request.tools)
         else:
             prompt_ids = self.encode(self.render(request.messages, request.tools, generation=True))
-        params = self._params(sampling, prompt_ids, "messages", None)
-        completion_id, results = await self._generate("chatcmpl", prompt_ids, sampling, params)
+        params = self._params(request.sampling, prompt_ids, "messages", None)
+        return self._prepared("chatcmpl", request, prompt_ids, params)
+
+    def prepare_completion(self, request: CompletionRequest) -> PreparedAnswer:
+        """`request`'s prompt ids and sampling; an OpenAIError when the prompt leaves no room."""
+        prompt = request.prompt
+        prompt_ids = self.encode(prompt) if isinstance(prompt, str) else prompt
+        params = self._params(request.sampling, prompt_ids, "prompt", DEFAULT_COMPLETION_MAX_TOKENS)
+        return self._prepared("cmpl", request, prompt_ids, params)
+
+    def answer(self, prepared: PreparedAnswer, completions: Sequence[Completion]) -> dict[str, Any]:
+        """The `chat.completion` or `text_completion` body of `prepared`'s `completions` (recorded in `store`)."""
+        request = prepared.request
+        if isinstance(request, ChatRequest):
+            return self._chat_body(prepared, request, completions)
+        return self._completion_body(prepared, completions)
+
+    async def chat(self, request: ChatRequest) -> dict[str, Any]:
+        """The `chat.completion` body answering `request` (recorded in `store`)."""
+        prepared = self.prepare_chat(request)
+        return self.answer(prepared, await self.generate(prepared))
+
+    async def complete(self, request: CompletionRequest) -> dict[str, Any]:
+        """The `text_completion` body answering `request` (recorded in `store`)."""
+        prepared = self.prepare_completion(request)
+        return self.answer(prepared, await self.generate(prepared))
+
+    def _chat_body(
+        self, prepared: PreparedAnswer, request: ChatRequest, completions: Sequence[Completion]
+    ) -> dict[str, Any]:
+        sampling = request.sampling
+        results = self.cut(prepared, completions)
         choices, replies = [], []
         for i, (completion, text) in enumerate(results):
             content, tool_calls = _tool_message(text) if request.tools and request.parse_tools else (text, [])
@@ -207,17 +284,17 @@ class OpenAIService:
                 choice["logprobs"] = {"content": self._logprobs(completion)}
             choices.append(choice)
         record = CompletionRecord(
-            completion_id, prompt_ids, tuple(c for c, _ in results), tuple(request.messages), tuple(replies)
+            prepared.completion_id,
+            prepared.prompt_ids,
+            tuple(c for c, _ in results),
+            tuple(request.messages),
+            tuple(replies),
         )
-        return self._finish(record, sampling, {"object": "chat.completion"}, choices)
+        return self._finish(record, prepared, {"object": "chat.completion"}, choices)
 
-    async def complete(self, request: CompletionRequest) -> dict[str, Any]:
-        """The `text_completion` body answering `request` (recorded in `store`)."""
-        sampling = request.sampling
-        prompt = request.prompt
-        prompt_ids = self.encode(prompt) if isinstance(prompt, str) else prompt
-        params = self._params(sampling, prompt_ids, "prompt", DEFAULT_COMPLETION_MAX_TOKENS)
-        completion_id, results = await self._generate("cmpl", prompt_ids, sampling, params)
+    def _completion_body(self, prepared: PreparedAnswer, completions: Sequence[Completion]) -> dict[str, Any]:
+        sampling = prepared.sampling
+        results = self.cut(prepared, completions)
         choices = []
         for i, (completion, text) in enumerate(results):
             logprobs = None
@@ -231,8 +308,8 @@ class OpenAIService:
                     "text_offset": offsets,
                 }
             choices.append({"index": i, "text": text, "finish_reason": completion.finish_reason, "logprobs": logprobs})
-        record = CompletionRecord(completion_id, prompt_ids, tuple(c for c, _ in results))
-        return self._finish(record, sampling, {"object": "text_completion"}, choices)
+        record = CompletionRecord(prepared.completion_id, prepared.prompt_ids, tuple(c for c, _ in results))
+        return self._finish(record, prepared, {"object": "text_completion"}, choices)
 
 
 def choice_seed(seed: int | None, index: int) -> int | None:

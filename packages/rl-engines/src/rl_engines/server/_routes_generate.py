@@ -228,7 +228,8 @@ def _check_context(requests: Sequence[GenerateRequest], context_len: int | None,
 async def until_done_or_disconnected(
     state: ServerState, request: Request, requests: list[GenerateRequest], on_tokens: TokenCallback | None = None
 ) -> list[GenerateOutput] | None:
-    """The outputs of `requests`, or None after aborting them because the client disconnected first."""
+    """The outputs of `requests`, or None after aborting them because the client disconnected first; `on_tokens`
+    is the engine's token callback (called on the engine's thread)."""
     future = state.submit_generate(state.engine.generate, requests, on_tokens=on_tokens)
     while True:
         done, _ = await asyncio.wait({future}, timeout=_DISCONNECT_POLL_S)

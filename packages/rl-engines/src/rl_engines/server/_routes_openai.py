@@ -8,6 +8,7 @@ without one they answer 501 naming the flag. Errors use OpenAI's shape, `{"error
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,9 +19,9 @@ from rl_engines.rollout import GenerateRequest, RolloutError, SamplingParams
 from rl_engines.server._body import read_json
 from rl_engines.server._config import DEFAULT_MAX_REQUEST_BYTES
 from rl_engines.server._fastapi import FastAPI, JSONResponse, Request, Response, StreamingResponse
-from rl_engines.server._openai_service import OpenAIService, choice_seed
+from rl_engines.server._openai_service import ChoiceTokens, OpenAIService, choice_seed
 from rl_engines.server._openai_store import CompletionStore
-from rl_engines.server._openai_stream import stream_chunks, stream_settings
+from rl_engines.server._openai_stream import stream_answer, stream_settings
 from rl_engines.server._openai_types import OpenAIError, parse_chat, parse_completion
 from rl_engines.server._routes_generate import until_done_or_disconnected
 from rl_engines.server._state import ServerState
@@ -33,7 +34,10 @@ class _Disconnected(Exception):
 
 
 class EngineBackend:
-    """The served engine as an `OpenAIBackend`: `n` choices as one batched `generate` on the generate pool."""
+    """The served engine as an `OpenAIBackend`: `n` choices as one batched `generate` on the generate pool, its
+    tokens reported as they are decoded (the engine's `on_tokens`, as the native `/generate` stream uses)."""
+
+    streams_tokens = True
 
     def __init__(self, state: ServerState, request: Any) -> None:
         self.state = state
@@ -45,9 +49,15 @@ class EngineBackend:
         return None if context_len is None else context_len - len(prompt_ids)
 
     async def agenerate(
-        self, rid: str, prompt_ids: tuple[int, ...], sampling: SamplingParams, n: int
+        self,
+        rid: str,
+        prompt_ids: tuple[int, ...],
+        sampling: SamplingParams,
+        n: int,
+        on_tokens: ChoiceTokens | None = None,
     ) -> list[Completion]:
-        """`n` continuations; choice i is seeded `seed + i` when the request has a seed."""
+        """`n` continuations; choice i is seeded `seed + i` when the request has a seed. `on_tokens(choice, token)`
+        is called on this event loop as tokens are decoded. Cancelling the call aborts the requests in the engine."""
         requests = [
             GenerateRequest(
                 f"{rid}-{i}",
@@ -62,10 +72,33 @@ class EngineBackend:
             )
             for i in range(n)
         ]
-        outputs = await until_done_or_disconnected(self.state, self.request, requests)
+        callback = None if on_tokens is None else _on_loop(asyncio.get_running_loop(), requests, on_tokens)
+        try:
+            outputs = await until_done_or_disconnected(self.state, self.request, requests, on_tokens=callback)
+        except asyncio.CancelledError:
+            logger.info("completion %s cancelled; aborting its %d requests", rid, len(requests))
+            self.state.control_pool.submit(self.state.engine.abort, [r.rid for r in requests])
+            raise
         if outputs is None:
             raise _Disconnected
         return [o.completion() for o in outputs]
+
+
+def _on_loop(
+    loop: asyncio.AbstractEventLoop, requests: Sequence[GenerateRequest], on_tokens: ChoiceTokens
+) -> Callable[[Sequence[tuple[str, int, float]]], None]:
+    """The engine's token callback (engine thread; `(rid, token, log-prob)` events) calling `on_tokens(choice,
+    token)` on `loop`."""
+    index = {r.rid: i for i, r in enumerate(requests)}
+
+    def deliver(events: Sequence[tuple[str, int, float]]) -> None:
+        for rid, token, _ in events:
+            on_tokens(index[rid], int(token))
+
+    def on_engine_thread(events: Sequence[tuple[str, int, float]]) -> None:
+        loop.call_soon_threadsafe(deliver, list(events))
+
+    return on_engine_thread
 
 
 def openai_error_response(error: BaseException) -> Any:
@@ -108,12 +141,13 @@ def add_openai_routes(app: FastAPI, store: CompletionStore, service_for: Service
             body = await read_json(request, max_request_bytes)
             stream, include_usage = stream_settings(body)
             if chat:
-                result = await service.chat(parse_chat(body))
+                prepared = service.prepare_chat(parse_chat(body))
             else:
-                result = await service.complete(parse_completion(body))
-            if stream:
-                return StreamingResponse(stream_chunks(result, include_usage), media_type="text/event-stream")
-            return JSONResponse(result)
+                prepared = service.prepare_completion(parse_completion(body))
+            if stream:  # checked and prepared: what fails from here on arrives as an error event
+                chunks = stream_answer(service, prepared, include_usage)
+                return StreamingResponse(chunks, media_type="text/event-stream")
+            return JSONResponse(service.answer(prepared, await service.generate(prepared)))
         except _Disconnected:
             return Response(status_code=499)  # nobody reads it: the client is gone
         except RolloutError as error:

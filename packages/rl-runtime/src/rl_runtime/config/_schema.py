@@ -16,7 +16,7 @@ from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._schema_algorithm import AlgorithmConfig, RewardKind
 from rl_runtime.config._schema_async import async_problems
 from rl_runtime.config._schema_engines import engine_problems
-from rl_runtime.config._schema_rewards import reward_problems
+from rl_runtime.config._schema_rewards import policy_slots, reward_model_slots, reward_problems
 from rl_runtime.config._schema_rollout import rollout_problems
 from rl_runtime.config._schema_sections import (
     TORCHRUN_LAUNCHER,
@@ -202,7 +202,8 @@ def _embodied_problems(config: RunConfig) -> list[ConfigProblem]:
 
 
 def _placement_problems(config: RunConfig) -> list[ConfigProblem]:
-    if not config.placement.colocate and config.placement.slots < _MIN_SPLIT_SLOTS:
+    # With a reward model on its own slots, reward_slot_problems counts the policy's slots beside it.
+    if not config.placement.colocate and not reward_model_slots(config) and config.placement.slots < _MIN_SPLIT_SLOTS:
         expected = f">= {_MIN_SPLIT_SLOTS} with placement.colocate=false (rollout and training get their own slots)"
         return [ConfigProblem("placement.slots", expected, str(config.placement.slots), "add slots or colocate")]
     if config.trainer.launcher == TORCHRUN_LAUNCHER:
@@ -223,7 +224,9 @@ def spmd_problems(config: RunConfig, why: str) -> list[ConfigProblem]:
 def _batch_problems(config: RunConfig) -> list[ConfigProblem]:
     # Colocated, every stage spans every slot, so the plan is known now; split placement fixes the
     # data-parallel sizes in the planner, which checks the plan again, and here only what holds for any size.
-    dp = config.placement.slots if config.placement.colocate else 1
+    dp = policy_slots(config) if config.placement.colocate else 1
+    if dp < 1:
+        return []  # reward_slot_problems names the slots
     try:
         BatchPlan.from_config(config, rollout_dp=dp, train_dp=dp)
     except ConfigError as exc:
@@ -266,8 +269,8 @@ class RunConfig:
     algorithm.reward=srpo, null otherwise."""
     reward_model: RewardModelConfig | None = attrs.field(default=None, validator=optional(of_type(RewardModelConfig)))
     """A sequence-classification reward model (rl_engines.reward_model.RewardModelConfig) scoring every response,
-    run in the reward node's worker; its weighted score joins the rule reward (algorithm.rule_reward_weight). Null:
-    rule rewards only."""
+    run in the reward node's worker or on slots of its own (`reward_model.placement`); its weighted score joins the
+    rule reward (algorithm.rule_reward_weight). Null: rule rewards only."""
     judge: JudgeConfig | None = attrs.field(default=None, validator=optional(of_type(JudgeConfig)))
     """A generative judge (rl_engines.judge.JudgeConfig): the run's rollout engine or a server grades each response
     from a prompt template; its weighted verdict joins the sequence score like the reward model's. Null: none."""

@@ -23,6 +23,7 @@ import torch
 from rl_core.workflows import WorkflowLoadError, load_workflow
 from rl_engines.rollout import InvalidRequestError, missing_engine_extra
 from rl_runtime.config._errors import ConfigProblem
+from rl_runtime.config._schema_rewards import policy_slots
 from rl_runtime.config._schema_sections import DeviceKind, WeightSyncKind
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def rollout_problems(config: RunConfig) -> list[ConfigProblem]:
                 f"set rollout.engine={SERVER_ENGINE} or remove rollout.servers",
             )
         )
-    slots = config.placement.slots
+    slots = policy_slots(config)
     if rollout.servers and config.placement.colocate and len(rollout.servers) < slots:
         problems.append(
             ConfigProblem(

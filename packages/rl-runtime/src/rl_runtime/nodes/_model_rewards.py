@@ -11,7 +11,7 @@ import torch
 
 from rl_core.schema import INPUT_IDS, PROMPT_LEN, RESPONSE_LEN
 from rl_engines.judge import GenerativeJudge
-from rl_engines.reward_model import RewardModelScorer, TokenizerMode
+from rl_engines.reward_model import RewardScorer, TokenizerMode
 from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._generate import SLEEP_LEVEL
 from rl_runtime.nodes._resources import NodeResources
@@ -48,8 +48,9 @@ def summary_metrics(prefix: str, scores: torch.Tensor) -> dict[str, float]:
     }
 
 
-def reward_model_scores(scorer: RewardModelScorer, task: Task, data: StepData) -> tuple[torch.Tensor, dict[str, float]]:
-    """`(B,)` float32 scores the reward model gives `data`'s responses (unweighted) and its metrics."""
+def reward_model_scores(scorer: RewardScorer, task: Task, data: StepData) -> tuple[torch.Tensor, dict[str, float]]:
+    """`(B,)` float32 scores the reward model gives `data`'s responses (unweighted) and its metrics: one scoring
+    call for the whole batch (with `reward_model.placement: slot`, one call to the reward model's slot)."""
     rows = prompt_response_ids(data)
     if scorer.config.tokenizer is TokenizerMode.SAME:
         result = scorer.score_ids([prompt + response for prompt, response in rows])

@@ -13,7 +13,7 @@ from rl_core.advantages import AdvantageEstimator, get_advantage_estimator
 from rl_core.kl import KLController
 from rl_core.workflows import RolloutWorkflow
 from rl_engines.judge import GenerativeJudge
-from rl_engines.reward_model import RewardModelScorer
+from rl_engines.reward_model import RewardScorer
 from rl_engines.rollout import InferenceEngine
 from rl_engines.sync import Bucket, SyncReport
 from rl_runtime.config import BatchPlan, RunConfig
@@ -90,9 +90,10 @@ class NodeResources:
     workflow: RolloutWorkflow | None = None
     """Rollout side: the `rollout.workflow` built in this worker (`rl_core.workflows.load_workflow`); None runs the
     single-turn path."""
-    reward_model: RewardModelScorer | None = None
-    """The run config's `reward_model`, loaded in the workers that run the reward node (colocated: every worker;
-    split placement: the rollout slots); None without one."""
+    reward_model: RewardScorer | None = None
+    """The run config's `reward_model`, in the workers that run the reward node (colocated: every worker; split
+    placement: the rollout slots): loaded there, or with `reward_model.placement: slot` a client of the reward
+    model's own slot; None without one."""
     judge: GenerativeJudge | None = None
     """The run config's `judge`, built where the reward model is (its engine: this worker's rollout engine or a
     server); None without one."""

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from rl_coordinator.coordinator import start_coordinator
+from rl_engines.reward_model import RewardModelPlacement
 from rl_runtime.nodes._continuous import rollout_steps_ahead
 from rl_runtime.nodes._rebalance import REBALANCE_OPERATION
 from rl_runtime.planning._config import SlotGroupConfig
 from rl_runtime.planning._placement_groups import SlotGroups, create_slot_groups
 from rl_runtime.planning._ray_rendezvous import ActorRendezvous
 from rl_runtime.trainer._engines import device_name
+from rl_runtime.trainer._reward_slots import RewardSlots
 from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, is_split, rollout_subgraph, train_subgraph
 from rl_runtime.trainer._worker_state import RunResourcesFactory
 from rl_runtime.workers import Driver, StepResult, start_workers
@@ -48,6 +50,7 @@ class RaySlots:
         self._slots: SlotGroups | None = None
         self._workers: list[Any] = []
         self._coordinator: Any = None
+        self._reward_slots: RewardSlots | None = None
         self._driver: Driver | PipelinedDriver | None = None
 
     def start(self) -> None:
@@ -70,6 +73,9 @@ class RaySlots:
         self._slots = create_slot_groups(settings.num_nodes, settings.slots_per_node, SlotGroupConfig(use_gpu=use_gpu))
         split = is_split(placement)
         train_dp = len(train_subgraph(placement).ranks)
+        section = self.config.reward_model
+        if section is not None and section.placement is RewardModelPlacement.SLOT:
+            self._reward_slots = RewardSlots.start(section, device_name(self.config), use_gpu=use_gpu)
         factory = RunResourcesFactory(
             self.config,
             self.trainer.task_factory,
@@ -79,6 +85,7 @@ class RaySlots:
             split=split,
             weight_exchange=ActorRendezvous.start() if split else None,
             extras=self.trainer.extras_factory,
+            reward_models=self._reward_slots.handles if self._reward_slots is not None else (),
         )
         options = {"num_cpus": 1, "num_gpus": 1 if use_gpu else 0}
         rebalances = any(n.operation == REBALANCE_OPERATION for n in self.trainer.graph.nodes.values())
@@ -163,6 +170,9 @@ class RaySlots:
             for worker in self._workers:
                 ray.kill(worker)
             self._workers = []
+        if self._reward_slots is not None:
+            self._reward_slots.close()
+            self._reward_slots = None
         if self._coordinator is not None:
             ray.kill(self._coordinator)
             self._coordinator = None

@@ -32,6 +32,7 @@ from rl_core.graph import (
     split_graph,
 )
 from rl_runtime.config import RunConfig
+from rl_runtime.config._schema_rewards import policy_slots
 from rl_runtime.nodes._continuous import CONTINUOUS_GENERATE_OPERATION, continuous_generation
 from rl_runtime.nodes._staleness_buffer import REGENERATE_PARAM, STALENESS_BUFFER_OPERATION
 from rl_runtime.nodes._train import RECEIVE_WEIGHTS_OPERATION, TRAIN_ACTOR_OPERATION
@@ -156,11 +157,13 @@ def _check_training_part(graph: TaskGraph, train: TaskGraph) -> None:
 
 
 def scheduler_config(config: RunConfig) -> SchedulerConfig:
-    """The planner settings of `config.placement`."""
+    """The planner settings of `config.placement`, over the policy's slots (a reward model on slots of its own,
+    `reward_model.placement: slot`, takes its slots out of `placement.slots`)."""
     settings = config.placement
-    slots_per_node = settings.slots_per_node or settings.slots
+    slots = policy_slots(config)
+    slots_per_node = settings.slots_per_node or slots
     return SchedulerConfig(
-        num_nodes=settings.slots // slots_per_node,
+        num_nodes=slots // slots_per_node,
         slots_per_node=slots_per_node,
         strategy=settings.strategy.value,
         colocate=settings.colocate,

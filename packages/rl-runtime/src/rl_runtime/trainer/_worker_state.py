@@ -9,6 +9,7 @@ import random
 import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 import torch
@@ -21,7 +22,7 @@ from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_core.schema import POLICY_VERSION
 from rl_core.workflows import load_workflow
 from rl_engines.judge import GenerativeJudge
-from rl_engines.reward_model import RewardModelScorer
+from rl_engines.reward_model import RewardModelPlacement, RewardModelScorer, RewardScorer
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
@@ -48,6 +49,7 @@ from rl_runtime.trainer._engines import (
 )
 from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
 from rl_runtime.trainer._judge import build_judge
+from rl_runtime.trainer._reward_slots import RemoteRewardModel
 from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
@@ -123,6 +125,8 @@ class RunResourcesFactory:
     """Split placement: where the sending training slot publishes the weight group's address."""
     extras: ExtrasFactory | None = None
     """Builds `NodeResources.extras` in the worker (what a user's own operations need); None leaves it empty."""
+    reward_models: tuple[Any, ...] = ()
+    """`reward_model.placement: slot`: the reward-model slots' Ray actor handles (`RewardSlots.handles`)."""
 
     def __call__(self, assignment: WorkerAssignment) -> WorkerResources[NodeResources]:
         config, dp = self.config, assignment.dp
@@ -194,11 +198,20 @@ class RunResourcesFactory:
         """Whether this worker runs the reward node (colocated: every worker; split: the rollout side)."""
         return not self.split or bool({NodeRole.REWARD, *ENGINE_ROLES} & set(assignment.subgraph.roles))
 
-    def _reward_model(self, assignment: WorkerAssignment) -> RewardModelScorer | None:
-        """The reward model, in every worker that runs the reward node."""
+    def _reward_model(self, assignment: WorkerAssignment) -> RewardScorer | None:
+        """The reward model, in every worker that runs the reward node: loaded here, or with `placement: slot` a
+        client of reward-model slot `dp rank % reward_model.slots`."""
         section = self.config.reward_model
         if section is None or not self._scores_rewards(assignment):
             return None
+        if section.placement is RewardModelPlacement.SLOT:
+            if not self.reward_models:
+                raise TrainerError(
+                    "reward_model.placement=slot but no reward-model slot was started for this worker; the Ray "
+                    "launcher starts them (trainer.launcher=ray), or set reward_model.placement=colocate"
+                )
+            handle = self.reward_models[assignment.dp.rank % len(self.reward_models)]
+            return RemoteRewardModel(handle, section, self.config.trainer.step_timeout_s)
         return RewardModelScorer.from_config(section, device_name(self.config))
 
     def _judge(self, assignment: WorkerAssignment, rollout: InferenceEngine | None) -> GenerativeJudge | None:
