@@ -106,6 +106,30 @@ def test_training_ranks_get_the_next_step_before_the_driver_collects_this_one(ra
     assert train_start[1] < rollout_end[0] and train_start[2] < rollout_end[1]
 
 
+@ray.remote(num_cpus=0)
+class FailingRolloutWorker:
+    """A rollout rank whose step 2 fails at once."""
+
+    def run_steps(self, steps: list[int]) -> list[dict[str, float]]:
+        if steps[0] == 2:
+            raise ValueError("rollout step 2 failed")
+        return [{"timing_s/generate": 0.0, "timing_s/receive_weights": 0.0}]
+
+
+def test_a_rollout_step_run_ahead_that_fails_is_raised_while_an_earlier_step_waits(ray_runtime: None) -> None:
+    # Training step 1 waits (as a real one does in its weight send, for the rollout step that receives those
+    # weights); rollout step 2, run ahead, failed: the driver raises its error instead of waiting for step 1.
+    handles: list[Any] = [FailingRolloutWorker.remote(), LoggingWorker.remote(True, 30.0)]
+    try:
+        start = time.monotonic()
+        with pytest.raises(ValueError, match="rollout step 2 failed"):
+            _driver(handles, 1).run_steps([1, 2], horizon=10)
+        assert time.monotonic() - start < 20.0
+    finally:
+        for handle in handles:
+            ray.kill(handle)
+
+
 def test_synchronous_or_colocated_settings_are_refused() -> None:
     workers: list[Any] = [object(), object()]
     with pytest.raises(ValueError, match="max_staleness >= 1, got 0; use Driver for 0"):

@@ -72,6 +72,7 @@ class PipelinedDriver(Driver):
         self._receive_timing = f"{NODE_TIMING_PREFIX}{receive_node}"
         self._ahead: dict[int, list[Any]] = {}
         self._train_ahead: dict[int, list[Any]] = {}
+        self._checked: set[Any] = set()
         self._next_rollout: int | None = None
         self._catch_up: list[Any] | None = None
 
@@ -173,7 +174,29 @@ class PipelinedDriver(Driver):
             ready, pending = ray.wait(pending, num_returns=len(pending), timeout=min(remaining, FAULT_POLL_S))
             for ref, value in zip(ready, self._get_all(ready, rank_of, step), strict=True):
                 values[ref] = value
+            if pending:
+                self._raise_for_failed_ahead()
         return [values[ref] for ref in refs]
+
+    def _raise_for_failed_ahead(self) -> None:
+        """Raise the error of a call submitted for a later step (a rollout step run ahead, a queued training step)
+        that has already failed: the step being collected may wait on it forever (its training step blocks in the
+        weight send until the rollout step that receives those weights runs)."""
+        ahead = {
+            ref: (rank, step)
+            for calls, ranks in ((self._ahead, self.rollout_ranks), (self._train_ahead, self.train_ranks))
+            for step, refs in calls.items()
+            for rank, ref in zip(ranks, refs, strict=True)
+        }
+        self._checked &= ahead.keys()
+        unchecked = [ref for ref in ahead if ref not in self._checked]
+        if not unchecked:
+            return
+        ready, _ = ray.wait(unchecked, num_returns=len(unchecked), timeout=0)
+        for ref in ready:
+            rank, step = ahead[ref]
+            self._get_all([ref], {ref: rank}, step)  # raises the call's error, naming its rank and step
+            self._checked.add(ref)
 
 
 def _next(steps: Sequence[int], index: int) -> int | None:
