@@ -1,8 +1,8 @@
 """Asynchronous vs synchronous training, measured: the embedded GRPO recipe on 2 CPU slots in split placement.
 
 Runs `rl-recipes train grpo placement.colocate=false algorithm.max_staleness=<eta>` for eta = 0, 1, 2 with batch
-generation (`algorithm.async_generation=step`) and eta = 1 with continuous generation
-(`algorithm.async_generation=continuous`, which refuses eta >= 2), alternating (that order, then reversed, ... for
+generation (`algorithm.async_generation=step`) and eta = 1, 2 with continuous generation
+(`algorithm.async_generation=continuous`), alternating (that order, then reversed, ... for
 `--rounds`), each run `--steps` steps with no validation or checkpoint in between (the pipeline drains only at the
 end), in one work folder whose short SFT warm start is made once. eta > 0 runs use `decoupled_ppo`, eta = 0 the
 recipe's `ppo`.
@@ -46,7 +46,7 @@ from rl_runtime.nodes._continuous import GenerationPool, continuous_rollouts
 from rl_runtime.nodes._generate import PromptRequests, encode_rows, generate_groups, prompt_requests
 from rl_runtime.workers import NODE_OPERATIONS, NodeContext, StepData
 
-RUNS = (("step", 0), ("step", 1), ("step", 2), ("continuous", 1))
+RUNS = (("step", 0), ("step", 1), ("step", 2), ("continuous", 1), ("continuous", 2))
 """(algorithm.async_generation, algorithm.max_staleness) of the runs of a round."""
 GOAL = 1.6
 SAMPLES_PER_STEP = 64 * 8

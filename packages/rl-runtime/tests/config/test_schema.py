@@ -111,7 +111,7 @@ def test_full_config_sets_every_field_to_a_non_default_value(
     _field_values(config_from_dict(RunConfig, full_embodied_data), values)
     # Continuous generation runs single-turn rollouts on the hf engine, which full_data's rollout section is not.
     rollout = {**full_data["rollout"], "engine": "hf", "workflow": "single_turn", "workflow_kwargs": {}, "servers": []}
-    algorithm = {**full_data["algorithm"], "async_generation": "continuous", "max_staleness": 1}
+    algorithm = {**full_data["algorithm"], "async_generation": "continuous", "max_staleness": 2}
     _field_values(config_from_dict(RunConfig, {**full_data, "rollout": rollout, "algorithm": algorithm}), values)
     for cls in _sections(RunConfig):
         for name, default in _fields(cls):

@@ -55,16 +55,6 @@ from rl_runtime.config import ConfigError, DataConfig, RolloutConfig, RunConfig,
         (["algorithm.async_generation=streaming"], r"algorithm.async_generation: .*'streaming'"),
         (
             [
-                "placement.slots=2",
-                "placement.colocate=false",
-                "algorithm.max_staleness=2",
-                "algorithm.async_generation=continuous",
-            ],
-            r"algorithm.max_staleness: expected 1 with algorithm.async_generation=continuous .*not supported yet.*"
-            r"found 2",
-        ),
-        (
-            [
                 "pipeline=embodied_srpo",
                 "placement.slots=2",
                 "placement.colocate=false",

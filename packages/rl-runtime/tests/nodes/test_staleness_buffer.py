@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from rl_core.graph import Node, NodeRole, get_pipeline
-from rl_core.schema import GROUP_ID, INPUT_IDS, POLICY_VERSION, UID
+from rl_core.schema import GROUP_ID, INPUT_IDS, POLICY_VERSION, RESPONSE_MASK, TOKEN_POLICY_VERSION, UID
 from rl_runtime.nodes import _staleness_buffer
+from rl_runtime.nodes._rollout_batch import concat_samples
 from rl_runtime.nodes._staleness_buffer import (
     BUFFERED_METRIC,
     DROPPED_METRIC,
@@ -136,6 +137,28 @@ def test_the_node_draws_more_when_stale_groups_leave_the_step_short(monkeypatch:
     # A pass-through step: nothing dropped, nothing drawn.
     out = _step(_context(4, res), _groups(4, [3, 4]))
     assert _uids(out) == [30, 31, 40, 41] and out.metrics[TOP_UP_METRIC] == 0.0
+
+
+def test_a_top_up_under_continuous_generation_carries_token_versions_and_joins_its_groups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The top-up generates a batch at a time; under continuous generation the buffer also holds groups with each
+    # token's version, and the step concatenates both: the top-up gets the field (all tokens its sample's version).
+    def drawn(res: Any, step: int, rank: int, draw: int) -> StepData:
+        data = _groups(3, [7])
+        return StepData({**data.batch, RESPONSE_MASK: torch.tensor([[0, 1], [1, 0]])}, data.extras)
+
+    monkeypatch.setattr(_staleness_buffer, "draw_rollouts", drawn)
+    monkeypatch.setattr(_staleness_buffer, "score_batch", lambda res, data, node: data)
+    res = _res(eta=1)
+    res.config.algorithm.async_generation = "continuous"
+    res.rollout = None  # no engine to wake: draw_rollouts is the stand-in above
+    more = _staleness_buffer.top_up(res, 3, 0, 0, "staleness_buffer")
+    assert more.batch[TOKEN_POLICY_VERSION].tolist() == [[-1, 3], [3, -1]]
+    carried = _groups(2, [2])
+    carried = StepData({**carried.batch, TOKEN_POLICY_VERSION: torch.tensor([[1, 2], [2, 2]])}, carried.extras)
+    both = concat_samples([StepData(carried.batch, carried.extras), StepData(more.batch, more.extras)])
+    assert both.batch[TOKEN_POLICY_VERSION].tolist() == [[1, 2], [2, 2], [-1, 3], [3, -1]]
 
 
 def test_a_rollout_the_buffer_cannot_redraw_fails_the_short_step_naming_the_setting() -> None:

@@ -8,6 +8,7 @@ import itertools
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 
 from rl_core.schema import POLICY_VERSION, UID
@@ -78,18 +79,23 @@ def test_a_killed_one_step_off_run_resumes_training_every_sample_exactly_once(
     assert len({metrics["async/uid_digest"] for metrics in trained.values()}) == STEPS
 
 
+@pytest.mark.parametrize("eta", [1, 2])
 def test_continuous_generation_trains_whole_groups_and_checkpoints_the_ones_in_flight(
-    tmp_path: Path, ray_runtime: None
+    tmp_path: Path, ray_runtime: None, eta: int
 ) -> None:
-    # eta=1, continuous: each step tops the pool up to 2 steps' worth of groups and trains the 4 that finished first;
-    # the groups still in the pool at the checkpoint after step 2 are run to the end and saved in the buffer.
-    algorithm = {"max_staleness": 1, "async_generation": "continuous", "policy_loss": "decoupled_ppo"}
+    # Continuous: each step tops the pool up to 2 steps' worth of groups and trains the 4 that finished first; the
+    # groups still in the pool at the checkpoint after step 2 are run to the end and saved in the buffer. At eta=1
+    # the rollout slot runs no step ahead (rollout step 1 samples from version 1); at eta=2 it runs one step ahead
+    # (the pipelined driver submits rollout steps 0 and 1 before training step 0; rollout step 1 samples from 0).
+    algorithm = {"max_staleness": eta, "async_generation": "continuous", "policy_loss": "decoupled_ppo"}
     config = tiny_config(tmp_path, placement=SPLIT, algorithm=algorithm, total_steps=2, checkpoint_every=2)
     history = Trainer(config, TokenTask).fit().history
-    for metrics in history:
+    for step, metrics in enumerate(history):
         assert metrics["async/num_trained_samples"] == SAMPLES_PER_STEP
         assert 0 <= metrics["async/staleness_max"] <= 1 and metrics["async/dropped_stale"] == 0
         assert metrics["rollout/in_flight_groups"] == 4
+        assert metrics["rollout/policy_version"] == (step if eta == 1 else 0)
+        assert metrics.get("async/rollout_steps_ahead", 0.0) == (eta - 1 if step == 0 else 0)
     state = torch.load(complete_checkpoints(checkpoint_root(tmp_path / "run"))[-1][1] / "rank_0.pt", weights_only=False)
     pending = state["staleness_buffer"]["pending"]["batch"]
     buffered = {int(uid) for uid in pending[UID].tolist()}

@@ -22,16 +22,17 @@ TRAIN_S = 0.5
 
 @ray.remote(num_cpus=0)
 class LoggingWorker:
-    """Logs (call, argument, start, end); a training worker's step takes TRAIN_S, a rollout worker's is instant."""
+    """Logs (call, argument, start, end); a training worker's step takes TRAIN_S, a rollout worker's is instant
+    (unless `seconds` says otherwise)."""
 
-    def __init__(self, train: bool) -> None:
+    def __init__(self, train: bool, seconds: float | None = None) -> None:
         self.train = train
+        self.seconds = (TRAIN_S if train else 0.0) if seconds is None else seconds
         self.log: list[tuple[str, int, float, float]] = []
 
     def run_steps(self, steps: list[int]) -> list[dict[str, float]]:
         start = time.time()
-        if self.train:
-            time.sleep(TRAIN_S)
+        time.sleep(self.seconds)
         self.log.append(("run", steps[0], start, time.time()))
         node = "train" if self.train else "generate"
         return [{f"timing_s/{node}": 1.0, "timing_s/receive_weights": 0.0 if self.train else 0.25}]
@@ -85,6 +86,48 @@ def test_drain_trains_the_steps_already_generated(workers: list[Any]) -> None:
     assert driver.in_flight == 0 and driver.drain(4) == []
     rollout = ray.get(workers[0].calls.remote())
     assert [(call, arg) for call, arg, _, _ in rollout][-2:] == [("run", 3), ("catch_up", 4)]
+
+
+def test_training_ranks_get_the_next_step_before_the_driver_collects_this_one(ray_runtime: None) -> None:
+    # A slow rollout rank and an instant training rank: the training rank's step 1 is queued with step 0, so it runs
+    # while rollout step 0 still does, instead of after the driver has collected step 0 from both.
+    handles: list[Any] = [LoggingWorker.remote(False, 0.5), LoggingWorker.remote(True, 0.0)]
+    ray.get([handle.calls.remote() for handle in handles])
+    try:
+        results = _driver(handles, 1).run_steps(range(3), horizon=3)
+        rollout, train = ray.get([handle.calls.remote() for handle in handles])
+    finally:
+        for handle in handles:
+            ray.kill(handle)
+    assert [result.step for result in results] == [0, 1, 2]
+    assert [arg for _, arg, _, _ in train] == [0, 1, 2]
+    rollout_end = {arg: end for call, arg, _, end in rollout if call == "run"}
+    train_start = {arg: start for _, arg, start, _ in train}
+    assert train_start[1] < rollout_end[0] and train_start[2] < rollout_end[1]
+
+
+@ray.remote(num_cpus=0)
+class FailingRolloutWorker:
+    """A rollout rank whose step 2 fails at once."""
+
+    def run_steps(self, steps: list[int]) -> list[dict[str, float]]:
+        if steps[0] == 2:
+            raise ValueError("rollout step 2 failed")
+        return [{"timing_s/generate": 0.0, "timing_s/receive_weights": 0.0}]
+
+
+def test_a_rollout_step_run_ahead_that_fails_is_raised_while_an_earlier_step_waits(ray_runtime: None) -> None:
+    # Training step 1 waits (as a real one does in its weight send, for the rollout step that receives those
+    # weights); rollout step 2, run ahead, failed: the driver raises its error instead of waiting for step 1.
+    handles: list[Any] = [FailingRolloutWorker.remote(), LoggingWorker.remote(True, 30.0)]
+    try:
+        start = time.monotonic()
+        with pytest.raises(ValueError, match="rollout step 2 failed"):
+            _driver(handles, 1).run_steps([1, 2], horizon=10)
+        assert time.monotonic() - start < 20.0
+    finally:
+        for handle in handles:
+            ray.kill(handle)
 
 
 def test_synchronous_or_colocated_settings_are_refused() -> None:

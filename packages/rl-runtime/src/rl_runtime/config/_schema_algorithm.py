@@ -249,7 +249,7 @@ class AlgorithmConfig:
     )
     """How the rollout slots generate when max_staleness > 0: "step" (a batch per step, each step waits for its
     longest response) or "continuous" (requests stay in flight across steps and weight updates, which park and resume
-    them; a step takes the groups that finished first; max_staleness 1, hf engine, single-turn rollouts)."""
+    them; a step takes the groups that finished first; max_staleness >= 1, hf engine, single-turn rollouts)."""
     recompute_old_log_prob: RecomputeOldLogProb = attrs.field(
         default=RecomputeOldLogProb.AUTO, validator=of_type(RecomputeOldLogProb)
     )

@@ -66,16 +66,6 @@ def _continuous_problems(config: RunConfig) -> list[ConfigProblem]:
                 "set algorithm.max_staleness=1 or more, or algorithm.async_generation=step",
             )
         )
-    if config.algorithm.max_staleness > 1:
-        problems.append(
-            ConfigProblem(
-                "algorithm.max_staleness",
-                "1 with algorithm.async_generation=continuous (with eta >= 2 the rollout slots would also run whole "
-                "steps ahead; that combination hung in its first step in bench/async.py and is not supported yet)",
-                str(config.algorithm.max_staleness),
-                "set algorithm.max_staleness=1, or algorithm.async_generation=step for a larger bound",
-            )
-        )
     if GENERATE not in {node.operation for node in get_pipeline(config.pipeline).nodes.values()}:
         problems.append(
             ConfigProblem(

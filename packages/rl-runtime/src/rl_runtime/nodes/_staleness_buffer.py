@@ -21,9 +21,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import torch
+
 from rl_coordinator import SampleInfo
 from rl_coordinator.staleness import BufferEntry, StalenessBuffer
-from rl_core.schema import GROUP_ID, POLICY_VERSION, UID
+from rl_core.schema import GROUP_ID, POLICY_VERSION, RESPONSE_MASK, TOKEN_POLICY_VERSION, UID
+from rl_core.workflows import NO_VERSION
 from rl_runtime.nodes._batching import single_input
 from rl_runtime.nodes._dynamic_sampling import informative_groups
 from rl_runtime.nodes._generate import draw_rollouts
@@ -36,6 +39,8 @@ from rl_runtime.workers import NodeContext, StepData, StepDataError, register_op
 logger = logging.getLogger(__name__)
 
 STALENESS_BUFFER_OPERATION = "staleness_buffer"
+CONTINUOUS = "continuous"
+"""`algorithm.async_generation` under which the rollout's groups carry each token's version."""
 REGENERATE_PARAM = "regenerate"
 """The buffer node's param: whether its rollout sub-graph is one `top_up` can redo (generate, reward, dynamic
 sampling); otherwise a step that runs short fails naming the reason."""
@@ -172,8 +177,19 @@ def top_up(res: NodeResources, step: int, rank: int, draw: int, node: str) -> St
     if rollout is not None and "sleep" in rollout.capabilities and rollout.status().state == "asleep":
         rollout.wake_up()
     more = score_batch(res, draw_rollouts(res, step, rank, draw=TOP_UP_FIRST_DRAW + draw), node)
+    if res.config.algorithm.async_generation == CONTINUOUS and TOKEN_POLICY_VERSION not in more.batch:
+        more = with_token_versions(more)  # the fields continuous generation's groups carry, so the two concatenate
     settings = res.config.algorithm.dynamic_sampling
     return more if settings is None else informative_groups(more, settings.epsilon)
+
+
+def with_token_versions(data: StepData) -> StepData:
+    """`data` with `TOKEN_POLICY_VERSION` `(B, T)`: each response token's version, its sample's `POLICY_VERSION` (a
+    sample generated under one version), `NO_VERSION` outside the response."""
+    response = data.batch[RESPONSE_MASK].bool()
+    per_sample = data.batch[POLICY_VERSION].to(torch.int64).unsqueeze(1).expand(response.shape)
+    versions = torch.where(response, per_sample, torch.full_like(per_sample, NO_VERSION))
+    return StepData({**data.batch, TOKEN_POLICY_VERSION: versions}, data.extras, data.metrics)
 
 
 @register_operation(STALENESS_BUFFER_OPERATION)

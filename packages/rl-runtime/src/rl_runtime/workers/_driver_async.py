@@ -71,6 +71,8 @@ class PipelinedDriver(Driver):
         self._nodes = {rank: tuple(ids) for rank, ids in nodes.items()}
         self._receive_timing = f"{NODE_TIMING_PREFIX}{receive_node}"
         self._ahead: dict[int, list[Any]] = {}
+        self._train_ahead: dict[int, list[Any]] = {}
+        self._checked: set[Any] = set()
         self._next_rollout: int | None = None
         self._catch_up: list[Any] | None = None
 
@@ -88,7 +90,7 @@ class PipelinedDriver(Driver):
         end = steps[-1] + 1 if horizon is None else horizon
         if end <= steps[-1]:
             raise ValueError(f"horizon {end} must lie after the last step {steps[-1]}")
-        return [self._run_one(step, end) for step in steps]
+        return [self._run_one(step, end, _next(steps, index)) for index, step in enumerate(steps)]
 
     def drain(self, next_step: int) -> list[StepResult]:
         """Train every step whose rollout already ran (from `next_step` on) and bring the rollout ranks to the final
@@ -98,7 +100,8 @@ class PipelinedDriver(Driver):
         horizon = self._next_rollout
         if self._catch_up is None:
             self._catch_up = [self.workers[rank].catch_up_weights.remote(horizon) for rank in self.rollout_ranks]
-        return [self._run_one(step, horizon) for step in range(next_step, horizon)]
+        steps = list(range(next_step, horizon))
+        return [self._run_one(step, horizon, _next(steps, index)) for index, step in enumerate(steps)]
 
     def _submit_rollout(self, up_to: int, horizon: int) -> None:
         assert self._next_rollout is not None
@@ -110,14 +113,22 @@ class PipelinedDriver(Driver):
                 # Queued behind the last rollout step: receive the versions the remaining training steps publish.
                 self._catch_up = [self.workers[rank].catch_up_weights.remote(horizon) for rank in self.rollout_ranks]
 
-    def _run_one(self, step: int, horizon: int) -> StepResult:
+    def _submit_train(self, step: int) -> list[Any]:
+        return [self.workers[rank].run_steps.remote([step]) for rank in self.train_ranks]
+
+    def _run_one(self, step: int, horizon: int, next_step: int | None = None) -> StepResult:
+        """Run `step`; with `next_step` (the call's next step, before the horizon) the training ranks get it queued
+        before this step's results are collected, so they start it as soon as this one ends instead of after the
+        driver's round trip (Ray runs each worker's calls in order; its inputs wait in the coordinator)."""
         if self._next_rollout is None:
             self._next_rollout = step
         if step not in self._ahead and step < self._next_rollout:
             raise ValueError(f"step {step} was run already; the pipeline's next rollout step is {self._next_rollout}")
         self._submit_rollout(min(step + self.max_staleness, horizon - 1), horizon)
         ahead = self._next_rollout - 1 - step
-        train = [self.workers[rank].run_steps.remote([step]) for rank in self.train_ranks]
+        train = self._train_ahead.pop(step, None) or self._submit_train(step)
+        if next_step is not None and next_step < horizon:
+            self._train_ahead[next_step] = self._submit_train(next_step)
         refs = [*self._ahead.pop(step), *train]
         ranks = [*self.rollout_ranks, *self.train_ranks]
         catch_up = self._catch_up if step == horizon - 1 else None
@@ -163,4 +174,31 @@ class PipelinedDriver(Driver):
             ready, pending = ray.wait(pending, num_returns=len(pending), timeout=min(remaining, FAULT_POLL_S))
             for ref, value in zip(ready, self._get_all(ready, rank_of, step), strict=True):
                 values[ref] = value
+            if pending:
+                self._raise_for_failed_ahead()
         return [values[ref] for ref in refs]
+
+    def _raise_for_failed_ahead(self) -> None:
+        """Raise the error of a call submitted for a later step (a rollout step run ahead, a queued training step)
+        that has already failed: the step being collected may wait on it forever (its training step blocks in the
+        weight send until the rollout step that receives those weights runs)."""
+        ahead = {
+            ref: (rank, step)
+            for calls, ranks in ((self._ahead, self.rollout_ranks), (self._train_ahead, self.train_ranks))
+            for step, refs in calls.items()
+            for rank, ref in zip(ranks, refs, strict=True)
+        }
+        self._checked &= ahead.keys()
+        unchecked = [ref for ref in ahead if ref not in self._checked]
+        if not unchecked:
+            return
+        ready, _ = ray.wait(unchecked, num_returns=len(unchecked), timeout=0)
+        for ref in ready:
+            rank, step = ahead[ref]
+            self._get_all([ref], {ref: rank}, step)  # raises the call's error, naming its rank and step
+            self._checked.add(ref)
+
+
+def _next(steps: Sequence[int], index: int) -> int | None:
+    """The step after `steps[index]` in the same call, or None after the last."""
+    return steps[index + 1] if index + 1 < len(steps) else None
