@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from rl_core.losses import LossNormalizer
+from rl_core.schema import ATTENTION_MASK, INPUT_IDS, RESPONSE_MASK
+from rl_engines.training import ForwardOutput
 from rl_recipes.agentic import (
     SUCCESS_METRIC,
     TOOL_CALL_METRIC,
@@ -18,17 +21,19 @@ from rl_recipes.agentic import (
     AgenticWarmStartConfig,
     ProblemSpec,
     demonstration,
+    demonstration_examples,
     evaluate_model,
     final_answer,
     generate_problems,
     masked_conversation,
-    masked_loss,
     problem_row,
     score_transcript,
+    sft_config,
     warm_start,
 )
 from rl_recipes.agentic._task import tool_schemas
 from rl_recipes.embedded import build_embedded_tokenizer
+from rl_recipes.sft import LOG_PROBS_ONLY, SFTData, build_sft_engine, collate, response_nll_loss
 from rl_recipes.tools import calculator
 from rl_recipes.workflows import encode, parse_tool_calls, render
 from rl_runtime.nodes import ResponseSample
@@ -88,22 +93,42 @@ def test_the_warm_start_mask_covers_exactly_the_model_s_turns(task: AgenticTask)
     assert "<tool_response>93560</tool_response>" in tool_text and "What is 78933 + 14627?" in tool_text
 
 
-def test_the_masked_loss_ignores_every_unmasked_position() -> None:
+def test_the_warm_start_loss_ignores_tool_tokens(task: AgenticTask) -> None:
+    # The warm start is `rl-recipes sft`'s path: its rows carry the model-token mask as `response_mask`, the engine
+    # computes log-probs there only, and `response_nll_loss` covers nothing else.
+    tokenizer, settings = task.tokenizer, AgenticWarmStartConfig(num_demos=2)
+    rows = [problem_row(78933, 14627), problem_row(5063, 36478)]
+    examples = demonstration_examples(tokenizer, rows, settings)
+    batch = collate(examples, tokenizer.pad_token_id)
+    ids, mask, valid = batch[INPUT_IDS], batch[RESPONSE_MASK].bool(), batch[ATTENTION_MASK].bool()
+    for row, example in enumerate(examples):
+        assert ids[row, : example.length].tolist() == masked_conversation(tokenizer, demonstration(rows[row]))[0]
+    tool = valid & ~mask
+    tool[:, : min(len(e.prompt_ids) for e in examples)] = False  # tool and template tokens after the first turn
+    assert tool.sum() > 10 and mask.sum() > 10
+
+    engine = build_sft_engine(sft_config(settings), SFTData(tokenizer, examples, [], []))
+    computed = engine.forward(batch, LOG_PROBS_ONLY).log_probs
+    assert computed is not None and torch.equal(computed != 0, mask)  # log-probs of the model's tokens only
+
     torch.manual_seed(0)
-    logits = torch.randn(1, 6, 11, requires_grad=True)
+    logits = torch.randn(*ids.shape, len(tokenizer), requires_grad=True)
 
-    class Fixed(torch.nn.Module):
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-            return type("Out", (), {"logits": logits})()
+    def loss_of(targets: torch.Tensor) -> torch.Tensor:
+        log_probs = torch.log_softmax(logits, -1).gather(-1, targets[..., None])[..., 0]
+        normalizer = LossNormalizer.from_mask(batch[RESPONSE_MASK])
+        return response_nll_loss(ForwardOutput(log_probs, None, None), batch, normalizer).loss
 
-    ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
-    mask = torch.tensor([[0, 0, 1, 0, 1, 0]], dtype=torch.float32)
-    loss = masked_loss(Fixed(), ids, torch.ones_like(ids), mask)
+    loss = loss_of(ids)
+    tool_changed, model_changed = ids.clone(), ids.clone()
+    tool_changed[tool] = (ids[tool] + 1) % len(tokenizer)
+    model_changed[mask] = (ids[mask] + 1) % len(tokenizer)
+    assert torch.equal(loss_of(tool_changed), loss)  # a tool token's target changes no loss
+    assert not torch.equal(loss_of(model_changed), loss)
     loss.backward()
     assert logits.grad is not None
-    touched = logits.grad.abs().sum(-1)[0]
-    assert touched.nonzero().flatten().tolist() == [1, 3]  # the logits predicting tokens 2 and 4 only
-    expected = torch.nn.functional.cross_entropy(logits[0, [1, 3]], ids[0, [2, 4]])
+    assert torch.equal(logits.grad.abs().sum(-1) != 0, mask)  # the gradient reaches the model's tokens only
+    expected = -torch.log_softmax(logits, -1).gather(-1, ids[..., None])[..., 0][mask].mean()
     assert torch.allclose(loss, expected)
 
 

@@ -66,6 +66,14 @@ def test_collate_pads_right_and_masks_the_response() -> None:
     assert all(t.dtype == torch.int64 for t in short.values())
 
 
+def test_a_loss_mask_keeps_response_tokens_out_of_the_response_mask() -> None:
+    multi_turn = SFTExample((5,), (7, 2, 30, 31, 8, 2), loss_mask=(1, 1, 0, 0, 1, 1))  # a tool's tokens in between
+    batch = collate([multi_turn, SFTExample((5, 6), (9, 2))], pad_token_id=0)
+    assert batch["response_mask"].tolist() == [[0, 1, 1, 0, 0, 1, 1], [0, 0, 1, 1, 0, 0, 0]]
+    with pytest.raises(SFTError, match="loss_mask has 2 entries for 3 response tokens"):
+        SFTExample((5,), (7, 8, 2), loss_mask=(1, 1))
+
+
 def test_row_order_is_seeded_and_covers_each_epoch() -> None:
     order = RowOrder(5, seed=3)
     first, second = order.take(3), order.take(3)

@@ -23,7 +23,13 @@ from rl_recipes.agentic._task import (
     final_answer,
     score_transcript,
 )
-from rl_recipes.agentic._warm_start import AgenticWarmStartConfig, masked_conversation, masked_loss, warm_start
+from rl_recipes.agentic._warm_start import (
+    AgenticWarmStartConfig,
+    demonstration_examples,
+    masked_conversation,
+    sft_config,
+    warm_start,
+)
 
 __all__ = [
     "SUCCESS_METRIC",
@@ -38,15 +44,16 @@ __all__ = [
     "GreedyEngine",
     "ProblemSpec",
     "demonstration",
+    "demonstration_examples",
     "evaluate_model",
     "final_answer",
     "generate_problems",
     "masked_conversation",
-    "masked_loss",
     "plot_agentic_curves",
     "problem_row",
     "read_rows",
     "score_transcript",
+    "sft_config",
     "tool_call_text",
     "warm_start",
     "write_conversations",

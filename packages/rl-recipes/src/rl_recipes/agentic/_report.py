@@ -3,18 +3,13 @@ and the curves of the training success and tool-call rates with the held-out suc
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rl_recipes._plotting import save_step_figure, step_figure
 from rl_recipes.agentic._evaluate import EpisodeReport
 from rl_recipes.agentic._task import SUCCESS_METRIC, TOOL_CALL_METRIC
-
-logger = logging.getLogger(__name__)
-
-_FIGURE_SIZE = (7.0, 4.0)
-_DPI = 120
 
 
 def write_conversations(path: Path, title: str, episodes: Sequence[EpisodeReport]) -> Path:
@@ -34,26 +29,13 @@ def plot_agentic_curves(
 ) -> Path | None:
     """A PNG of the training success and tool-call rates per step of `records` (metrics by step), with the held-out
     success before (step 0) and after (the last step) when given; None without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        from matplotlib import pyplot
-    except ImportError:
-        logger.warning("matplotlib is not installed, so %s is not drawn; pip install matplotlib", path.name)
+    figure_axes = step_figure(path)
+    if figure_axes is None:
         return None
+    figure, axes = figure_axes
     steps = sorted(step for step in records if step > 0 and SUCCESS_METRIC in records[step])
-    figure, axes = pyplot.subplots(figsize=_FIGURE_SIZE)
     axes.plot(steps, [records[s][SUCCESS_METRIC] for s in steps], label="train success rate")
     axes.plot(steps, [records[s].get(TOOL_CALL_METRIC, float("nan")) for s in steps], label="train tool-call rate")
     if heldout is not None:
         axes.plot([0, steps[-1] if steps else 1], list(heldout), marker="o", linestyle="--", label="held-out success")
-    axes.set_xlabel("step")
-    axes.set_ylabel("rate")
-    axes.set_ylim(-0.05, 1.05)
-    axes.grid(alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=_DPI)
-    pyplot.close(figure)
-    return path
+    return save_step_figure(figure, axes, path, ylabel="rate")

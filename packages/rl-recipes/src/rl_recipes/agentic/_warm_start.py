@@ -15,13 +15,20 @@ import torch
 
 from rl_recipes.agentic._problems import demonstration
 from rl_recipes.agentic._task import tool_schemas
-from rl_recipes.embedded import build_embedded_model
+from rl_recipes.sft import (
+    EMBEDDED_MODEL,
+    MODEL_DIR,
+    SFTConfig,
+    SFTData,
+    SFTExample,
+    build_sft_engine,
+    export_model_folder,
+    train_sft,
+)
 from rl_recipes.workflows import appended_text, encode, render
 from rl_runtime.config._validators import int_at_least, number_in, of_type
 
 logger = logging.getLogger(__name__)
-
-MODEL_DIR = "model"
 
 
 @contextmanager
@@ -47,7 +54,7 @@ class AgenticWarmStartConfig:
     num_demos: int = attrs.field(default=256, validator=int_at_least(1))
     """Demonstrations: the first `num_demos` training questions, each solved with one calculator call."""
     steps: int = attrs.field(default=600, validator=int_at_least(0))
-    """AdamW steps; 0 keeps the random initialisation."""
+    """Optimizer steps of `rl-recipes sft`'s loop (AdamW); 0 keeps the random initialisation."""
     batch_size: int = attrs.field(default=16, validator=int_at_least(1))
     """Demonstrations per step."""
     lr: float = attrs.field(default=3e-3, validator=number_in(0, low_open=True))
@@ -89,67 +96,63 @@ def masked_conversation(tokenizer: Any, messages: Sequence[Mapping[str, Any]]) -
     return ids, mask
 
 
-def _batch(rows: Sequence[tuple[list[int], list[int]]], pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), width), pad, dtype=torch.int64)
-    attention = torch.zeros((len(rows), width), dtype=torch.int64)
-    mask = torch.zeros((len(rows), width), dtype=torch.float32)
-    for row, (ids, loss_mask) in enumerate(rows):
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        attention[row, : len(ids)] = 1
-        mask[row, : len(ids)] = torch.tensor(loss_mask, dtype=torch.float32)
-    return input_ids, attention, mask
-
-
-def masked_loss(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy over the tokens whose `mask` is 1 (all `(B, T)`; token t is predicted from the
-    ones before it, so the first token never counts)."""
-    logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
-    targets, weights = input_ids[:, 1:], mask[:, 1:]
-    per_token = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
-    return (per_token * weights).sum() / weights.sum().clamp(min=1)
-
-
-def fine_tune(model: Any, examples: Sequence[tuple[list[int], list[int]]], settings: AgenticWarmStartConfig, pad: int):
-    """`settings.steps` AdamW steps of `masked_loss` on random batches of `examples`; the loss per step."""
+def demonstration_examples(
+    tokenizer: Any, rows: Sequence[Mapping[str, Any]], settings: AgenticWarmStartConfig
+) -> list[SFTExample]:
+    """The SFT rows of the warm start: each row's demonstration (a share `settings.direct_fraction` answering
+    without the tool, drawn with `settings.seed`) as its first prompt, then the rest of the conversation as the
+    response with the loss on the model's tokens only (`masked_conversation`)."""
     rng = random.Random(settings.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.0)
-    model.train()
-    losses: list[float] = []
-    for _ in range(settings.steps):
-        batch = _batch([examples[rng.randrange(len(examples))] for _ in range(settings.batch_size)], pad)
-        loss = masked_loss(model, *batch)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    model.eval()
-    return losses
+    examples = []
+    for row in rows:
+        ids, mask = masked_conversation(
+            tokenizer, demonstration(dict(row), direct=rng.random() < settings.direct_fraction)
+        )
+        prompt = mask.index(1)
+        examples.append(SFTExample(tuple(ids[:prompt]), tuple(ids[prompt:]), tuple(mask[prompt:])))
+    return examples
+
+
+def sft_config(settings: AgenticWarmStartConfig) -> SFTConfig:
+    """The `rl-recipes sft` settings of the warm start: the embedded model, `settings.steps` steps at a constant
+    `settings.lr` from the first step, no validation or early stop (the demonstrations are all it sees)."""
+    return SFTConfig(
+        model=EMBEDDED_MODEL,
+        steps=max(1, settings.steps),
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        lr_schedule="constant",
+        warmup_steps=0,
+        seed=settings.seed,
+        eval_every=0,
+        validation_size=0,
+        stop_at_exact_match=None,
+        output_dir=settings.output_dir,
+    )
 
 
 def warm_start(
     settings: AgenticWarmStartConfig, tokenizer: Any, train_rows: Sequence[Mapping[str, Any]], target: Path
 ) -> Path:
     """Write the warm-started model folder `target` (weights, config, tokenizer, generation config): the embedded
-    model sized to `tokenizer`, fine-tuned on demonstrations of the first `settings.num_demos` of `train_rows`."""
-    rng = random.Random(settings.seed)
-    examples = [
-        masked_conversation(tokenizer, demonstration(dict(row), direct=rng.random() < settings.direct_fraction))
-        for row in train_rows[: settings.num_demos]
-    ]
-    model = build_embedded_model(settings.seed, tokenizer)
-    with torch.random.fork_rng(devices=[]), torch_threads(1):
-        torch.manual_seed(settings.seed)
-        losses = fine_tune(model, examples, settings, tokenizer.pad_token_id)
+    model sized to `tokenizer`, trained by `rl-recipes sft`'s engine and loop (`train_sft`, `response_nll_loss`)
+    on demonstrations of the first `settings.num_demos` of `train_rows`; `settings.steps` 0 keeps the initial
+    weights. The step losses go to `<settings.output_dir>/metrics.jsonl`."""
+    config = sft_config(settings)
+    data = SFTData(tokenizer, demonstration_examples(tokenizer, train_rows[: settings.num_demos], settings), [], [])
+    with torch_threads(1):
+        engine = build_sft_engine(config, data)
+        if settings.steps == 0:
+            return export_model_folder(engine, tokenizer, target)
+        result = train_sft(config, engine, data)
+        if target != result.model_dir:
+            export_model_folder(engine, tokenizer, target)
     logger.info(
-        "agentic warm start: %d demos, %d steps, loss %.3f -> %.3f",
-        len(examples),
-        settings.steps,
-        losses[0] if losses else float("nan"),
-        losses[-1] if losses else float("nan"),
+        "agentic warm start: %d demos, %d steps, loss %.3f -> %.3f, %.1f s",
+        len(data.examples),
+        result.steps,
+        result.losses[0],
+        result.losses[-1],
+        result.train_seconds,
     )
-    target.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(target))
-    tokenizer.save_pretrained(str(target))
-    model.generation_config.save_pretrained(str(target))
     return target

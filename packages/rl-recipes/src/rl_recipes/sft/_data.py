@@ -18,10 +18,21 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SFTExample:
-    """One training row: the prompt's token ids and the response's (ending with eos unless cut)."""
+    """One training row: the prompt's token ids and the response's (ending with eos unless cut), and which response
+    tokens the loss covers."""
 
     prompt_ids: tuple[int, ...]
     response_ids: tuple[int, ...]
+    loss_mask: tuple[int, ...] | None = None
+    """1/0 per response token: 0 keeps a token out of the loss (a tool's result inside a multi-turn response);
+    None covers every response token."""
+
+    def __post_init__(self) -> None:
+        if self.loss_mask is not None and len(self.loss_mask) != len(self.response_ids):
+            raise SFTError(
+                f"SFTExample.loss_mask has {len(self.loss_mask)} entries for {len(self.response_ids)} response "
+                "tokens; give one 0/1 per response token, or None for all"
+            )
 
     @property
     def length(self) -> int:
@@ -73,8 +84,8 @@ def encode_examples(samples: Sequence[MathSample], tokenizer: Any, max_length: i
 
 
 def collate(examples: Sequence[SFTExample], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """A right-padded batch: `input_ids`, `attention_mask` and `response_mask` (1 on response tokens), all
-    `(B, T)` int64 with `T` the longest row."""
+    """A right-padded batch: `input_ids`, `attention_mask` and `response_mask` (1 on the response tokens the loss
+    covers: all of them, or those of the row's `loss_mask`), all `(B, T)` int64 with `T` the longest row."""
     width = max(example.length for example in examples)
     input_ids = torch.full((len(examples), width), pad_token_id, dtype=torch.int64)
     attention_mask = torch.zeros((len(examples), width), dtype=torch.int64)
@@ -83,7 +94,10 @@ def collate(examples: Sequence[SFTExample], pad_token_id: int) -> dict[str, torc
         prompt, length = len(example.prompt_ids), example.length
         input_ids[row, :length] = torch.tensor(example.prompt_ids + example.response_ids)
         attention_mask[row, :length] = 1
-        response_mask[row, prompt:length] = 1
+        if example.loss_mask is None:
+            response_mask[row, prompt:length] = 1
+        else:
+            response_mask[row, prompt:length] = torch.tensor(example.loss_mask, dtype=torch.int64)
     return {INPUT_IDS: input_ids, ATTENTION_MASK: attention_mask, RESPONSE_MASK: response_mask}
 
 
