@@ -62,7 +62,9 @@ def plan_micro_batches(
     if empty:
         raise MicroBatchError(f"rows {empty[:_SHOWN_LENGTHS]} have no valid tokens (attention_mask all 0); drop them")
     counts = lengths.tolist()
-    needed, fewest_rows = min_num_micro_batches(counts, max_tokens), len(counts)
+    # Rows that fit the budget together need one micro-batch; only a larger batch pays for the minimal packing.
+    needed = 1 if sum(counts) <= max_tokens else min_num_micro_batches(counts, max_tokens)
+    fewest_rows = len(counts)
     if layout.sharded:
         mine = torch.tensor([needed, fewest_rows], dtype=torch.int64, device=collective_device(layout))
         ranks = all_gather_rows(mine, layout).cpu()
@@ -74,6 +76,9 @@ def plan_micro_batches(
             f"more than the {fewest_rows} rows the smallest rank holds (FSDP2 runs as many on every rank); raise "
             "max_tokens_per_micro_batch or give every rank more rows"
         )
+    if needed == 1:
+        # Every row fits one micro-batch: the balanced plan of one part is every row in order, without balancing.
+        return [list(range(len(counts)))]
     return balanced_micro_batches(counts, max_tokens, num_micro_batches=needed).micro_batches
 
 

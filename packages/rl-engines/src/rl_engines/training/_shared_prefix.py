@@ -87,7 +87,9 @@ def shared_prefix_layout(
         return None
     first_valid, first_response, end = bounds
     rows, width = input_ids.shape
-    keys = [tuple(input_ids[row, first_valid[row] : first_response[row]].tolist()) for row in range(rows)]
+    # One host copy of the ids and bounds, sliced in Python: a tensor slice and `tolist` per row cost more.
+    spans = zip(input_ids.tolist(), first_valid.tolist(), first_response.tolist(), strict=True)
+    keys = [tuple(ids[start:stop]) for ids, start, stop in spans]
     distinct: dict[tuple[int, ...], int] = {}
     row_prefix = torch.tensor([distinct.setdefault(key, len(distinct)) for key in keys], dtype=torch.long)
     if len(distinct) == rows:
