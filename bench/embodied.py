@@ -4,6 +4,8 @@ Each (env count, workers) pair runs whole episodes: reset every env to its own (
 active envs with random chunks of `--chunk` actions until every episode ended; env steps are the executed steps
 (sum of finish_step). Sides alternate (local, pool, local, pool, ...) and medians over `--rounds` are reported,
 because the 2-core dev machines drift between runs; worker start-up (spawn imports torch) is outside the timing.
+The CPU count and load average are printed first and in the RESULT line: with other work on the cores, the
+workers cannot run in parallel and the ratio says nothing about the pool.
 The RESULT line's ratio is 2 workers over the local loop at the largest env count; goal >= 1.6x.
 
 Then the rollout share of an SRPO step: a short real `rl-recipes train srpo` run (tiny warm start, `--srpo-steps`
@@ -112,6 +114,8 @@ def main() -> None:
     torch.set_num_threads(1)
 
     ratios: dict[tuple[int, int], float] = {}
+    load_start = os.getloadavg()[0]
+    print(f"{os.cpu_count()} CPUs, load average {load_start:.1f} at start (a ratio needs 2 idle cores to show)")
     print(f"BabyAI {args.level}, chunk {args.chunk}, max_steps {args.max_steps}; env steps/s, medians of {args.rounds}")
     print(f"{'envs':>5} {'workers':>8} {'local':>9} {'pool':>9} {'ratio':>7}")
     for num_envs in args.envs:
@@ -152,8 +156,10 @@ def main() -> None:
             shares += f" srpo_rollout_share_{label}={share:.2f}"
     verdict = "met" if ratio >= GOAL else "missed"
     envs = max(args.envs)
+    load = f"cpus={os.cpu_count()} load_start={load_start:.1f} load_end={os.getloadavg()[0]:.1f}"
     print(
-        f"RESULT embodied pool2_env_steps_per_s={rate:.0f} ratio={ratio:.2f} goal={GOAL} envs={envs}{shares} {verdict}"
+        f"RESULT embodied pool2_env_steps_per_s={rate:.0f} ratio={ratio:.2f} goal={GOAL} envs={envs}{shares} "
+        f"{load} {verdict}"
     )
 
 

@@ -22,7 +22,7 @@ import torch
 from rl_core.envs._episode import EpisodeEnvFactory, SlotAnswer, assemble
 from rl_core.envs._registry import check_reset_args, check_step_args
 from rl_core.envs._types import EnvConfigError, EnvError, EnvObservation, EnvSpec
-from rl_core.envs._worker import Packed, unpack, worker_main
+from rl_core.envs._worker import AnswerHeader, receive_answers, worker_main
 
 logger = logging.getLogger(__name__)
 
@@ -173,11 +173,11 @@ class EnvPool:
                 slots = by_worker[worker]
                 try:
                     kind, body = worker.conn.recv()
+                    if kind == "ok":
+                        answers.update(zip(slots, receive_answers(worker.conn, cast(AnswerHeader, body)), strict=True))
                 except (EOFError, OSError):
                     kind, body = "error", f"worker exited with code {worker.process.exitcode}"
-                if kind == "ok":
-                    answers.update(zip(slots, unpack(cast(Packed, body)), strict=True))
-                else:
+                if kind != "ok":
                     self._fail(worker, str(body), failed, slots)
         for worker in pending.values():
             self._fail(
