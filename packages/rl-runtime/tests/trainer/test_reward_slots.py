@@ -21,7 +21,8 @@ from rl_engines.reward_model import (
     TokenizerMode,
 )
 from rl_runtime.nodes._model_rewards import reward_model_scores
-from rl_runtime.trainer._reward_slots import RemoteRewardModel, RewardSlots
+from rl_runtime.trainer._remote_reward_model import RemoteRewardModel
+from rl_runtime.trainer._reward_slots import RewardSlots
 from rl_runtime.workers import StepData
 
 pytestmark = pytest.mark.usefixtures("ray_runtime")

@@ -18,6 +18,7 @@ from rl_engines.reward_model import RewardModelConfig, RewardModelScorer, Reward
 from rl_runtime.planning._config import SlotGroupConfig
 from rl_runtime.planning._placement_groups import SlotGroups, create_slot_groups
 from rl_runtime.trainer._errors import TrainerError
+from rl_runtime.trainer._remote_reward_model import RemoteRewardModel
 
 logger = logging.getLogger(__name__)
 
@@ -45,30 +46,6 @@ class RewardModelServer:
 
 
 _RewardModelActor = ray.remote(RewardModelServer)
-
-
-class RemoteRewardModel:
-    """A `rl_engines.reward_model.RewardScorer` whose calls run on a reward-model slot (a Ray actor handle); each
-    call waits at most `timeout_s` (the run's step timeout), so a dead or hung slot fails the step, never hangs it."""
-
-    def __init__(self, handle: Any, config: RewardModelConfig, timeout_s: float) -> None:
-        self.handle = handle
-        self._config = config
-        self.timeout_s = timeout_s
-
-    @property
-    def config(self) -> RewardModelConfig:
-        """The reward model's config section."""
-        return self._config
-
-    def score_ids(self, sequences: Sequence[Sequence[int]]) -> RewardScores:
-        """One score per token-id sequence, computed on the reward-model slot."""
-        rows = [list(ids) for ids in sequences]
-        return ray.get(self.handle.score_ids.remote(rows), timeout=self.timeout_s)
-
-    def score_texts(self, prompts: Sequence[str], responses: Sequence[str]) -> RewardScores:
-        """One score per `prompt + response` text, encoded and computed on the reward-model slot."""
-        return ray.get(self.handle.score_texts.remote(list(prompts), list(responses)), timeout=self.timeout_s)
 
 
 class RewardSlots:

@@ -49,7 +49,7 @@ from rl_runtime.trainer._engines import (
 )
 from rl_runtime.trainer._errors import CheckpointStateError, TrainerError
 from rl_runtime.trainer._judge import build_judge
-from rl_runtime.trainer._reward_slots import RemoteRewardModel
+from rl_runtime.trainer._remote_reward_model import RemoteRewardModel
 from rl_runtime.trainer._split import ENGINE_ROLES
 from rl_runtime.trainer._validation import evaluate_shard
 from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
