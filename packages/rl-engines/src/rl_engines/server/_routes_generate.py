@@ -26,6 +26,7 @@ from rl_engines.server._generate_text import (
     prepare,
     with_text,
 )
+from rl_engines.server._generate_zero import cut_outputs, prefill_only
 from rl_engines.server._responses import error_response
 from rl_engines.server._state import ServerState
 
@@ -71,6 +72,7 @@ class _StreamState:
         version: int,
         text_side: GenerateText | None,
         abort: Callable[[list[str]], Any],
+        zero: frozenset[int] = frozenset(),
     ) -> None:
         self.requests = requests
         self.index = {r.rid: i for i, r in enumerate(requests)}
@@ -81,6 +83,8 @@ class _StreamState:
         self.sent_text = ["" for _ in requests]
         self.batch, self.incremental, self.version = batch, incremental, version
         self.text_side, self.abort = text_side, abort
+        self.zero = zero
+        """Prefill-only requests (`max_new_tokens: 0`): their token is never streamed (`_generate_zero`)."""
 
     def _chunk(self, i: int, data: dict[str, Any], text: str | None) -> bytes:
         if text is not None and self.text_side is not None:
@@ -97,6 +101,8 @@ class _StreamState:
         touched: dict[int, int] = {}
         for rid, token, logprob in events:
             i = self.index[rid]
+            if i in self.zero:
+                continue
             touched.setdefault(i, len(self.ids[i]))
             self.ids[i].append(int(token))
             self.logprobs[i].append(float(logprob))
@@ -120,7 +126,7 @@ class _StreamState:
     def final(self, outputs: Sequence[GenerateOutput]) -> list[bytes]:
         """The finishing chunk of every request (the whole output, or its unsent tail when incremental)."""
         chunks = []
-        for i, output in enumerate(outputs):
+        for i, output in enumerate(cut_outputs(outputs, self.zero)):
             data, text = _answer(i, output, self.text_side)
             if self.incremental:
                 sent = min(self.sent[i], len(data["output_ids"]))
@@ -132,7 +138,11 @@ class _StreamState:
 
 
 async def _stream(
-    state: ServerState, requests: list[GenerateRequest], batch: bool, text_side: GenerateText | None
+    state: ServerState,
+    requests: list[GenerateRequest],
+    batch: bool,
+    text_side: GenerateText | None,
+    zero: frozenset[int],
 ) -> Any:
     """Start generation; answer an error before the first token as JSON, else stream chunks as SSE."""
     loop = asyncio.get_running_loop()
@@ -155,6 +165,7 @@ async def _stream(
         state.engine.weight_version(),
         text_side,
         lambda rids: state.control_pool.submit(state.engine.abort, rids),
+        zero,
     )
 
     async def body() -> AsyncIterator[bytes]:
@@ -255,14 +266,16 @@ def register_generate_routes(app: FastAPI, state: ServerState, tokenizer: Any | 
             prepared = await asyncio.to_thread(prepare, body, tokenizer) if "text" in body else prepare(body, tokenizer)
         except NoTokenizerError as error:
             return no_tokenizer_response(error)
-        requests, batch, stream = parse_generate_payload(prepared.body)
+        payload, zero = prefill_only(prepared.body)
+        requests, batch, stream = parse_generate_payload(payload)
         _check_context(requests, getattr(state.engine, "context_len", None), batch)
         if stream:
-            return await _stream(state, requests, batch, prepared.text)
+            return await _stream(state, requests, batch, prepared.text, zero)
         on_tokens = _stop_watch(state, requests, prepared.text)
         outputs = await until_done_or_disconnected(state, request, requests, on_tokens)
         if outputs is None:
             return Response(status_code=499)  # nobody reads it: the client is gone
+        outputs = cut_outputs(outputs, zero)
         text_side = prepared.text
         if text_side is None:
             results = [generate_output_json(o) for o in outputs]
