@@ -53,9 +53,9 @@ def verl_metrics() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def ours() -> SimpleNamespace:
-    """Our metric functions (the private modules of `rl_runtime.metrics` the node operations call), in one namespace."""
+    """Our metric functions (private modules of `rl_core.metrics` and `rl_runtime.metrics`), in one namespace."""
     found: dict[str, object] = {}
-    for module in ("rl_runtime.metrics._data", "rl_runtime.metrics._perf", "rl_runtime.metrics._batch"):
+    for module in ("rl_core.metrics._data", "rl_runtime.metrics._perf", "rl_core.metrics._batch"):
         found.update(vars(_import_or_skip(module)))
     return SimpleNamespace(**found)
 
