@@ -47,7 +47,7 @@ def _reference(engine: HFEngine, ids: list[int], temperature: float = 0.0) -> to
     return torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
 
 
-def _post(client: TestClient, **body: Any) -> dict[str, Any]:
+def _post(client: TestClient, **body: Any) -> Any:
     response = client.post("/generate", json=body)
     assert response.status_code == 200, response.text
     return response.json()
@@ -62,7 +62,7 @@ def _check_top(entries: list[list[Any]], ref_row: torch.Tensor, k: int) -> None:
 
 
 def test_input_and_top_logprobs_equal_a_plain_forward(client: TestClient, engine: HFEngine) -> None:
-    meta = _post(
+    answer = _post(
         client,
         input_ids=PROMPT,
         sampling_params=GREEDY,
@@ -71,8 +71,8 @@ def test_input_and_top_logprobs_equal_a_plain_forward(client: TestClient, engine
         top_logprobs_num=3,
         return_text_in_logprobs=True,
     )
-    answer_ids = [e[1] for e in meta["meta_info"]["output_token_logprobs"]]
-    info = meta["meta_info"]
+    answer_ids = [e[1] for e in answer["meta_info"]["output_token_logprobs"]]
+    info = answer["meta_info"]
     ref = _reference(engine, PROMPT + answer_ids)
     inputs = info["input_token_logprobs"]
     assert [e[1] for e in inputs] == PROMPT and [e[2] for e in inputs] == [chr(t) for t in PROMPT]

@@ -22,8 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from rl_engines.rollout import GenerateRequest, InvalidRequestError
-from rl_engines.rollout._hf_scoring import TokenScores, TopK
+from rl_engines.rollout import GenerateRequest, InvalidRequestError, TokenScores
 
 START, TOP = "logprob_start_len", "top_logprobs_num"
 
@@ -106,7 +105,7 @@ def _entry(logprob: float | None, token: int, texts: Any) -> list[Any]:
     return [logprob, token, None if texts is None else texts.decode([token])]
 
 
-def _top(top: TopK | None, texts: Any) -> list[list[Any]] | None:
+def _top(top: Sequence[tuple[float, int]] | None, texts: Any) -> list[list[Any]] | None:
     return None if top is None else [_entry(lp, tok, texts) for lp, tok in top]
 
 
