@@ -16,7 +16,7 @@ import torch
 from _char_tokenizer import char_tokenizer
 from fastapi.testclient import TestClient
 
-from rl_engines.rollout import HFEngine, HFEngineConfig
+from rl_engines.rollout import EngineAsleepError, HFEngine, HFEngineConfig
 from rl_engines.server import ServerConfig, build_hf_engine, create_app
 from rl_engines.testing import ConformanceModels
 
@@ -99,6 +99,8 @@ def test_start_index_and_temperature_are_honoured(client: TestClient, engine: HF
         [pytest.approx(ref[p - 1, PROMPT[p]].item(), abs=TOL), PROMPT[p], None] for p in (3, 4)
     ]
     assert "input_top_logprobs" not in info and "output_top_logprobs" not in info
+    text = _post(client, text="abc", sampling_params=sampling, return_logprob=True, logprob_start_len=1)["meta_info"]
+    assert [entry[1] for entry in text["input_token_logprobs"]] == [ord("b"), ord("c")]  # tokenised, then scored
     plain = _post(client, input_ids=PROMPT, sampling_params=sampling, return_logprob=True)["meta_info"]
     assert "input_token_logprobs" not in plain  # -1 (the default): output log-probs only, as SGLang
     ignored = _post(client, input_ids=PROMPT, sampling_params=sampling, logprob_start_len=0, top_logprobs_num=2)
@@ -142,6 +144,21 @@ def test_stream_final_chunk_carries_them(client: TestClient) -> None:
     final = json.loads(lines[-2])["meta_info"]
     for key in ("input_token_logprobs", "input_top_logprobs", "output_top_logprobs"):
         assert final[key] == whole[key], key
+
+
+def test_a_failed_scoring_is_an_error_not_a_partial_answer(
+    client: TestClient, engine: HFEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def asleep(*_: Any, **__: Any) -> Any:
+        raise EngineAsleepError("weights are asleep")  # as if they were released between generating and scoring
+
+    monkeypatch.setattr(engine, "score_tokens", asleep)
+    body = {"input_ids": PROMPT, "sampling_params": GREEDY, "return_logprob": True, "top_logprobs_num": 2}
+    response = client.post("/generate", json=body)
+    assert response.status_code == 503 and "EngineAsleepError" in response.text
+    streamed = client.post("/generate", json={**body, "stream": True}).text.splitlines()
+    lines = [line[len("data: ") :] for line in streamed if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]" and json.loads(lines[-2])["error"]["type"] == "EngineAsleepError"
 
 
 @pytest.mark.parametrize(

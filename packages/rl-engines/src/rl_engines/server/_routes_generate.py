@@ -188,13 +188,17 @@ async def _stream(
                     yield chunk
                 item = await queue.get()
             error = future.exception()
+            answers = []
+            if error is None:
+                answers = stream.final_answers(future.result())
+                if asks is not None:  # one scoring forward per asking request: off the event loop
+                    try:
+                        await asyncio.to_thread(_score, state, requests, asks, [d for d, _ in answers], text_side)
+                    except Exception as scoring_error:  # e.g. the weights went to sleep after generating
+                        error = scoring_error
             if error is not None:
                 yield _sse({"error": {"message": str(error), "type": type(error).__name__}})
             else:
-                answers = stream.final_answers(future.result())
-                if asks is not None:  # one scoring forward per asking request: off the event loop
-                    results = [data for data, _ in answers]
-                    await asyncio.to_thread(_score, state, requests, asks, results, text_side)
                 for chunk in stream.final(answers):
                     yield chunk
             yield _DONE
