@@ -129,7 +129,14 @@ def test_batch_and_prefill_only(client: TestClient, engine: HFEngine) -> None:
     assert only_top["meta_info"]["output_top_logprobs"] == []
 
 
-def test_stream_final_chunk_carries_them(client: TestClient) -> None:
+def _final_chunk(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
+    response = client.post("/generate", json={**body, "stream": True})
+    lines = [line[len("data: ") :] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return json.loads(lines[-2])["meta_info"]
+
+
+def test_stream_final_chunk_carries_them(client: TestClient, engine: HFEngine) -> None:
     body = {
         "input_ids": PROMPT,
         "sampling_params": GREEDY,
@@ -138,12 +145,11 @@ def test_stream_final_chunk_carries_them(client: TestClient) -> None:
         "top_logprobs_num": 2,
     }
     whole = _post(client, **body)["meta_info"]
-    response = client.post("/generate", json={**body, "stream": True})
-    lines = [line[len("data: ") :] for line in response.text.splitlines() if line.startswith("data: ")]
-    assert lines[-1] == "[DONE]"
-    final = json.loads(lines[-2])["meta_info"]
-    for key in ("input_token_logprobs", "input_top_logprobs", "output_top_logprobs"):
-        assert final[key] == whole[key], key
+    app = create_app(engine, ServerConfig(incremental_stream=True), owns_engine=False)
+    with TestClient(app) as incremental:
+        for final in (_final_chunk(client, body), _final_chunk(incremental, body)):
+            for key in ("input_token_logprobs", "input_top_logprobs", "output_top_logprobs"):
+                assert final[key] == whole[key], key
 
 
 def test_a_failed_scoring_is_an_error_not_a_partial_answer(
