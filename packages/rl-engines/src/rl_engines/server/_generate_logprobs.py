@@ -3,11 +3,11 @@
 With `return_logprob: true`, `logprob_start_len >= 0` adds `meta_info.input_token_logprobs`: one
 `[logprob, token_id, text|None]` per prompt position from that index, the logprob of that prompt token given the
 tokens before it (None at position 0, which has no context, as SGLang). `-1` (the default) means output log-probs
-only, as SGLang; an index at or past the prompt's length is a 400 naming the field and the length. `top_logprobs_num
-= k > 0` adds `input_top_logprobs` (per prompt position from the start index, when it is >= 0) and
-`output_top_logprobs` (per output token): each the k most likely `[logprob, token_id, text|None]`, the most likely
-first. `return_text_in_logprobs` fills the text when the server has a tokenizer. Without `return_logprob` both
-fields are ignored, as SGLang does.
+only (the input keys are left out, where SGLang reports the last prompt token); an index at or past the prompt's
+length is a 400 naming the field and the length. `top_logprobs_num = k > 0` adds `input_top_logprobs` (per prompt
+position from the start index, when it is >= 0) and `output_top_logprobs` (per output token): each the k most
+likely `[logprob, token_id, text|None]`, the most likely first. `return_text_in_logprobs` fills the text when the
+server has a tokenizer. Without `return_logprob` both fields are ignored, as SGLang does.
 
 The values come from a teacher-forced scoring forward of the served model over prompt + output, run only for the
 requests that ask (one extra forward each), on the distribution the engine samples from: `log_softmax(logits / T)`
