@@ -76,6 +76,9 @@ _NEUTRAL_REQUEST: dict[str, tuple[Any, ...]] = {
     "bootstrap_port": (),
     "bootstrap_room": (),
 }
+"""SGLang request fields this parser does not implement, with their "off" values. The rollout server takes
+`text` (`_generate_text`) and `logprob_start_len` / `top_logprobs_num` (`_generate_logprobs`, prompt log-probs
+from a scoring forward) out of the body before this parser runs."""
 
 
 def _neutral(value: Any, offs: tuple[Any, ...]) -> bool:

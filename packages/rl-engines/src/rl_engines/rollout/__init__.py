@@ -27,6 +27,7 @@ from rl_engines.rollout._handles import SLOT_ALIGNMENT, SharedTensorBucket, Tens
 from rl_engines.rollout._hf_build import build_hf_engine, hf_engine_config
 from rl_engines.rollout._hf_config import HFEngineConfig
 from rl_engines.rollout._hf_engine import HFEngine
+from rl_engines.rollout._hf_scoring import TokenScores
 from rl_engines.rollout._hf_weights import safetensors_files
 from rl_engines.rollout._protocol import Capability, InferenceEngine
 from rl_engines.rollout._registry import (
@@ -94,6 +95,7 @@ __all__ = [
     "TensorSlot",
     "Ticket",
     "TokenCallback",
+    "TokenScores",
     "UnknownParameterError",
     "UnversionedWeightsError",
     "VersionSpan",

@@ -27,6 +27,7 @@ from rl_engines.rollout._gate import RequestGate
 from rl_engines.rollout._handles import SharedTensorBucket, open_shared_bucket
 from rl_engines.rollout._hf_config import HFEngineConfig
 from rl_engines.rollout._hf_generation import DecodeSetup, PrefillCache
+from rl_engines.rollout._hf_scoring import TokenScores, score_tokens
 from rl_engines.rollout._hf_weights import ModelWeights, iter_safetensors, safetensors_files
 from rl_engines.rollout._running_batch import Entry
 from rl_engines.rollout._scheduler import Scheduler
@@ -192,6 +193,19 @@ class HFEngine:
         except BaseException:
             self._scheduler.cancel([e.request.rid for e in entries if not e.future.done()])
             raise
+
+    def score_tokens(self, ids: Sequence[int], *, start: int, top_k: int, temperature: float) -> TokenScores:
+        """Teacher-forced log-probs of `ids` from position `start` (and the `top_k` most likely tokens per position)
+        under the served weights, on the distribution the engine samples from (`logprob_mode`); one forward outside
+        the decode batch. Serves SGLang's prompt log-probs on the rollout server."""
+        self._check_weights_awake()
+        bad = [t for t in ids if not 0 <= t < self.vocab_size]
+        if bad or not 0 < len(ids) <= self.context_len:
+            raise InvalidRequestError(
+                f"cannot score {len(ids)} tokens (ids {bad[:3]} outside the vocabulary of {self.vocab_size}); send "
+                f"1 to {self.context_len} ids within the vocabulary"
+            )
+        return score_tokens(self._setup, ids, start, top_k, temperature)
 
     def pause(self, mode: PauseMode = "abort", *, timeout_s: float | None = None) -> None:
         """See `InferenceEngine.pause`."""

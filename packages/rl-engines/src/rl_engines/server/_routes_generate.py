@@ -19,6 +19,13 @@ from rl_engines.rollout import (
 )
 from rl_engines.server._body import read_json
 from rl_engines.server._fastapi import FastAPI, JSONResponse, Request, Response, StreamingResponse
+from rl_engines.server._generate_logprobs import (
+    LogprobAsk,
+    TokenScorer,
+    add_prompt_logprobs,
+    logprob_asks,
+    take_logprob_fields,
+)
 from rl_engines.server._generate_text import (
     GenerateText,
     NoTokenizerError,
@@ -123,11 +130,15 @@ class _StreamState:
             chunks.append(self._chunk(i, data, text))
         return chunks
 
-    def final(self, outputs: Sequence[GenerateOutput]) -> list[bytes]:
-        """The finishing chunk of every request (the whole output, or its unsent tail when incremental)."""
+    def final_answers(self, outputs: Sequence[GenerateOutput]) -> list[tuple[dict[str, Any], str | None]]:
+        """The finished result of every request (whole), with its text."""
+        return [_answer(i, output, self.text_side) for i, output in enumerate(cut_outputs(outputs, self.zero))]
+
+    def final(self, answers: Sequence[tuple[dict[str, Any], str | None]]) -> list[bytes]:
+        """The finishing chunk of every request (the whole output, or its unsent tail when incremental; prompt
+        log-probs and `output_top_logprobs` whole in either case)."""
         chunks = []
-        for i, output in enumerate(cut_outputs(outputs, self.zero)):
-            data, text = _answer(i, output, self.text_side)
+        for i, (data, text) in enumerate(answers):
             if self.incremental:
                 sent = min(self.sent[i], len(data["output_ids"]))
                 data["output_ids"] = data["output_ids"][sent:]
@@ -143,6 +154,7 @@ async def _stream(
     batch: bool,
     text_side: GenerateText | None,
     zero: frozenset[int],
+    asks: list[LogprobAsk] | None,
 ) -> Any:
     """Start generation; answer an error before the first token as JSON, else stream chunks as SSE."""
     loop = asyncio.get_running_loop()
@@ -176,10 +188,18 @@ async def _stream(
                     yield chunk
                 item = await queue.get()
             error = future.exception()
+            answers = []
+            if error is None:
+                answers = stream.final_answers(future.result())
+                if asks is not None:  # one scoring forward per asking request: off the event loop
+                    try:
+                        await asyncio.to_thread(_score, state, requests, asks, [d for d, _ in answers], text_side)
+                    except Exception as scoring_error:  # e.g. the weights went to sleep after generating
+                        error = scoring_error
             if error is not None:
                 yield _sse({"error": {"message": str(error), "type": type(error).__name__}})
             else:
-                for chunk in stream.final(future.result()):
+                for chunk in stream.final(answers):
                     yield chunk
             yield _DONE
         finally:
@@ -213,6 +233,20 @@ def _stop_watch(
         loop.call_soon_threadsafe(watch, list(events))
 
     return on_tokens
+
+
+def _score(
+    state: ServerState,
+    requests: Sequence[GenerateRequest],
+    asks: Sequence[LogprobAsk],
+    results: Sequence[dict[str, Any]],
+    text_side: GenerateText | None,
+) -> None:
+    """Add the prompt log-probs and top-k the requests asked for to `results` (`_generate_logprobs`)."""
+    engine = state.engine
+    assert isinstance(engine, TokenScorer)  # logprob_asks refused the request otherwise
+    tokenizer = text_side.tokenizer if text_side is not None and text_side.text_in_logprobs else None
+    add_prompt_logprobs(engine, requests, asks, results, tokenizer)
 
 
 _DISCONNECT_POLL_S = 0.25
@@ -267,10 +301,12 @@ def register_generate_routes(app: FastAPI, state: ServerState, tokenizer: Any | 
         except NoTokenizerError as error:
             return no_tokenizer_response(error)
         payload, zero = prefill_only(prepared.body)
+        payload, logprob_fields = take_logprob_fields(payload)
         requests, batch, stream = parse_generate_payload(payload)
         _check_context(requests, getattr(state.engine, "context_len", None), batch)
+        asks = logprob_asks(logprob_fields, requests, batch, state.engine)
         if stream:
-            return await _stream(state, requests, batch, prepared.text, zero)
+            return await _stream(state, requests, batch, prepared.text, zero, asks)
         on_tokens = _stop_watch(state, requests, prepared.text)
         outputs = await until_done_or_disconnected(state, request, requests, on_tokens)
         if outputs is None:
@@ -281,6 +317,8 @@ def register_generate_routes(app: FastAPI, state: ServerState, tokenizer: Any | 
             results = [generate_output_json(o) for o in outputs]
         else:  # decoding every output is the tokenizer's work: off the event loop
             results = await asyncio.to_thread(_text_answers, outputs, text_side)
+        if asks is not None:  # one scoring forward per asking request: off the event loop
+            await asyncio.to_thread(_score, state, requests, asks, results, text_side)
         return JSONResponse(results if batch else results[0])
 
     @app.get("/health")
