@@ -8,36 +8,18 @@ In process (TestClient) on the 128-token conformance model and a character token
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
-from _char_tokenizer import char_tokenizer
 from fastapi.testclient import TestClient
 
-from rl_engines.rollout import EngineAsleepError, HFEngine, HFEngineConfig
-from rl_engines.server import ServerConfig, build_hf_engine, create_app
-from rl_engines.testing import ConformanceModels
+from rl_engines.rollout import EngineAsleepError, HFEngine
+from rl_engines.server import ServerConfig, create_app
 
 PROMPT = [5, 6, 7, 9, 11]
 GREEDY = {"max_new_tokens": 3, "temperature": 0.0, "ignore_eos": True}
 TOL = 1e-4
-
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HFEngine]:
-    models = ConformanceModels.create(tmp_path_factory.mktemp("plp-models"))
-    engine = build_hf_engine(str(models.v1_dir), HFEngineConfig(initial_version=1))
-    yield engine
-    engine.shutdown()
-
-
-@pytest.fixture(scope="module")
-def client(engine: HFEngine) -> Iterator[TestClient]:
-    app = create_app(engine, ServerConfig(), tokenizer=char_tokenizer(), owns_engine=False)
-    with TestClient(app) as test_client:
-        yield test_client
 
 
 def _reference(engine: HFEngine, ids: list[int], temperature: float = 0.0) -> torch.Tensor:
