@@ -101,13 +101,13 @@ def test_an_unreachable_server_is_retried_on_the_others_and_skipped_by_weight_up
     # submit deals each request on its own: those dealt to the dead server are retried on the other one
     submitted = [fleet.submit(request).result(timeout=60) for request in _requests(2)]
     assert [output.rid for output in submitted] == ["r0", "r1"]
-    fleet._down.clear()  # forget the dead server again, so generate meets it too
+    fleet._health.down.clear()  # forget the dead server again, so generate meets it too
     outputs = fleet.generate(_requests(4))
     assert [output.rid for output in outputs] == ["r0", "r1", "r2", "r3"]
     assert fleet.generate(_requests(2))[0].rid == "r0"  # the dead server is skipped until it is probed again
     assert fleet.down == [doomed.url] and fleet.status().state  # control calls go to the live server
     # a weight update goes to the live server only; the dead one stays out of generation until an update reaches it
-    assert fleet.weight_targets() == [0] and fleet._missed_update == {1}
+    assert fleet.weight_targets() == [0] and fleet._health.missed_update == {1}
     fleet.readmit([0])
     assert fleet.down == [doomed.url]
     with pytest.raises(ServerConnectionError, match=rf"no rollout server of the fleet answers .*{doomed.url}"):
