@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,10 +34,6 @@ from rl_engines.sync import free_port
 
 pytestmark = pytest.mark.slow
 
-_HF_CONFIG = Qwen2Config(
-    hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
-    vocab_size=64, max_position_embeddings=64,
-)  # fmt: skip
 _FAST = {"connect_attempts": 2, "retry_backoff_s": 0.1, "health_interval_s": 0.1, "timeout_s": 60.0}
 
 
@@ -47,9 +43,9 @@ def _requests(count: int) -> list[GenerateRequest]:
 
 
 @pytest.fixture(scope="module")
-def started() -> Iterator[list[ServerFleet]]:
+def started(hf_config: Qwen2Config) -> Iterator[list[ServerFleet]]:
     """Two fleets of one server each, started by the builder (as two trainer workers would)."""
-    spec = RolloutEngineSpec(_HF_CONFIG, dtype="float32", device="cpu", seed=0, engine_kwargs=_FAST)
+    spec = RolloutEngineSpec(hf_config, dtype="float32", device="cpu", seed=0, engine_kwargs=_FAST)
     fleets = []
     try:
         for _ in range(2):
@@ -91,9 +87,9 @@ def test_requests_are_dealt_over_every_server(started: list[ServerFleet], monkey
 
 
 def test_an_unreachable_server_is_retried_on_the_others_and_skipped_by_weight_updates(
-    started: list[ServerFleet],
+    started: list[ServerFleet], start_servers: Callable[[int], list[LocalServer]]
 ) -> None:
-    doomed = LocalServer.start(_HF_CONFIG)
+    (doomed,) = start_servers(1)
     members = [RemoteEngine(started[0].members[0].config), RemoteEngine(RemoteEngineConfig(doomed.url))]
     fleet = ServerFleet(members, health_interval_s=60.0)
     alone = ServerFleet([RemoteEngine(RemoteEngineConfig(doomed.url))])
@@ -101,13 +97,13 @@ def test_an_unreachable_server_is_retried_on_the_others_and_skipped_by_weight_up
     # submit deals each request on its own: those dealt to the dead server are retried on the other one
     submitted = [fleet.submit(request).result(timeout=60) for request in _requests(2)]
     assert [output.rid for output in submitted] == ["r0", "r1"]
-    fleet._down.clear()  # forget the dead server again, so generate meets it too
+    fleet._health.down.clear()  # forget the dead server again, so generate meets it too
     outputs = fleet.generate(_requests(4))
     assert [output.rid for output in outputs] == ["r0", "r1", "r2", "r3"]
     assert fleet.generate(_requests(2))[0].rid == "r0"  # the dead server is skipped until it is probed again
     assert fleet.down == [doomed.url] and fleet.status().state  # control calls go to the live server
     # a weight update goes to the live server only; the dead one stays out of generation until an update reaches it
-    assert fleet.weight_targets() == [0] and fleet._missed_update == {1}
+    assert fleet.weight_targets() == [0] and fleet._health.missed_update == {1}
     fleet.readmit([0])
     assert fleet.down == [doomed.url]
     with pytest.raises(ServerConnectionError, match=rf"no rollout server of the fleet answers .*{doomed.url}"):
@@ -116,9 +112,9 @@ def test_an_unreachable_server_is_retried_on_the_others_and_skipped_by_weight_up
     alone.shutdown()
 
 
-def test_an_address_that_does_not_answer_is_named_after_the_retries() -> None:
+def test_an_address_that_does_not_answer_is_named_after_the_retries(hf_config: Qwen2Config) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
-    spec = RolloutEngineSpec(_HF_CONFIG, dtype="float32", device="cpu", engine_kwargs=_FAST, servers=(dead,))
+    spec = RolloutEngineSpec(hf_config, dtype="float32", device="cpu", engine_kwargs=_FAST, servers=(dead,))
     with pytest.raises(ServerConnectionError, match=rf"rollout server {dead} did not answer in 2 tries"):
         build_rollout_engine("server", spec)
 
@@ -130,13 +126,13 @@ def test_a_missing_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) 
     assert message is not None and "no_such_module_rl" in message and "pip install 'rl-engines[server]'" in message
 
 
-def test_a_started_server_exits_when_the_process_that_started_it_dies(tmp_path: Path) -> None:
+def test_a_started_server_exits_when_the_process_that_started_it_dies(tmp_path: Path, hf_config: Qwen2Config) -> None:
     script = textwrap.dedent(
         f"""
         import os
         from transformers import Qwen2Config
         from rl_engines.remote import LocalServer
-        server = LocalServer.start(Qwen2Config(**{_HF_CONFIG.to_diff_dict()!r}))
+        server = LocalServer.start(Qwen2Config(**{hf_config.to_diff_dict()!r}))
         print(server.process.pid, flush=True)
         os._exit(0)  # no stop(): as a killed trainer worker
         """

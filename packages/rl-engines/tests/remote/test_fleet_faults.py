@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,10 +28,6 @@ from rl_engines.sync import ReferenceTransport, WeightSync, WeightSyncConfig, as
 
 pytestmark = pytest.mark.slow
 
-_HF_CONFIG = Qwen2Config(
-    hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
-    vocab_size=64, max_position_embeddings=64,
-)  # fmt: skip
 _BUCKET_BYTES = 8192
 """Small buckets, so an update is several calls and a fault can land after the first."""
 _HANG_TIMEOUT_S = 2.0
@@ -42,31 +37,9 @@ _TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[list[LocalServer]]:
-    """Three servers of the same model, started concurrently (each test kills or stops some: see their order)."""
-    started: list[LocalServer | BaseException] = [RuntimeError("not started")] * 3
-
-    def start(index: int) -> None:
-        try:
-            started[index] = LocalServer.start(_HF_CONFIG)
-        except BaseException as error:
-            started[index] = error
-
-    threads = [threading.Thread(target=start, args=(index,)) for index in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    ready = [server for server in started if isinstance(server, LocalServer)]
-    try:
-        for server in started:
-            if not isinstance(server, LocalServer):
-                raise server
-        yield ready
-    finally:
-        for server in ready:
-            os.kill(server.process.pid, signal.SIGCONT) if server.process.poll() is None else None
-            server.stop()
+def servers(start_servers: Callable[[int], list[LocalServer]]) -> list[LocalServer]:
+    """Three servers of the same model (each test kills or stops some: see their order)."""
+    return start_servers(3)
 
 
 def _client(server: LocalServer, timeout_s: float = _TIMEOUT_S) -> RemoteEngine:
@@ -77,14 +50,14 @@ def _make_sync(server: InferenceEngine, _index: int) -> WeightSync:
     return WeightSync([server], ReferenceTransport(), WeightSyncConfig(pause_mode="wait", dtype="float32"))
 
 
-def _weights(seed: int) -> list[tuple[str, torch.Tensor]]:
+def _weights(hf_config: Qwen2Config, seed: int) -> list[tuple[str, torch.Tensor]]:
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(_HF_CONFIG)
+    model = AutoModelForCausalLM.from_config(hf_config)
     return [(name, param.detach().clone()) for name, param in model.named_parameters()]
 
 
-def _buckets(seed: int) -> list[list[tuple[str, torch.Tensor]]]:
-    buckets = list(as_buckets(_weights(seed), _BUCKET_BYTES))
+def _buckets(hf_config: Qwen2Config, seed: int) -> list[list[tuple[str, torch.Tensor]]]:
+    buckets = list(as_buckets(_weights(hf_config, seed), _BUCKET_BYTES))
     assert len(buckets) >= 3
     return buckets
 
@@ -111,7 +84,7 @@ def _kill(server: LocalServer) -> None:
 
 
 def test_a_server_that_hangs_mid_update_is_dropped_and_rejoins_after_a_later_update(
-    servers: list[LocalServer], monkeypatch: pytest.MonkeyPatch
+    servers: list[LocalServer], hf_config: Qwen2Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     live, hung = servers[0], servers[1]
     fleet = ServerFleet([_client(live), _client(hung, _HANG_TIMEOUT_S)], health_interval_s=0.1)
@@ -119,7 +92,7 @@ def test_a_server_that_hangs_mid_update_is_dropped_and_rejoins_after_a_later_upd
     # its second bucket finds it stopped: the call passes update_timeout_s (then its resume call timeout_s), while
     # the live server completes the update
     _on_update_call(fleet.members[1], 2, lambda: os.kill(hung.process.pid, signal.SIGSTOP), monkeypatch)
-    report = sync.sync(_buckets(1), 1)
+    report = sync.sync(_buckets(hf_config, 1), 1)
     assert report.skipped == (hung.url,) and report.checksum is not None
     assert fleet.members[0].weight_version() == 1 and fleet.down == [hung.url]
     os.kill(hung.process.pid, signal.SIGCONT)
@@ -128,7 +101,7 @@ def test_a_server_that_hangs_mid_update_is_dropped_and_rejoins_after_a_later_upd
     assert len(outputs) == 4 and fleet.down == [hung.url]
     # A later update reaches it: back in generation, verified like the other. The same weights as version 1, so the
     # bucket it was sent while stopped (which it may still load now that it runs again) holds what this one sends.
-    report = sync.sync(_buckets(1), 2)
+    report = sync.sync(_buckets(hf_config, 1), 2)
     assert report.skipped == () and fleet.down == []
     assert fleet.weight_version() == 2
     assert fleet.members[0].weights_checksum() == fleet.members[1].weights_checksum()
@@ -181,18 +154,18 @@ def test_a_streamed_request_whose_server_dies_after_tokens_is_not_streamed_twice
 
 
 def test_a_server_killed_mid_update_is_skipped_and_an_update_that_reaches_none_names_each(
-    servers: list[LocalServer], monkeypatch: pytest.MonkeyPatch
+    servers: list[LocalServer], hf_config: Qwen2Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     live, doomed = servers[0], servers[2]
     fleet = ServerFleet([_client(live), _client(doomed)], health_interval_s=60.0)
     sync = FleetWeightSync(fleet, _make_sync)
     _on_update_call(fleet.members[1], 2, lambda: _kill(doomed), monkeypatch)
-    report = sync.sync(_buckets(3), 1)
+    report = sync.sync(_buckets(hf_config, 3), 1)
     assert report.skipped == (doomed.url,) and fleet.down == [doomed.url]
     assert fleet.weight_version() == 1  # the survivor's weights were verified by its own sync
     _on_update_call(fleet.members[0], 2, lambda: _kill(live), monkeypatch)
     with pytest.raises(ServerConnectionError, match="reached no rollout server") as caught:
-        sync.sync(_buckets(4), 2)
+        sync.sync(_buckets(hf_config, 4), 2)
     assert live.url in str(caught.value) and doomed.url in str(caught.value)
     sync.close()
     fleet.shutdown()

@@ -1,6 +1,7 @@
-"""The recipes' step curves (`recipes/_plot.py`, `agentic/_report.py`): a figure on matplotlib's headless backend,
-and the shared finish, a 0..1 y axis over the steps with grid and legend, written as a PNG. Neutral ground both
-import, so `rl_recipes.recipes` and `rl_recipes.agentic` do not import each other."""
+"""The recipes' step curves (`recipes/_plot.py`, `agentic/_report.py`, `embodied/_report.py`): a figure on
+matplotlib's headless backend, and the shared finish, a 0..1 y axis over the steps with grid and legend, written as a
+PNG. Neutral ground they all import, so `rl_recipes.recipes`, `rl_recipes.agentic` and `rl_recipes.embodied` do not
+import each other."""
 
 from __future__ import annotations
 
@@ -28,16 +29,18 @@ def step_figure(path: Path) -> tuple[Any, Any] | None:
     return pyplot.subplots(figsize=FIGURE_SIZE)
 
 
-def save_step_figure(figure: Any, axes: Any, path: Path, *, ylabel: str) -> Path:
-    """Finish a `step_figure` (x "step", y `ylabel` over 0..1 with a margin, grid, legend), write it to `path` and
-    close it; `path`."""
+def save_step_figure(
+    figure: Any, axes: Any, path: Path, *, ylabel: str, legend_fontsize: str | float | None = None
+) -> Path:
+    """Finish a `step_figure` (x "step", y `ylabel` over 0..1 with a margin, grid, legend in `legend_fontsize`, by
+    default matplotlib's), write it to `path` and close it; `path`."""
     from matplotlib import pyplot
 
     axes.set_xlabel("step")
     axes.set_ylabel(ylabel)
     axes.set_ylim(-0.05, 1.05)
     axes.grid(alpha=0.3)
-    axes.legend()
+    axes.legend(**({} if legend_fontsize is None else {"fontsize": legend_fontsize}))
     figure.tight_layout()
     figure.savefig(path, dpi=DPI)
     pyplot.close(figure)

@@ -55,11 +55,13 @@ def tiny_config(
     algorithm: Mapping[str, Any] | None = None,
     pipeline: str = "grpo",
     rollout: Mapping[str, Any] | None = None,
+    reward_model: Mapping[str, Any] | None = None,
     **trainer: Any,
 ) -> RunConfig:
     """A 2-slot GRPO config of a 2-layer Qwen2, 4 prompts x 4 samples, 8 new tokens; colocated unless `placement`
     overrides it; `actor` adds to the actor section, `algorithm` to the algorithm section, `rollout` to the rollout
-    section, `trainer` to the trainer section; `pipeline` replaces grpo."""
+    section, `trainer` to the trainer section; `reward_model` is the reward_model section (none by default);
+    `pipeline` replaces grpo."""
     folder.mkdir(parents=True, exist_ok=True)
     train = write_rows(folder / "train.jsonl", 32, seed=1)
     val = write_rows(folder / "val.jsonl", 6, seed=2)
@@ -103,5 +105,6 @@ def tiny_config(
             **trainer,
         },
         "pipeline": pipeline,
+        **({"reward_model": dict(reward_model)} if reward_model is not None else {}),
     }
     return config_from_dict(RunConfig, data)

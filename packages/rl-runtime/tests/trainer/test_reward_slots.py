@@ -25,6 +25,8 @@ from rl_runtime.trainer._remote_reward_model import RemoteRewardModel
 from rl_runtime.trainer._reward_slots import RewardSlots
 from rl_runtime.workers import StepData
 
+from ._reward_model import save_tiny_reward_model
+
 pytestmark = pytest.mark.usefixtures("ray_runtime")
 PIECES = "abcdefghijklmn"
 
@@ -38,21 +40,7 @@ class LetterTask:
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForSequenceClassification, PreTrainedTokenizerFast
-
-    path = tmp_path_factory.mktemp("rm")
-    vocab = {"<pad>": 0, "<eos>": 1, **{piece: index + 2 for index, piece in enumerate(PIECES)}}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
-    backend.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
-    PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>").save_pretrained(str(path))
-    config = LlamaConfig(
-        vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, max_position_embeddings=32, num_labels=1, pad_token_id=0,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    LlamaForSequenceClassification(config).save_pretrained(str(path))
-    return path
+    return save_tiny_reward_model(tmp_path_factory.mktemp("rm"), PIECES)
 
 
 @pytest.fixture(scope="module")

@@ -1,19 +1,23 @@
-"""Split placement on 4 slots: two rollout slots and two training slots, so samples cross from 2 producers to 2
-consumers, the actor shards over the training slots alone, one training slot sends the weights to both rollout
-slots and the other only takes part in the export's gathers."""
+"""Split placement on more than 2 slots (a Ray runtime of 4 logical CPUs; CI's machines have 2 cores): two rollout
+slots and two training slots, so samples cross from 2 producers to 2 consumers, the actor shards over the training
+slots alone, one training slot sends the weights to both rollout slots and the other only takes part in the
+export's gathers; and a rollout slot, a training slot and a reward model on a third slot of its own."""
 
 from __future__ import annotations
 
+import string
 from pathlib import Path
 
 import pytest
+from ray._private import state
 
 from rl_engines.rollout import weights_checksum
 from rl_runtime.nodes._train import checksum_metric
 from rl_runtime.trainer import Trainer
 
+from ._reward_model import save_tiny_reward_model
 from ._runs import actor_weights
-from ._task import TokenTask, tiny_config
+from ._task import VOCAB, TokenTask, tiny_config
 
 pytestmark = pytest.mark.slow
 SLOTS = 4
@@ -41,3 +45,40 @@ def test_two_rollout_and_two_training_slots(tmp_path: Path, wide_ray_runtime: No
     actor = checksum_metric(weights_checksum(actor_weights(folder, tmp_path).items()))
     assert result.history[-1]["rollout/weights_checksum"] == actor
     assert result.history[-1]["val/num_prompts"] == 6  # both rollout slots evaluated their half of the 6 prompts
+
+
+RM_WEIGHT = 2.0
+RM_PIECES = string.ascii_letters + string.digits
+"""62 pieces: with `<pad>` and `<eos>`, the policy's vocabulary size (`reward_model.tokenizer: same`)."""
+
+
+def test_a_reward_model_on_its_own_slot_beside_split_rollout_and_training(
+    tmp_path: Path, wide_ray_runtime: None
+) -> None:
+    assert len(RM_PIECES) + 2 == VOCAB
+    folder = save_tiny_reward_model(tmp_path / "rm", RM_PIECES)
+    config = tiny_config(
+        tmp_path,
+        placement={"slots": 3, "colocate": False, "strategy": "even"},
+        algorithm={"rule_reward_weight": 0.0},  # the reward model's score is the whole reward
+        reward_model={"path": str(folder), "weight": RM_WEIGHT, "placement": "slot"},
+        total_steps=2,
+    )
+    trainer = Trainer(config, TokenTask)
+    # placement.slots counts the reward model's slot: the policy's split placement gets the other two
+    assert [(p.subgraph_id, p.ranks) for p in trainer.placement.subgraphs] == [
+        ("grpo/rollout", (0,)),
+        ("grpo/train", (1,)),
+    ]
+    result = trainer.fit()
+
+    servers = [a for a in state.actors().values() if a["ActorClassName"].endswith("RewardModelServer")]
+    assert len(servers) == 1  # one reward-model slot was started (and is stopped now)
+    assert len(result.history) == 2
+    for metrics in result.history:
+        # The rollout slot scored through the reward-model slot (placement: slot has no local fallback), and the
+        # training slot trained on that score alone, weighted.
+        assert metrics["reward/model_min"] < metrics["reward/model_max"]
+        assert metrics["reward/model_truncated_frac"] == 0.0 and metrics["timing_s/reward_model"] > 0
+        assert metrics["critic/score/mean"] == pytest.approx(RM_WEIGHT * metrics["reward/model_mean"], rel=1e-5)
+        assert metrics["actor/grad_norm"] > 0

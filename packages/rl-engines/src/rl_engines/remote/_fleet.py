@@ -4,6 +4,7 @@ Generation deals each request to the next server in generation (round robin over
 be reached, or whose connection breaks while it generates (it died), is marked down (a warning) and its requests go
 to the others (up to `retries` times); it is probed again after `health_interval_s`. A request that streamed tokens
 (`on_tokens`) before its server died is not retried: its tokens were delivered, and a retry would deliver them again.
+`FleetHealth` (`_fleet_health.py`) keeps the account of the servers marked down and of those that missed an update.
 The trainer syncs the `members` one by one, through a `FleetWeightSync`: each update goes to the servers that answer
 then (`weight_targets`), skips the others, drops those that die or hang during it (`exclude`), and a server that
 missed an update rejoins generation only once an update reached it again (`readmit`), never with old weights. The
@@ -19,12 +20,12 @@ import concurrent.futures
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from rl_engines.remote._engine import RemoteEngine
 from rl_engines.remote._errors import ServerConnectionError
+from rl_engines.remote._fleet_health import FleetHealth, Streamed, refuse_restream
 from rl_engines.remote._launch import LocalServer
 from rl_engines.rollout import (
     EngineStateError,
@@ -67,9 +68,7 @@ class ServerFleet:
         """The servers' clients, in the order given."""
         self.owned = list(owned)
         self.retries = retries
-        self.health_interval_s = health_interval_s
-        self._down: dict[int, float] = {}  # member index -> when it was last found unreachable
-        self._missed_update: set[int] = set()  # down during a weight update: back only through `readmit`
+        self._health = FleetHealth([member.config.base_url for member in members], health_interval_s)
         self._next = 0
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -92,6 +91,15 @@ class ServerFleet:
         return [member.config.base_url for member in self.members]
 
     @property
+    def health_interval_s(self) -> float:
+        """Seconds between the probes of a server marked down."""
+        return self._health.health_interval_s
+
+    @health_interval_s.setter
+    def health_interval_s(self, seconds: float) -> None:
+        self._health.health_interval_s = seconds
+
+    @property
     def capabilities(self) -> frozenset[str]:
         """What every server of the fleet supports."""
         return self._capabilities
@@ -104,67 +112,27 @@ class ServerFleet:
     # ---- generation ------------------------------------------------------------------------------
     def _healthy(self) -> list[int]:
         """Indexes of the members to use now: those not down, and those down whose re-probe succeeds."""
-        now = time.monotonic()
-        usable = []
-        for index, member in enumerate(self.members):
-            since = self._down.get(index)
-            if since is None:
-                usable.append(index)
-            elif index in self._missed_update:
-                continue  # it holds old weights: the next weight update brings it back (`readmit`)
-            elif now - since >= self.health_interval_s:
-                if member.health():
-                    logger.info("rollout server %s answers again", member.config.base_url)
-                    self._down.pop(index, None)
-                    usable.append(index)
-                else:
-                    self._down[index] = now
-        return usable
-
-    def _mark_down(self, index: int, error: object) -> None:
-        with self._lock:
-            self._down[index] = time.monotonic()
-        logger.warning("rollout server %s is down, serving from the others: %s", self.addresses[index], error)
+        return self._health.usable(lambda index: self.members[index].health())
 
     @property
     def down(self) -> list[str]:
         """The addresses of the servers marked down now (unreachable at their last call or probe)."""
-        return [self.addresses[index] for index in sorted(self._down)]
+        return self._health.down_addresses()
 
     def weight_targets(self) -> list[int]:
         """The indexes of the members a weight update goes to now: every server that answers its health check, a
         down one that answers again included (the update brings it up to date); the others are marked down and
         will miss the update. `ServerConnectionError` naming every address when none answers."""
-        answers = list(self._pool.map(lambda member: member.health(), self.members))
-        targets = [index for index, alive in enumerate(answers) if alive]
-        if not targets:
-            raise ServerConnectionError(
-                f"no rollout server of the fleet answers its health check: {', '.join(self.addresses)}; restart "
-                "them, or fix rollout.servers"
-            )
-        for index, alive in enumerate(answers):
-            if not alive:
-                if index not in self._down:
-                    self._mark_down(index, "no answer to its health check before a weight update")
-                self._missed_update.add(index)
-        return targets
+        return self._health.weight_targets(list(self._pool.map(lambda member: member.health(), self.members)))
 
     def exclude(self, indexes: Collection[int]) -> None:
         """The members `indexes` missed a weight update (they died or hung during it): out of generation until a later
         update reaches them (`readmit`)."""
-        with self._lock:
-            for index in indexes:
-                self._down.setdefault(index, time.monotonic())
-                self._missed_update.add(index)
+        self._health.exclude(indexes)
 
     def readmit(self, indexes: Collection[int]) -> None:
         """The members `indexes` hold the latest weights (a weight update reached them): serve from them again."""
-        with self._lock:
-            for index in indexes:
-                if index in self._down:
-                    logger.info("rollout server %s is back with the latest weights", self.addresses[index])
-                self._down.pop(index, None)
-                self._missed_update.discard(index)
+        self._health.readmit(indexes)
 
     def _deal(self, batch: list[GenerateRequest], usable: list[int]) -> dict[int, list[int]]:
         """Request positions per member index, round robin from where the last call stopped."""
@@ -205,12 +173,12 @@ class ServerFleet:
             if not usable:
                 break
             member = next(iter(self._deal([request], usable)))
-            stream = None if on_tokens is None else _Streamed(on_tokens)
+            stream = None if on_tokens is None else Streamed(on_tokens)
             try:
                 return self.members[member].generate([request], on_tokens=stream)[0]
             except ServerConnectionError as error:
-                self._mark_down(member, error)
-                self._refuse_restream(stream, member, error)
+                self._health.mark_down(member, error)
+                refuse_restream(stream, self.addresses[member], error)
                 last_error = error
         raise ServerConnectionError(
             f"request {request.rid!r} found no rollout server that answers among {self.addresses} after "
@@ -231,7 +199,7 @@ class ServerFleet:
             if not usable:
                 break
             shares = self._deal([batch[i] for i in pending], usable)
-            streams = {member: None if on_tokens is None else _Streamed(on_tokens) for member in shares}
+            streams = {member: None if on_tokens is None else Streamed(on_tokens) for member in shares}
             futures = {
                 member: self._pool.submit(
                     self.members[member].generate, [batch[pending[i]] for i in share], on_tokens=streams[member]
@@ -245,8 +213,8 @@ class ServerFleet:
                     for position, output in zip(positions, future.result(), strict=True):
                         outputs[position] = output
                 except ServerConnectionError as error:
-                    self._mark_down(member, error)
-                    self._refuse_restream(streams[member], member, error)
+                    self._health.mark_down(member, error)
+                    refuse_restream(streams[member], self.addresses[member], error)
                     last_error = error
                     failed += positions
             if not failed:
@@ -256,14 +224,6 @@ class ServerFleet:
             f"{len(pending)} of {len(batch)} requests found no rollout server that answers among {self.addresses} "
             f"after {self.retries} retries: {last_error}"
         )
-
-    def _refuse_restream(self, stream: _Streamed | None, member: int, error: ServerConnectionError) -> None:
-        """Raise when the failed call had streamed tokens: a retry elsewhere would stream them again."""
-        if stream is not None and stream.tokens:
-            raise ServerConnectionError(
-                f"rollout server {self.addresses[member]} was lost after streaming {stream.tokens} tokens; the "
-                f"request is not retried on another server, which would stream them again: {error}"
-            ) from error
 
     # ---- every server ----------------------------------------------------------------------------
     def _each(self, call: Callable[[RemoteEngine], T]) -> list[T]:
@@ -281,14 +241,14 @@ class ServerFleet:
     def _each_live(self, call: Callable[[RemoteEngine], T]) -> list[T]:
         """`call` on every member not marked down (control calls: status, pause, sleep...); a member that cannot be
         reached is marked down and left out. `ServerConnectionError` naming the addresses when none answers."""
-        live = [index for index in range(len(self.members)) if index not in self._down]
+        live = self._health.live()
         futures = {index: self._pool.submit(call, self.members[index]) for index in live}
         results, first_error = [], None
         for index, future in futures.items():
             try:
                 results.append(future.result())
             except ServerConnectionError as error:
-                self._mark_down(index, error)
+                self._health.mark_down(index, error)
             except Exception as error:  # every call ends before the first failure is raised
                 first_error = first_error or error
         if first_error is not None:
@@ -396,15 +356,3 @@ class ServerFleet:
             for server in self.owned:
                 server.stop()
             self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-class _Streamed:
-    """An `on_tokens` callback that counts the tokens it passed on."""
-
-    def __init__(self, on_tokens: TokenCallback) -> None:
-        self._on_tokens = on_tokens
-        self.tokens = 0
-
-    def __call__(self, tokens: Any) -> None:
-        self.tokens += len(tokens)
-        self._on_tokens(tokens)

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from rl_core.envs import EnvConfig, make_env
+from rl_recipes._plotting import DPI, save_step_figure, step_figure
 from rl_runtime.nodes import ActionPolicy, Episode, InstructionEncoder, run_episodes
 
 logger = logging.getLogger(__name__)
@@ -21,8 +22,6 @@ TRAIN_SUCCESS = "rollout/success_rate"
 HELDOUT_SUCCESS = "val/reward/mean@"
 """Prefix of the held-out success rate (`mean@k`, k = rollout.val_samples_per_prompt)."""
 STEP_KEY = "step"
-_FIGURE_SIZE = (7.0, 4.0)
-_DPI = 120
 _STRIP_FRAMES = 8
 
 
@@ -40,7 +39,7 @@ def _pyplot():
         matplotlib.use("Agg")
         from matplotlib import pyplot
     except ImportError:
-        logger.warning("matplotlib is not installed, so the SRPO figures are not drawn; pip install matplotlib")
+        logger.warning("matplotlib is not installed, so the SRPO frame strip is not drawn; pip install matplotlib")
         return None
     return pyplot
 
@@ -48,10 +47,10 @@ def _pyplot():
 def plot_success_curve(runs: Mapping[str, Sequence[Mapping[str, float]]], path: Path) -> Path | None:
     """Training and held-out success rate per step of each run (label -> metrics records); None without
     matplotlib."""
-    pyplot = _pyplot()
-    if pyplot is None:
+    made = step_figure(path)
+    if made is None:
         return None
-    figure, axes = pyplot.subplots(figsize=_FIGURE_SIZE)
+    figure, axes = made
     for label, records in runs.items():
         train = [(r[STEP_KEY], r[TRAIN_SUCCESS]) for r in records if TRAIN_SUCCESS in r]
         heldout = [(r[STEP_KEY], v) for r in records for k, v in r.items() if k.startswith(HELDOUT_SUCCESS)]
@@ -59,15 +58,7 @@ def plot_success_curve(runs: Mapping[str, Sequence[Mapping[str, float]]], path: 
             axes.plot(*zip(*train, strict=True), alpha=0.5, label=f"{label}: train rollouts")
         if heldout:
             axes.plot(*zip(*heldout, strict=True), marker="o", label=f"{label}: held-out")
-    axes.set_xlabel("step")
-    axes.set_ylabel("success rate")
-    axes.set_ylim(-0.05, 1.05)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=_DPI)
-    pyplot.close(figure)
-    return path
+    return save_step_figure(figure, axes, path, ylabel="success rate", legend_fontsize="small")
 
 
 def play_episodes(
@@ -129,6 +120,6 @@ def draw_frame_strip(rows: Mapping[str, Sequence[Episode]], path: Path) -> Path 
             f"{label}: {episode.instruction!r}, {outcome} at step {episode.finish_step}", loc="left", fontsize=8
         )
     figure.tight_layout()
-    figure.savefig(path, dpi=_DPI)
+    figure.savefig(path, dpi=DPI)
     pyplot.close(figure)
     return path
