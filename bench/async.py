@@ -26,8 +26,9 @@ recorded and the first call's figure carries the first step (pipeline fill, firs
 The training slot's idle ratio = `timing_s/wait_coordinator_inputs` over its nodes' time, the rollout slot's =
 `timing_s/receive_weights` (plus the final catch-up) over its nodes' time, both over the steady steps; the balance
 line gives, per run, the medians over the steady steps of the rollout slot's generation (`timing_s/gen`) and the
-training slot's nodes less its input wait (`t`). Prints the medians per run kind over the rounds and the ratios to
-eta = 0 (compare them with bench/async_sim.py's 2-slot prediction).
+training slot's nodes less its input wait (`t`), and the longest `timing_s/gc` (a garbage collection's stall).
+Prints the medians per run kind over the rounds and the ratios to eta = 0 (compare them with bench/async_sim.py's
+2-slot prediction).
 Last line: RESULT async samples_per_s_eta1=<steady x> ratio_eta1=<steady r> continuous_ratio_eta1=<steady c>
 whole_ratio_eta1=<r> whole_continuous_ratio_eta1=<c> goal=1.6 met|missed (met when a steady ratio at eta = 1 reaches
 it)
@@ -222,6 +223,7 @@ def _rates(rows: list[dict[str, float]]) -> dict[str, float]:
         "gen_s": statistics.median(row.get("timing_s/gen", 0.0) for row in rows),
         "train_s": statistics.median(train_s),
         "staleness_max": max(row.get("async/staleness_max", 0.0) for row in rows),
+        "gc_max_s": max(row.get("timing_s/gc", 0.0) for row in rows),
     }
 
 
@@ -280,7 +282,8 @@ def main() -> None:
             f"{mode:10s} eta={eta}: steady {med['samples_per_s']:.1f} samples/s ({med['samples_per_s'] / base:.2f}x), "
             f"whole {med['whole_samples_per_s']:.1f} ({med['whole_samples_per_s'] / whole_base:.2f}x), trainer idle "
             f"{med['trainer_idle']:.2f}, rollout idle {med['rollout_idle']:.2f}, staleness max "
-            f"{med['staleness_max']:.0f}; gen {med['gen_s']:.3f} s, t {med['train_s']:.3f} s a step"
+            f"{med['staleness_max']:.0f}; gen {med['gen_s']:.3f} s, t {med['train_s']:.3f} s a step, longest GC "
+            f"{med['gc_max_s']:.3f} s"
         )
 
     def ratio(mode: str, eta: int, key: str, over: float) -> float:
