@@ -18,6 +18,7 @@ from rl_core.graph import TaskGraph
 from rl_runtime.planning import SchedulerConfig, TaskScheduler
 from rl_runtime.workers import Driver, NodeExecutionError, WorkerLostError, WorkerResources, run_steps, start_workers
 from rl_runtime.workers._errors import StepTimeoutError, UnknownOperationError, WorkerStartError
+from rl_runtime.workers._gc_pauses import GC_TIMING
 from rl_runtime.workers._worker import WORKER_NICENESS
 
 from ._fakes import chain_graph, fake_uids, merge_graph, node
@@ -28,6 +29,8 @@ DRIVER_BYTES_BOUND = 4_096  # metric dicts of two ranks; one batch is 1 MiB
 TIMEOUT_S = 60.0
 COORDINATOR_TIMEOUT_S = 30.0
 READY_BOUND_S = 600.0
+FROZEN_AT_LEAST = 50_000
+"""A worker process holds a few hundred thousand objects once torch and Ray are imported (~370,000 seen)."""
 """How long starting the workers may take: a bound for a failing run only. Ray starts them at niceness 15, and
 with both cores busy at normal priority starting two took over 120 s here."""
 
@@ -77,6 +80,7 @@ def test_same_layout_stays_local_and_coordinator_is_untouched(coordinator: Any) 
             assert metrics["fake/scale/intact"] == 1.0
         assert result.metrics["fake/generated"] == SAMPLES  # a mean over ranks
         assert result.metrics["timing_s/generate"] == max(m["timing_s/generate"] for m in result.per_rank)
+        assert all(m[GC_TIMING] >= 0.0 for m in result.per_rank)  # each step's time in garbage collections
 
 
 def test_different_layouts_go_through_the_coordinator_and_keep_every_uid(coordinator: Any) -> None:
@@ -201,6 +205,9 @@ def test_workers_run_at_normal_priority_where_the_os_allows_it(ray_runtime: None
 
         niceness = ray.get([worker.scheduling_niceness.remote() for worker in workers])
         retains = ray.get([worker.__ray_call__.remote(lambda self: self.retains_host_memory) for worker in workers])
+        frozen = ray.get([worker.frozen_objects.remote() for worker in workers])
+    # Each worker froze the objects of its build (torch, Ray, its resources) out of full garbage collections.
+    assert min(frozen) > FROZEN_AT_LEAST
     assert retains == [sys.platform.startswith("linux")] * 2
     # Ray starts workers at niceness 15; only a privileged process may lower it (CI and dev machines run as root).
     expected = WORKER_NICENESS if os.geteuid() == 0 else 15

@@ -3,6 +3,7 @@ which builds one actor for every rank of a placement."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -17,6 +18,7 @@ from rl_runtime.planning import Placement, WorkerAssignment
 from rl_runtime.planning._placement_groups import SlotGroups
 from rl_runtime.workers._driver_watch import DriverIdentity, watch_driver
 from rl_runtime.workers._errors import WorkerStartError
+from rl_runtime.workers._gc_pauses import GC_TIMING, GcPauses, freeze_build_objects
 from rl_runtime.workers._host_memory import retain_freed_host_memory
 from rl_runtime.workers._local_worker import LocalWorker
 from rl_runtime.workers._operations import NodeOperation, bind_operations
@@ -62,8 +64,10 @@ def raise_priority(niceness: int = WORKER_NICENESS) -> int:
 class DAGWorker:
     """Runs one WorkerAssignment's graph every step (a `LocalWorker` in its own Ray actor); only metrics leave it.
 
-    It imports the `rl_core.plugins` entry points first (`rl_core.load_plugins`), as the driver does when it loads
-    a run config, so the registrations of installed plugins (losses, estimators, engines) exist here too.
+    Once built it freezes the objects of its build out of the garbage collector's full collections and reports
+    each step's time in collections as `timing_s/gc` (`rl_runtime.workers._gc_pauses`). It imports the
+    `rl_core.plugins` entry points first (`rl_core.load_plugins`), as the driver does when it loads a run config, so
+    the registrations of installed plugins (losses, estimators, engines) exist here too.
 
     Args:
         assignment: this worker's place (rank, sub-graph, data-parallel info).
@@ -96,6 +100,8 @@ class DAGWorker:
         client = None if coordinator is None else CoordinatorClient(coordinator, timeout_s=coordinator_timeout_s)
         self._worker = LocalWorker(assignment, routes, resources_factory, client, operations)
         self.rank = assignment.rank
+        freeze_build_objects()
+        self._gc_pauses = GcPauses()
 
     def ready(self) -> int:
         """This worker's rank, once it is built."""
@@ -107,11 +113,22 @@ class DAGWorker:
 
     def run_step(self, step: int) -> dict[str, float]:
         """Run the graph for `step`; a failing node raises NodeExecutionError. Returns metrics only."""
-        return self._worker.run_step(step)
+        return self.run_steps([step])[0]
 
     def run_steps(self, steps: Sequence[int]) -> list[dict[str, float]]:
-        """Run the graph for each of `steps` in order, without returning to the driver in between; their metrics."""
-        return self._worker.run_steps(steps)
+        """Run the graph for each of `steps` in order, without returning to the driver in between; their metrics,
+        each with the step's `timing_s/gc`."""
+        self._gc_pauses.take()  # collections between calls belong to no step
+        results = []
+        for step in steps:
+            metrics = self._worker.run_step(step)
+            metrics[GC_TIMING] = self._gc_pauses.take()
+            results.append(metrics)
+        return results
+
+    def frozen_objects(self) -> int:
+        """How many objects of this worker's process are frozen out of garbage collections (`gc.freeze`)."""
+        return gc.get_freeze_count()
 
     def save_checkpoint(self, path: str) -> None:
         """Write this worker's part of a checkpoint under `path` (see WorkerHooks)."""
@@ -132,6 +149,7 @@ class DAGWorker:
 
     def close(self) -> None:
         """Release the resources' engines and groups; the actor can be killed afterwards."""
+        self._gc_pauses.close()
         self._worker.close()
 
     @ray.method(concurrency_group=HEALTH_GROUP)
