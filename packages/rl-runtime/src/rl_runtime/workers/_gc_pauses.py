@@ -2,18 +2,15 @@
 time each step spends in collections measured.
 
 A worker holds a few hundred thousand long-lived Python objects once it has built its resources (torch,
-transformers, Ray, the model's modules and engines). Every full (generation 2) collection walks all of them:
-~370,000 objects after importing the stack, 1.3-4.9 s per `gc.collect()` on this project's 2 shared cores at load
-average 42 (not measured quiet). Python runs one whenever a step's allocations have promoted more than a quarter as
-many objects as the long-lived ones, which happens while a young worker's heap still grows: the quiet bench/async.py
-runs of 2026-11-27 show one 0.25-0.3 s stall in the training slot's input wait at step 3 or 4, and a run under load
-measured 0.22 s and 0.26 s of collection at steps 2 and 4 against 1-7 ms at its other nine. `freeze_build_objects`
-moves every object alive after the build to the permanent generation (`gc.freeze`, a constant-time list splice),
-which collections skip (measured: 2e-6 s per `gc.collect()` after it, same load); objects made later are collected
-as before. The price: a cycle among the frozen objects (the build's own uncollected garbage included) is never
-reclaimed by the cycle collector (non-cyclic objects still are, by reference counting), bounded by what the build
-made. There is no collection before the freeze: it would cost every worker start a full collection, which is what
-the freeze avoids.
+transformers, Ray, the model's modules and engines). Every full (generation 2) collection walks all of them, and
+Python runs one whenever a step's allocations have promoted more than a quarter as many objects as the long-lived
+ones, which happens while a young worker's heap still grows: a stall of a few hundred milliseconds in an early step
+(measured in bench/README.md, "async"). `freeze_build_objects` moves every object alive after the build to the
+permanent generation (`gc.freeze`, a constant-time list splice), which collections skip; objects made later are
+collected as before. The price: a cycle among the frozen objects (the build's own uncollected garbage included) is
+never reclaimed by the cycle collector (non-cyclic objects still are, by reference counting), bounded by what the
+build made. There is no collection before the freeze: it would cost every worker start a full collection, which is
+what the freeze avoids.
 
 `GcPauses` adds up the time this process spends inside collections (`gc.callbacks`), reported per step as
 `timing_s/gc` so a stall is visible in the metrics.
