@@ -10,6 +10,7 @@ from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, ppo
 from rl_engines.training import ForwardSpec, FSDPEngine, ScheduleConfig
 from rl_runtime.config import AlgorithmConfig, ConfigError
 from rl_runtime.roles import ActorRole, RoleError
+from rl_runtime.roles._actor import zero_advantage_rows
 from rl_runtime.roles._errors import RoleConfigError
 
 from ._helpers import algorithm, concat, engine_config, fake_outputs, mini_batches, ppo_loss_fn, rollout_batch
@@ -117,12 +118,33 @@ def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
     engine = FSDPEngine.from_config(engine_config())
     batch = rollout_batch(4, seed=5)
     del batch["old_log_probs"]
+    batch["advantages"][[1, 2]] = 0.0  # rows whose forward runs without autograd (zero_advantage_rows)
     before = engine.forward(batch, ForwardSpec(entropy=True))
     result, forward = ActorRole(engine, algorithm()).update_on_policy(batch)
     assert result.num_micro_batches > 1
     torch.testing.assert_close(forward.log_probs, before.log_probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(forward.entropy, before.entropy, atol=1e-5, rtol=0)
     assert "_update_on_policy_row" not in batch  # the caller's batch is left as it was
+
+
+@pytest.mark.parametrize(
+    ("config", "inert"),
+    [
+        (algorithm(), True),
+        (algorithm(kl_coef=0.1), False),
+        (algorithm(entropy_coef=0.01), False),
+        (algorithm(policy_loss="gspo"), False),
+    ],
+)
+def test_only_a_loss_that_is_a_multiple_of_the_advantage_skips_zero_advantage_rows(
+    config: AlgorithmConfig, inert: bool
+) -> None:
+    actor = ActorRole(FSDPEngine.from_config(engine_config()), config)
+    assert (actor._inert_rows is zero_advantage_rows) is inert
+    batch = rollout_batch(3, seed=0)
+    batch["advantages"][1] = 0.0
+    batch["advantages"][2, batch["response_mask"][2].bool().nonzero()[0]] = 0.0  # one token only: not inert
+    assert zero_advantage_rows(batch).tolist() == [False, True, False]
 
 
 def test_update_needs_old_log_probs_and_equal_mini_batches() -> None:

@@ -41,10 +41,14 @@ class NormalizedLoss:
     Attributes:
         fn: the loss function, `fn(outputs, micro_batch, normalizer) -> LossOutput`.
         aggregation: the `rl_core.losses.AGGREGATIONS` mode every term of `fn` uses.
+        inert_rows: optional `inert_rows(micro_batch) -> (B,)` bool, the rows whose loss and gradient are zero
+            whatever the forward gives (zero advantage under a loss that is a multiple of it): the engine may run
+            their forward without autograd (`_inert_rows`). None: every row runs the backward.
     """
 
     fn: Callable[[ForwardOutput, Batch, LossNormalizer], LossOutput]
     aggregation: str
+    inert_rows: Callable[[Batch], torch.Tensor] | None = None
 
     def __call__(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
         """`fn`'s loss of the micro-batch."""

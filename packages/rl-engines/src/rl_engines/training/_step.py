@@ -24,6 +24,7 @@ from rl_engines.training._deferred_norm import DeferredCounts
 from rl_engines.training._errors import BatchError
 from rl_engines.training._forward import forward_micro_batch
 from rl_engines.training._fsdp import ProcessLayout, all_reduce_sum, collective_device, full_tensor
+from rl_engines.training._inert_rows import forward_without_inert_grad, inert_mask
 from rl_engines.training._micro_batches import select_rows
 from rl_engines.training._packing import InputLayout
 from rl_engines.training._replicate import all_reduce_gradients
@@ -43,14 +44,22 @@ def backward_micro_batches(
     device: torch.device,
     input_layout: InputLayout,
     chunk_size: int,
+    skip_inert: bool = False,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Forward and backward every micro-batch, accumulating gradients; return this rank's summed loss and
-    its metrics averaged over micro-batches."""
+    its metrics averaged over micro-batches. With `skip_inert`, the rows `loss_fn` declares inert run their forward
+    without autograd (`_inert_rows`)."""
     local_loss = torch.zeros((), dtype=torch.float64, device=device)
     metric_sums: dict[str, torch.Tensor] = {}
     for rows in plan:
         micro_batch = select_rows(batch, rows, device)
-        outputs = forward_micro_batch(network, micro_batch, spec, input_layout=input_layout, chunk_size=chunk_size)
+        inert = inert_mask(loss_fn, micro_batch) if skip_inert else None
+        if inert is None:
+            outputs = forward_micro_batch(network, micro_batch, spec, input_layout=input_layout, chunk_size=chunk_size)
+        else:
+            outputs = forward_without_inert_grad(
+                network, micro_batch, inert, spec, input_layout=input_layout, chunk_size=chunk_size
+            )
         loss, metrics = loss_fn(outputs, micro_batch, normalizer)
         if loss.dim() != 0:
             raise BatchError(f"loss_fn must return a 0-dim loss, got shape {tuple(loss.shape)}")
@@ -150,6 +159,8 @@ def train_step(
         device=layout.device,
         input_layout=input_layout,
         chunk_size=chunk_size,
+        # An FSDP2 forward is a collective: every rank must run the same forwards (`_inert_rows`).
+        skip_inert=not layout.sharded,
     )
     loss, global_normalizer = _sum_gradients_and_loss(network, local_loss, layout, deferred)
     if global_normalizer is not None:

@@ -48,6 +48,15 @@ _CORRECTION_METRIC_PREFIX = "rollout_is_"
 """Metrics of `rl_core.losses.rollout_correction`; reported under verl's `rollout_corr/`, not `actor/`."""
 _ROW_KEY = "_update_on_policy_row"
 """`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
+ADVANTAGE_MULTIPLE_LOSSES = frozenset({"ppo"})
+"""Policy losses whose per-token loss is the token's advantage times a finite factor: 0, with a zero gradient, where
+the advantage is 0 (PPO's clipped surrogate, dual clip included)."""
+
+
+def zero_advantage_rows(micro_batch: Batch) -> torch.Tensor:
+    """`(B,)` bool: the rows whose advantage is 0 on every response token (a GRPO group that scored alike)."""
+    response = micro_batch[RESPONSE_MASK].bool()
+    return ~(micro_batch[ADVANTAGES].ne(0) & response).any(dim=-1)
 
 
 class ActorRole(EngineRole):
@@ -75,6 +84,14 @@ class ActorRole(EngineRole):
         if algorithm.rollout_correction is not None:
             settings = attrs.asdict(algorithm.rollout_correction)
             self._policy_loss = with_rollout_correction(self._policy_loss, **settings)
+        # Zero-advantage rows add nothing to a loss with no other terms: the engine skips their backward.
+        inert = (
+            algorithm.policy_loss in ADVANTAGE_MULTIPLE_LOSSES
+            and algorithm.rollout_correction is None
+            and self.kl_coef == 0
+            and algorithm.entropy_coef == 0
+        )
+        self._inert_rows = zero_advantage_rows if inert else None
         self._train_spec = ForwardSpec(entropy=algorithm.entropy_coef > 0, temperature=temperature)
         # update_on_policy reports the forward's entropy too; both specs are fixed for the role's life.
         self._on_policy_spec = ForwardSpec(entropy=True, temperature=temperature)
@@ -147,7 +164,7 @@ class ActorRole(EngineRole):
                 "the update, or, for one on-policy mini-batch, call update_on_policy"
             )
         # Every term is aggregated with loss_agg_mode: a replicated engine may learn the counts after the backward.
-        loss = NormalizedLoss(self.loss, self.algorithm.loss_agg_mode)
+        loss = NormalizedLoss(self.loss, self.algorithm.loss_agg_mode, self._inert_rows)
         return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, loss, self._train_spec)
 
     def update_on_policy(self, batch: Batch) -> tuple[StepResult, ForwardOutput]:
@@ -187,7 +204,7 @@ class ActorRole(EngineRole):
 
         # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.
         tagged = {**batch, _ROW_KEY: torch.arange(shape[0], device=device)}
-        loss = NormalizedLoss(recording_loss, self.algorithm.loss_agg_mode)
+        loss = NormalizedLoss(recording_loss, self.algorithm.loss_agg_mode, self._inert_rows)
         result = self._engine.train_step(tagged, loss, self._on_policy_spec)
         self._engine.step_lr_scheduler()
         return result, ForwardOutput(log_probs, entropy, None)

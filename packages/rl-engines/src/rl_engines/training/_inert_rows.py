@@ -1,0 +1,83 @@
+"""Rows whose loss is identically zero take no part in the backward.
+
+A GRPO group whose samples all scored alike has advantage 0 on every token, and a loss that is a multiple of the
+advantage (PPO's clipped surrogate without KL or entropy terms) gives those rows a zero loss and a zero gradient
+whatever the model outputs: their backward multiplies zeros through every layer. A loss that says which rows are
+like that (`NormalizedLoss.inert_rows`) lets the engine split each micro-batch: the other rows run forward and
+backward as before, the inert rows run their forward without autograd (their log-probs, entropy and values are
+still computed and reported), and the loss sees the merged `(B, T)` outputs, so its value and metrics are those
+of the whole micro-batch. The gradient equals the whole micro-batch's up to floating-point reduction order (the
+matmuls see fewer rows); the loss normaliser still counts every row, as it is computed from the step's batch.
+
+Only where a forward runs no collective (one process, or whole replicas under `data_parallel="ddp"`): an FSDP2
+forward all-gathers parameters, so ranks with different splits would run different numbers of collectives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from rl_engines.training._forward import forward_micro_batch
+from rl_engines.training._packing import InputLayout
+from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn
+
+InertRows = Callable[[Batch], torch.Tensor]
+"""`inert_rows(micro_batch) -> (B,)` bool: the rows whose loss and gradient are zero whatever the forward gives."""
+
+
+def inert_mask(loss_fn: LossFn, micro_batch: Batch) -> torch.Tensor | None:
+    """The micro-batch's inert rows `(B,)` bool as `loss_fn` declares them (an `inert_rows` attribute), or None when
+    it declares none or no row is inert."""
+    declare: InertRows | None = getattr(loss_fn, "inert_rows", None)
+    if declare is None:
+        return None
+    inert = declare(micro_batch)
+    rows = next(iter(micro_batch.values())).shape[0]
+    if inert.dtype != torch.bool or tuple(inert.shape) != (rows,):
+        raise ValueError(f"inert_rows must return a ({rows},) bool tensor, got {inert.dtype} {tuple(inert.shape)}")
+    return inert if bool(inert.any()) else None
+
+
+def _rows(micro_batch: Batch, index: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {key: tensor[index.to(tensor.device)] for key, tensor in micro_batch.items()}
+
+
+def _merge(
+    live: torch.Tensor | None, frozen: torch.Tensor | None, active: torch.Tensor, idle: torch.Tensor, rows: int
+) -> torch.Tensor | None:
+    """`(rows, ...)` with the live rows' outputs (carrying their gradient) at `active` and the frozen ones at `idle`."""
+    if live is None or frozen is None:
+        return None
+    out = live.new_zeros((rows, *live.shape[1:]))
+    out = out.index_put((idle.to(out.device),), frozen)
+    return out.index_put((active.to(out.device),), live)
+
+
+def forward_without_inert_grad(
+    network: torch.nn.Module,
+    micro_batch: Batch,
+    inert: torch.Tensor,
+    spec: ForwardSpec,
+    *,
+    input_layout: InputLayout,
+    chunk_size: int,
+) -> ForwardOutput:
+    """`forward_micro_batch` of `micro_batch`, its `inert: (B,)` rows computed without autograd.
+
+    At least one row keeps its graph (the first, when all are inert), so the micro-batch's loss can still run its
+    backward and every parameter gets a (zero) gradient, as the collectives after it expect."""
+    rows = inert.shape[0]
+    inert = inert.clone()
+    if bool(inert.all()):
+        inert[0] = False
+    active, idle = (~inert).nonzero().squeeze(-1), inert.nonzero().squeeze(-1)
+    live = forward_micro_batch(
+        network, _rows(micro_batch, active), spec, input_layout=input_layout, chunk_size=chunk_size
+    )
+    with torch.no_grad():
+        frozen = forward_micro_batch(
+            network, _rows(micro_batch, idle), spec, input_layout=input_layout, chunk_size=chunk_size
+        )
+    return ForwardOutput(*(_merge(a, b, active, idle, rows) for a, b in zip(live, frozen, strict=True)))

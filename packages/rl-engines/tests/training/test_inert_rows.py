@@ -1,0 +1,102 @@
+"""Rows a loss declares inert (zero advantage under PPO's loss) run their forward without autograd: the step's
+gradients, loss, metrics and reported outputs equal the whole batch's to float rounding, and the backward sees only
+the other rows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _training_helpers import engine_config, ppo_loss_fn, rollout_batch
+
+from rl_core.schema import ADVANTAGES, RESPONSE_MASK
+from rl_engines.training import ForwardOutput, ForwardSpec, FSDPEngine, LossOutput, NormalizedLoss
+from rl_engines.training import _inert_rows as inert_module
+from rl_engines.training import _step as step_module
+from rl_engines.training._forward import forward_micro_batch
+
+ZERO_ROWS = (1, 2, 4)
+
+
+def _batch() -> dict[str, torch.Tensor]:
+    batch = rollout_batch(6, seed=0)
+    batch[ADVANTAGES][list(ZERO_ROWS)] = 0.0
+    return batch
+
+
+def _zero_advantage(micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return ~(micro_batch[ADVANTAGES].ne(0) & micro_batch[RESPONSE_MASK].bool()).any(dim=-1)
+
+
+class _Recording:
+    """`ppo_loss_fn` that keeps each micro-batch's detached log-probs (by the batch's row index) and whether they
+    carried a gradient."""
+
+    def __init__(self) -> None:
+        self.log_probs: dict[int, torch.Tensor] = {}
+        self.with_grad: list[bool] = []
+
+    def __call__(self, outputs: ForwardOutput, micro_batch: dict[str, torch.Tensor], normalizer) -> LossOutput:
+        assert outputs.log_probs is not None
+        self.with_grad.append(outputs.log_probs.requires_grad)
+        for row, values in zip(micro_batch["row"].tolist(), outputs.log_probs.detach(), strict=True):
+            self.log_probs[row] = values
+        return ppo_loss_fn(outputs, micro_batch, normalizer)
+
+
+def _run(inert: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, _Recording, list[list[int]]]:
+    engine = FSDPEngine.from_config(engine_config())
+    batch = {**_batch(), "row": torch.arange(6)}
+    record = _Recording()
+    loss = NormalizedLoss(record, "token-mean", _zero_advantage if inert else None)
+    grad_rows: list[list[int]] = []
+
+    def counting(network, micro_batch, spec, **kwargs):
+        if torch.is_grad_enabled():
+            grad_rows.append(micro_batch["row"].tolist())
+        return forward_micro_batch(network, micro_batch, spec, **kwargs)
+
+    monkeypatch.setattr(inert_module, "forward_micro_batch", counting)
+    monkeypatch.setattr(step_module, "forward_micro_batch", counting)
+    gradients = engine.compute_gradients(batch, loss, ForwardSpec(entropy=True))
+    result = engine.train_step(batch, loss, ForwardSpec(entropy=True))
+    return gradients, {"loss": result.loss, "norm": result.grad_norm, **result.metrics}, record, grad_rows
+
+
+def test_inert_rows_skip_the_backward_and_keep_gradients_loss_and_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    whole_grads, whole, whole_record, whole_rows = _run(False, monkeypatch)
+    split_grads, split, split_record, split_rows = _run(True, monkeypatch)
+    assert whole_grads.keys() == split_grads.keys()
+    for name, grad in whole_grads.items():
+        assert grad.abs().max() > 0, name
+        torch.testing.assert_close(split_grads[name], grad, atol=1e-6, rtol=1e-5, msg=name)
+    assert split.keys() == whole.keys() and "ppo_kl" in whole
+    for name, value in whole.items():
+        assert split[name] == pytest.approx(value, rel=1e-5, abs=1e-7), name
+    assert split_record.log_probs.keys() == whole_record.log_probs.keys() == set(range(6))
+    for row, values in whole_record.log_probs.items():
+        torch.testing.assert_close(split_record.log_probs[row], values, atol=1e-6, rtol=1e-5)
+    # Two steps (compute_gradients, train_step): the whole batch ran every row with autograd; the split one ran
+    # a zero-advantage row with autograd only as the one row kept of a micro-batch of nothing but such rows.
+    assert sorted(row for rows in whole_rows for row in rows) == sorted(2 * list(range(6)))
+    for rows in split_rows:
+        assert len(rows) == 1 or not set(rows) & set(ZERO_ROWS), rows
+    assert sum(map(len, split_rows)) < 12
+    assert all(split_record.with_grad)
+
+
+def test_a_micro_batch_of_only_inert_rows_keeps_one_row_in_the_graph() -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    batch = _batch()
+    batch[ADVANTAGES].zero_()
+    loss = NormalizedLoss(ppo_loss_fn, "token-mean", _zero_advantage)
+    gradients = engine.compute_gradients(batch, loss, ForwardSpec())
+    assert gradients and all(float(g.abs().max()) == 0.0 for g in gradients.values())
+    result = engine.train_step(batch, loss, ForwardSpec())
+    assert not result.skipped and result.loss == 0.0
+
+
+def test_inert_rows_must_be_a_bool_per_row() -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    loss = NormalizedLoss(ppo_loss_fn, "token-mean", lambda micro_batch: micro_batch[ADVANTAGES] == 0)
+    with pytest.raises(ValueError, match="inert_rows must return a"):
+        engine.train_step(_batch(), loss, ForwardSpec())
