@@ -44,7 +44,7 @@ def async_problems(config: RunConfig) -> list[ConfigProblem]:
                 f"null with algorithm.policy_loss={DECOUPLED_LOSS} (it already weights each token by "
                 "pi_proximal / pi_behaviour, the ratio TIS/MIS would apply a second time)",
                 "a rollout_correction section",
-                f"remove algorithm.rollout_correction, or use policy_loss=ppo with it instead of {DECOUPLED_LOSS}",
+                f"remove algorithm.rollout_correction, or set policy_loss={AUTO_POLICY_LOSS} (ppo under a correction)",
             )
         )
     return problems
