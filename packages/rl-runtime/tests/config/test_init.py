@@ -9,7 +9,8 @@ PUBLIC = [
     "ConfigProblem", "DataConfig", "DeviceKind", "DynamicSamplingConfig", "EmbodiedSamplingConfig", "KLConfig",
     "KLMode", "OverlongConfig", "PlacementConfig", "RankBalancing", "RecomputeOldLogProb", "RewardKind",
     "RolloutConfig", "RolloutCorrectionConfig", "RunConfig", "TrainerConfig", "WeightSyncKind", "config_from_dict",
-    "dump_config", "dump_config_yaml", "load_config", "resolve_weight_sync", "weight_sync_transports",
+    "dump_config", "dump_config_yaml", "load_config", "resolve_policy_loss", "resolve_weight_sync",
+    "weight_sync_transports",
 ]  # fmt: skip
 
 

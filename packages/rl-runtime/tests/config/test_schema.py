@@ -22,6 +22,7 @@ from rl_runtime.config import (
     RunConfig,
     config_from_dict,
     dump_config,
+    resolve_policy_loss,
 )
 from rl_runtime.config._converter import is_config_class, structure
 from rl_runtime.config._translate import field_types
@@ -156,7 +157,8 @@ def test_structured_values_have_their_declared_types(full_data: dict[str, Any]) 
 def test_minimal_config_takes_the_documented_defaults(minimal_data: dict[str, Any]) -> None:
     config = config_from_dict(RunConfig, minimal_data)
     assert config.pipeline == "grpo"
-    assert (config.algorithm.adv_estimator, config.algorithm.policy_loss) == ("grpo", "ppo")
+    assert (config.algorithm.adv_estimator, config.algorithm.policy_loss) == ("grpo", "auto")
+    assert resolve_policy_loss(config.algorithm) == "ppo"  # synchronous by default: auto runs ppo
     assert config.algorithm.kl.mode is KLMode.AS_LOSS and config.algorithm.kl.estimator == "low_var_kl"
     assert config.batch.prompts_per_step == 8 and config.batch.samples_per_prompt == 1
     assert config.actor.optimizer is not None

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rl_core.kl import kl_loss
-from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, ppo
+from rl_core.losses import LossNormalizer, PolicyLossInputs, aggregate_loss, get_policy_loss, ppo
 from rl_engines.training import ForwardSpec, FSDPEngine, ScheduleConfig
 from rl_runtime.config import AlgorithmConfig, ConfigError
 from rl_runtime.roles import ActorRole, RoleError
@@ -207,6 +207,13 @@ def test_actor_keeps_its_own_read_only_parameters() -> None:
     assert actor._policy_loss_params["clip_ratio"] == 0.3
     with pytest.raises(TypeError):
         actor._policy_loss_params["clip_ratio"] = 0.5  # pyright: ignore[reportIndexIssue]
+
+
+@pytest.mark.parametrize(("max_staleness", "loss"), [(0, "ppo"), (1, "decoupled_ppo")])
+def test_actor_runs_the_loss_the_default_auto_resolves_to(max_staleness: int, loss: str) -> None:
+    # policy_loss=auto: synchronous runs keep ppo (their figures unchanged), stale samples get decoupled_ppo.
+    actor = ActorRole(FSDPEngine.from_config(engine_config()), algorithm(max_staleness=max_staleness))
+    assert actor._policy_loss is get_policy_loss(loss)
 
 
 def test_actor_needs_a_trainable_engine() -> None:

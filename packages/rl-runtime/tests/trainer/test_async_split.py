@@ -1,10 +1,12 @@
 """Asynchronous training end to end: split placement on 2 CPU slots with algorithm.max_staleness=1 (one-step-off)
-and AReaL's decoupled PPO loss, SIGKILLed after its checkpoint at step 2 and resumed: the staleness bound, every
-sample trained exactly once across the kill (uid accounting), the idle ratios and the weights at the end."""
+and AReaL's decoupled PPO loss (what the default algorithm.policy_loss=auto runs there), SIGKILLed after its
+checkpoint at step 2 and resumed: the staleness bound, every sample trained exactly once across the kill (uid
+accounting), the idle ratios and the weights at the end."""
 
 from __future__ import annotations
 
 import itertools
+import logging
 import shutil
 from pathlib import Path
 
@@ -22,7 +24,8 @@ from ._runs import run_and_kill_after
 from ._task import TokenTask, tiny_config
 
 SPLIT = {"colocate": False, "strategy": "even"}
-ASYNC = {"max_staleness": 1, "policy_loss": "decoupled_ppo"}
+ASYNC = {"max_staleness": 1}
+"""The default algorithm.policy_loss (auto) resolves to decoupled_ppo here: `_check_step` sees its metrics."""
 STEPS, CHECKPOINT_EVERY = 4, 2
 SAMPLES_PER_STEP = 16
 """tiny_config: 4 prompts x 4 samples, all drawn by the one rollout rank."""
@@ -42,7 +45,7 @@ def _check_step(step: int, metrics: dict[str, float]) -> None:
     assert 0.0 <= metrics["async/trainer_idle_ratio"] <= 1.0
     assert 0.0 <= metrics["async/rollout_idle_ratio"] <= 1.0
     assert metrics["async/rollout_steps_ahead"] == (1.0 if step % CHECKPOINT_EVERY == 0 else 0.0)
-    # The decoupled loss reports the proximal / behaviour weights under verl's names.
+    # The decoupled loss (policy_loss=auto at eta > 0) reports the proximal / behaviour weights under verl's names.
     assert metrics["rollout_corr/rollout_is_mean"] > 0 and "rollout_corr/rollout_is_eff_sample_size" in metrics
     assert "actor/behav_kl" in metrics and metrics["actor/grad_norm"] > 0
     # Drained at the checkpoint: the rollout engine caught up to the actor's weights.
@@ -52,7 +55,7 @@ def _check_step(step: int, metrics: dict[str, float]) -> None:
 
 
 def test_a_killed_one_step_off_run_resumes_training_every_sample_exactly_once(
-    tmp_path: Path, ray_runtime: None
+    tmp_path: Path, ray_runtime: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     trainer = {"checkpoint_every": CHECKPOINT_EVERY}
     run_and_kill_after(tmp_path, step=CHECKPOINT_EVERY, placement=SPLIT, trainer=trainer, algorithm=ASYNC)
@@ -64,8 +67,10 @@ def test_a_killed_one_step_off_run_resumes_training_every_sample_exactly_once(
     config = tiny_config(
         tmp_path, placement=SPLIT, algorithm=ASYNC, total_steps=STEPS, checkpoint_every=CHECKPOINT_EVERY
     )
-    resumed = Trainer(config, TokenTask).fit()
+    with caplog.at_level(logging.INFO, logger="rl_runtime.trainer._session"):
+        resumed = Trainer(config, TokenTask).fit()
     assert (resumed.start_step, len(resumed.history)) == (CHECKPOINT_EVERY, STEPS - CHECKPOINT_EVERY)
+    assert "policy loss: decoupled_ppo (algorithm.policy_loss=auto: algorithm.max_staleness=1" in caplog.text
 
     # Each step trained exactly the samples the rollout slot drew for it (uid = step, rank, draw, index): the
     # killed run's steps before its checkpoint, then the resumed run's; none twice, none lost.
@@ -87,7 +92,7 @@ def test_continuous_generation_trains_whole_groups_and_checkpoints_the_ones_in_f
     # groups still in the pool at the checkpoint after step 2 are run to the end and saved in the buffer. At eta=1
     # the rollout slot runs no step ahead (rollout step 1 samples from version 1); at eta=2 it runs one step ahead
     # (the pipelined driver submits rollout steps 0 and 1 before training step 0; rollout step 1 samples from 0).
-    algorithm = {"max_staleness": eta, "async_generation": "continuous", "policy_loss": "decoupled_ppo"}
+    algorithm = {"max_staleness": eta, "async_generation": "continuous"}  # policy_loss=auto: decoupled_ppo
     config = tiny_config(tmp_path, placement=SPLIT, algorithm=algorithm, total_steps=2, checkpoint_every=2)
     history = Trainer(config, TokenTask).fit().history
     for step, metrics in enumerate(history):

@@ -23,6 +23,7 @@ from rl_runtime.config._schema_algorithm import (
     RecomputeOldLogProb,
     RewardKind,
     RolloutCorrectionConfig,
+    resolve_policy_loss,
 )
 from rl_runtime.config._schema_rollout import resolve_weight_sync, weight_sync_transports
 from rl_runtime.config._schema_sections import (
@@ -66,6 +67,7 @@ __all__ = [
     "dump_config",
     "dump_config_yaml",
     "load_config",
+    "resolve_policy_loss",
     "resolve_weight_sync",
     "weight_sync_transports",
 ]

@@ -50,6 +50,13 @@ _DEFAULT_KL_HORIZON = 10_000
 ASYNC_GENERATION_MODES = ("step", "continuous")
 """`algorithm.async_generation`'s values."""
 
+AUTO_POLICY_LOSS = "auto"
+"""`algorithm.policy_loss` value that picks the loss from the staleness (`resolve_policy_loss`)."""
+DECOUPLED_LOSS = "decoupled_ppo"
+"""The policy loss that weights every token by proximal / behaviour itself (rl_core.losses.decoupled_ppo)."""
+ON_POLICY_LOSS = "ppo"
+"""The loss "auto" runs when nothing else corrects for stale samples (synchronous, or a rollout_correction)."""
+
 
 class RecomputeOldLogProb(enum.Enum):
     """When the `compute_old_log_prob` node runs its own forward pass for the old log-probs."""
@@ -200,12 +207,21 @@ class AlgorithmConfig:
         factory=dict, validator=params_for(ADVANTAGE_ESTIMATORS, "adv_estimator", "advantage estimator")
     )
     """Keyword parameters of the estimator (grpo: norm_by_std, epsilon; gae: gamma, lam); unset ones keep defaults."""
-    policy_loss: str = attrs.field(default="ppo", validator=registered_name(POLICY_LOSSES, "policy loss"))
-    """Policy loss (rl_core.losses.POLICY_LOSSES: ppo, gspo, cispo, sapo, clip_cov, kl_cov, ...)."""
-    policy_loss_params: dict[str, Scalar] = attrs.field(
-        factory=dict, validator=params_for(POLICY_LOSSES, "policy_loss", "policy loss")
+    policy_loss: str = attrs.field(
+        default=AUTO_POLICY_LOSS,
+        validator=registered_name(POLICY_LOSSES, "policy loss", extra=(AUTO_POLICY_LOSS,)),
     )
-    """Keyword parameters of the loss (ppo: clip_ratio, clip_ratio_low, clip_ratio_high, clip_ratio_c)."""
+    """Policy loss (rl_core.losses.POLICY_LOSSES: ppo, decoupled_ppo, gspo, cispo, sapo, clip_cov, kl_cov, ...), or
+    "auto": decoupled_ppo when max_staleness > 0 and rollout_correction is null (it corrects for the samples'
+    staleness), else ppo (`resolve_policy_loss`; the run's log names the loss it ran)."""
+    policy_loss_params: dict[str, Scalar] = attrs.field(
+        factory=dict,
+        validator=params_for(
+            POLICY_LOSSES, "policy_loss", "policy loss", resolve=lambda algorithm: resolve_policy_loss(algorithm)
+        ),
+    )
+    """Keyword parameters of the loss that runs (ppo: clip_ratio, clip_ratio_low, clip_ratio_high, clip_ratio_c;
+    decoupled_ppo: the same and behav_imp_weight_cap)."""
     loss_agg_mode: str = attrs.field(
         default="token-mean", validator=registered_name(AGGREGATIONS, "loss aggregation mode")
     )
@@ -256,3 +272,13 @@ class AlgorithmConfig:
     """"auto" or "always": "auto" saves the separate old-log-prob forward of on-policy steps (one PPO epoch, one
     mini-batch, no KL in the reward), taking the old log-probs from the actor's training forward instead; "always"
     runs it every step (for custom pipelines whose nodes read `old_log_probs` before the actor update)."""
+
+
+def resolve_policy_loss(algorithm: AlgorithmConfig) -> str:
+    """The policy loss `algorithm` runs: `policy_loss`, with "auto" replaced by "decoupled_ppo" when `max_staleness`
+    > 0 and no `rollout_correction` is set (samples from an older policy need its behaviour weights), else "ppo"."""
+    if algorithm.policy_loss != AUTO_POLICY_LOSS:
+        return algorithm.policy_loss
+    if algorithm.max_staleness > 0 and algorithm.rollout_correction is None:
+        return DECOUPLED_LOSS
+    return ON_POLICY_LOSS

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from rl_core.graph import get_pipeline
 from rl_runtime.config._errors import ConfigProblem
+from rl_runtime.config._schema_algorithm import AUTO_POLICY_LOSS, DECOUPLED_LOSS, resolve_policy_loss
 
 if TYPE_CHECKING:
     from rl_runtime.config._schema import RunConfig
@@ -16,8 +17,6 @@ CONTINUOUS_ENGINES = ("hf",)
 """Rollout engines continuous generation runs on: partial rollouts (pause "keep", cache recomputed) built and tested."""
 SINGLE_TURN = "single_turn"
 GENERATE = "generate"
-DECOUPLED_LOSS = "decoupled_ppo"
-"""The policy loss that weights every token by proximal / behaviour itself (rl_core.losses.decoupled_ppo)."""
 
 
 def async_problems(config: RunConfig) -> list[ConfigProblem]:
@@ -38,17 +37,50 @@ def async_problems(config: RunConfig) -> list[ConfigProblem]:
         )
     if algorithm.async_generation == CONTINUOUS:
         problems += _continuous_problems(config)
-    if algorithm.policy_loss == DECOUPLED_LOSS and algorithm.rollout_correction is not None:
+    if resolve_policy_loss(algorithm) == DECOUPLED_LOSS and algorithm.rollout_correction is not None:
         problems.append(
             ConfigProblem(
                 "algorithm.rollout_correction",
                 f"null with algorithm.policy_loss={DECOUPLED_LOSS} (it already weights each token by "
                 "pi_proximal / pi_behaviour, the ratio TIS/MIS would apply a second time)",
                 "a rollout_correction section",
-                f"remove algorithm.rollout_correction, or use policy_loss=ppo with it instead of {DECOUPLED_LOSS}",
+                f"remove algorithm.rollout_correction, or set policy_loss={AUTO_POLICY_LOSS} (ppo under a correction)",
             )
         )
     return problems
+
+
+def describe_policy_loss(config: RunConfig) -> str:
+    """The policy loss `config` runs and, for `algorithm.policy_loss=auto`, why (a line for the run's log)."""
+    algorithm = config.algorithm
+    loss = resolve_policy_loss(algorithm)
+    if algorithm.policy_loss != AUTO_POLICY_LOSS:
+        return f"policy loss: {loss} (algorithm.policy_loss)"
+    if loss == DECOUPLED_LOSS:
+        why = f"algorithm.max_staleness={algorithm.max_staleness} with no algorithm.rollout_correction"
+    elif algorithm.max_staleness > 0:
+        why = "algorithm.rollout_correction weights the stale samples"
+    else:
+        why = "algorithm.max_staleness=0, synchronous"
+    return f"policy loss: {loss} (algorithm.policy_loss=auto: {why})"
+
+
+def stale_loss_warning(config: RunConfig) -> str | None:
+    """Why `config`'s policy loss leaves its samples' staleness uncorrected, or None when it does not.
+
+    An explicit loss other than decoupled_ppo with `max_staleness > 0` and no `rollout_correction` is a legitimate
+    choice, but it clips against the trainer's recomputed old policy and ignores that the samples came from older ones.
+    """
+    algorithm = config.algorithm
+    loss = resolve_policy_loss(algorithm)
+    if algorithm.max_staleness == 0 or loss == DECOUPLED_LOSS or algorithm.rollout_correction is not None:
+        return None
+    return (
+        f"algorithm.policy_loss={loss} with algorithm.max_staleness={algorithm.max_staleness} and no "
+        "algorithm.rollout_correction: nothing corrects for the samples coming from an older policy (on the packaged "
+        f"GRPO recipe it learned far less, docs/async.md); set algorithm.policy_loss={AUTO_POLICY_LOSS} (runs "
+        f"{DECOUPLED_LOSS} here) or {DECOUPLED_LOSS}, or add algorithm.rollout_correction"
+    )
 
 
 def _continuous_problems(config: RunConfig) -> list[ConfigProblem]:

@@ -96,12 +96,14 @@ def _unknown_name(path: str, value: object, names: list[str], kind: str) -> Conf
     return ConfigProblem(path, f"a registered {kind} ({', '.join(names)})", describe_value(value), fix)
 
 
-def registered_name(registry: Mapping[str, object] | frozenset[str] | tuple[str, ...], kind: str) -> Validator:
-    """A name in `registry` (read when validating, so plugins registered later count)."""
+def registered_name(
+    registry: Mapping[str, object] | frozenset[str] | tuple[str, ...], kind: str, *, extra: tuple[str, ...] = ()
+) -> Validator:
+    """A name in `registry` (read when validating, so plugins registered later count) or one of `extra`."""
 
     def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if not isinstance(value, str) or value not in registry:
-            raise ConfigError([_unknown_name(attribute.name, value, sorted(registry), kind)])
+        if not isinstance(value, str) or (value not in registry and value not in extra):
+            raise ConfigError([_unknown_name(attribute.name, value, [*extra, *sorted(registry)], kind)])
 
     return check
 
@@ -156,14 +158,21 @@ def _param_type_matches(value: object, default: object) -> bool:
     return isinstance(value, type(default))
 
 
-def params_for(registry: Mapping[str, object], name_field: str, kind: str) -> Validator:
-    """A mapping of scalars whose keys are keyword parameters of the `registry` entry named by `name_field`."""
+def params_for(
+    registry: Mapping[str, object], name_field: str, kind: str, *, resolve: Callable[[Any], str] | None = None
+) -> Validator:
+    """A mapping of scalars whose keys are keyword parameters of the `registry` entry named by `name_field`.
+
+    `resolve(instance)`, when given, names the entry instead (a field whose value, such as "auto", stands for one).
+    """
 
     def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if not isinstance(value, Mapping):
             _fail(attribute, "a mapping of parameter names to scalars", value)
-        name = getattr(instance, name_field)
+        given = getattr(instance, name_field)
+        name = resolve(instance) if resolve is not None else given
         accepted = _accepted_params(registry[name])
+        label = f"{kind} {name!r}" if name == given else f"{kind} {name!r} (what {name_field}={given!r} runs here)"
         problems = []
         for key, item in value.items():
             path = f"{attribute.name}.{key}"
@@ -174,10 +183,8 @@ def params_for(registry: Mapping[str, object], name_field: str, kind: str) -> Va
             elif key not in accepted:
                 listed = ", ".join(sorted(accepted)) or "none"
                 near = nearest_name(str(key), list(accepted))
-                fix = f"did you mean {near!r}?" if near else f"{kind} {name!r} takes: {listed}"
-                problems.append(
-                    ConfigProblem(path, f"a parameter of {kind} {name!r} ({listed})", "an unknown key", fix)
-                )
+                fix = f"did you mean {near!r}?" if near else f"{label} takes: {listed}"
+                problems.append(ConfigProblem(path, f"a parameter of {label} ({listed})", "an unknown key", fix))
             elif not _param_type_matches(item, accepted[key].default):
                 default = accepted[key].default
                 expected = f"a value like its default {default!r} ({type(default).__name__})"

@@ -32,7 +32,7 @@ from rl_engines.training import (
     StepResult,
     TrainEngine,
 )
-from rl_runtime.config import AlgorithmConfig, KLMode, RunConfig
+from rl_runtime.config import AlgorithmConfig, KLMode, RunConfig, resolve_policy_loss
 from rl_runtime.roles._common import (
     EngineRole,
     check_ppo_epochs,
@@ -80,7 +80,7 @@ class ActorRole(EngineRole):
         """Weight of the KL-to-reference loss: `algorithm.kl.coef` when the KL is a loss term, else 0."""
         # A read-only copy, so the caller's dict cannot change the loss later.
         self._policy_loss_params = MappingProxyType(dict(algorithm.policy_loss_params))
-        self._policy_loss = get_policy_loss(algorithm.policy_loss)
+        self._policy_loss = get_policy_loss(resolve_policy_loss(algorithm))
         if algorithm.rollout_correction is not None:
             settings = attrs.asdict(algorithm.rollout_correction)
             self._policy_loss = with_rollout_correction(self._policy_loss, **settings)

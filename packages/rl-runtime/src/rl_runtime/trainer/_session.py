@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
+from rl_runtime.config._schema_async import describe_policy_loss, stale_loss_warning
 from rl_runtime.metrics._perf import compute_throughput_metrics
 from rl_runtime.trainer import _checkpoints as checkpoints
 from rl_runtime.trainer._errors import TrainerError
@@ -94,6 +95,9 @@ class TrainingSession:
         try:
             logger.info("placement:\n%s", self.trainer.placement.describe())
             logger.info("batch plan:\n%s", self.trainer.plan.describe())
+            logger.info("%s", describe_policy_loss(self.config))
+            if (warning := stale_loss_warning(self.config)) is not None:
+                logger.warning("%s", warning)
             self.slots.start()
             self._started = True
             self.start_step = self.next_step = self._restore()
