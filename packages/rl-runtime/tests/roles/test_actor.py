@@ -130,7 +130,10 @@ def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
 @pytest.mark.parametrize(
     ("config", "inert"),
     [
-        (algorithm(), True),
+        (algorithm(), True),  # policy_loss "auto" at max_staleness 0: ppo
+        (algorithm(policy_loss="ppo"), True),
+        (algorithm(max_staleness=1), True),  # "auto" under staleness: decoupled_ppo
+        (algorithm(policy_loss="decoupled_ppo"), True),
         (algorithm(kl_coef=0.1), False),
         (algorithm(entropy_coef=0.01), False),
         (algorithm(policy_loss="gspo"), False),

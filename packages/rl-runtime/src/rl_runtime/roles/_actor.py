@@ -48,9 +48,10 @@ _CORRECTION_METRIC_PREFIX = "rollout_is_"
 """Metrics of `rl_core.losses.rollout_correction`; reported under verl's `rollout_corr/`, not `actor/`."""
 _ROW_KEY = "_update_on_policy_row"
 """`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
-ADVANTAGE_MULTIPLE_LOSSES = frozenset({"ppo"})
+ADVANTAGE_MULTIPLE_LOSSES = frozenset({"ppo", "decoupled_ppo"})
 """Policy losses whose per-token loss is the token's advantage times a finite factor: 0, with a zero gradient, where
-the advantage is 0 (PPO's clipped surrogate, dual clip included)."""
+the advantage is 0 (PPO's clipped surrogate, dual clip included; decoupled PPO's is that surrogate times a detached
+behaviour weight)."""
 
 
 def zero_advantage_rows(micro_batch: Batch) -> torch.Tensor:
@@ -80,13 +81,14 @@ class ActorRole(EngineRole):
         """Weight of the KL-to-reference loss: `algorithm.kl.coef` when the KL is a loss term, else 0."""
         # A read-only copy, so the caller's dict cannot change the loss later.
         self._policy_loss_params = MappingProxyType(dict(algorithm.policy_loss_params))
-        self._policy_loss = get_policy_loss(resolve_policy_loss(algorithm))
+        loss_name = resolve_policy_loss(algorithm)
+        self._policy_loss = get_policy_loss(loss_name)
         if algorithm.rollout_correction is not None:
             settings = attrs.asdict(algorithm.rollout_correction)
             self._policy_loss = with_rollout_correction(self._policy_loss, **settings)
         # Zero-advantage rows add nothing to a loss with no other terms: the engine skips their backward.
         inert = (
-            algorithm.policy_loss in ADVANTAGE_MULTIPLE_LOSSES
+            loss_name in ADVANTAGE_MULTIPLE_LOSSES
             and algorithm.rollout_correction is None
             and self.kl_coef == 0
             and algorithm.entropy_coef == 0
