@@ -41,12 +41,17 @@ async def _episode(env: VectorEnv, seed: int) -> list[EnvObservation]:
 def test_pool_answers_equal_the_local_env() -> None:
     local = LocalVectorEnv(SPEC, ToyEpisodeEnv, num_envs=5)
     pool = EnvPool(SPEC, ToyEpisodeEnv, num_envs=5, num_workers=2, step_timeout_s=20)
+    # 768 bytes hold a reset answer of 3 toy envs (frames, 1-frame videos, states: 704 bytes aligned) but not
+    # their answer to 2-action chunks (960): this pool's answers travel both through the buffer and the pipe
+    small = EnvPool(SPEC, ToyEpisodeEnv, num_envs=5, num_workers=2, step_timeout_s=20, shared_bytes=768)
     try:
         for seed in (0, 1):
-            expected, got = asyncio.run(_episode(local, seed)), asyncio.run(_episode(pool, seed))
-            assert len(expected) == len(got) > 1
-            for a, b in zip(expected, got, strict=True):
-                _assert_same(a, b)
+            expected = asyncio.run(_episode(local, seed))
+            for env in (pool, small):
+                got = asyncio.run(_episode(env, seed))
+                assert len(expected) == len(got) > 1
+                for a, b in zip(expected, got, strict=True):
+                    _assert_same(a, b)
         first = expected[0]
         assert first.frames.shape == (5, *SPEC.image_shape) and first.frames.dtype == torch.uint8
         assert [v.shape[0] for v in first.video] == [1] * 5
@@ -56,6 +61,7 @@ def test_pool_answers_equal_the_local_env() -> None:
     finally:
         local.close()
         pool.close()
+        small.close()
 
 
 def test_the_toy_env_factory_builds_from_a_config_and_refuses_other_tasks_and_options() -> None:

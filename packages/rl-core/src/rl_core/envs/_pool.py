@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import multiprocessing as mp
 import threading
 import time
@@ -27,23 +28,42 @@ from rl_core.envs._worker import AnswerHeader, receive_answers, worker_main
 logger = logging.getLogger(__name__)
 
 
-class _Worker:
-    """One worker process, the pipe to it and the env slots it holds."""
+MAX_SHARED_BYTES = 64 * 2**20
+"""Cap of one worker's shared answer buffer; a larger answer travels through the pipe instead."""
 
-    def __init__(self, ctx: SpawnContext, factory: EpisodeEnvFactory, spec: EnvSpec, slots: range) -> None:
+
+def shared_bytes_for(spec: EnvSpec, num_slots: int) -> int:
+    """Bytes of shared buffer that hold `num_slots` envs' answers to chunks of up to `spec.max_steps` steps (frame,
+    video and a little room for state features), capped at `MAX_SHARED_BYTES`."""
+    frame = math.prod(spec.image_shape)
+    return min(MAX_SHARED_BYTES, num_slots * ((spec.max_steps + 1) * frame + 4096) + 4096)
+
+
+class _Worker:
+    """One worker process, the pipe to it, its shared answer buffer and the env slots it holds."""
+
+    def __init__(
+        self, ctx: SpawnContext, factory: EpisodeEnvFactory, spec: EnvSpec, slots: range, shared_bytes: int
+    ) -> None:
         self.slots = slots
         self.conn: Connection
         self.process: SpawnProcess
+        self.shared: torch.Tensor | None = None
         self.ready = False
-        self._ctx, self._factory, self._spec = ctx, factory, spec
+        self._ctx, self._factory, self._spec, self._shared_bytes = ctx, factory, spec, shared_bytes
         self.start()
 
     def start(self) -> None:
-        """Spawn a fresh process holding this worker's slots (its envs are built anew)."""
+        """Spawn a fresh process holding this worker's slots (its envs are built anew) and a fresh shared buffer."""
         parent, child = self._ctx.Pipe()
         self.conn = cast(Connection, parent)  # a PipeConnection only on Windows
+        shared: torch.Tensor | None = None
+        if self._shared_bytes:
+            shared = torch.empty(self._shared_bytes, dtype=torch.uint8)
+            shared.share_memory_()  # pyright: ignore[reportUnknownMemberType]  # torch: untyped
+        self.shared = shared
         self.process = self._ctx.Process(
-            target=worker_main, args=(child, self._factory, self._spec, len(self.slots)), daemon=True
+            target=worker_main, args=(child, self._factory, self._spec, len(self.slots), shared), daemon=True
         )
         self.process.start()
         child.close()
@@ -54,6 +74,7 @@ class _Worker:
             self.process.kill()
         self.process.join(timeout=5)
         self.conn.close()
+        self.shared = None
 
 
 class EnvPool:
@@ -64,6 +85,9 @@ class EnvPool:
     the episodes it held end as `failed` (inactive, not complete, `finish_step` = steps executed before the failure)
     and are counted in `worker_failures` / `failed_episodes`, which a rollout can report as metrics. A worker's first
     answer after (re)starting may take `start_timeout_s` (spawning imports torch and builds the envs).
+
+    Each worker writes its answers into a shared-memory buffer of `shared_bytes` (default: room for its envs'
+    longest chunk, see `shared_bytes_for`; 0 sends every answer through the pipe).
     """
 
     def __init__(
@@ -74,6 +98,7 @@ class EnvPool:
         num_workers: int,
         step_timeout_s: float = 30.0,
         start_timeout_s: float = 120.0,
+        shared_bytes: int | None = None,
     ) -> None:
         if not 1 <= num_workers <= num_envs:
             raise EnvConfigError(
@@ -85,7 +110,11 @@ class EnvPool:
         self._start_timeout_s = start_timeout_s
         ctx = mp.get_context("spawn")
         bounds = [num_envs * w // num_workers for w in range(num_workers + 1)]
-        self._workers = [_Worker(ctx, factory, spec, range(bounds[w], bounds[w + 1])) for w in range(num_workers)]
+        self._workers: list[_Worker] = []
+        for w in range(num_workers):
+            slots = range(bounds[w], bounds[w + 1])
+            size = shared_bytes_for(spec, len(slots)) if shared_bytes is None else shared_bytes
+            self._workers.append(_Worker(ctx, factory, spec, slots, size))
         self._owner = {slot: w for w in self._workers for slot in w.slots}
         blank = torch.zeros(spec.image_shape, dtype=torch.uint8)
         self._last = [SlotAnswer(blank, "", False, False, 0, blank[:0].unsqueeze(0)[:0], None) for _ in range(num_envs)]
@@ -173,11 +202,13 @@ class EnvPool:
                 slots = by_worker[worker]
                 try:
                     kind, body = worker.conn.recv()
-                    if kind == "ok":
-                        answers.update(zip(slots, receive_answers(worker.conn, cast(AnswerHeader, body)), strict=True))
+                    if kind in ("ok", "shared"):
+                        shared = worker.shared if kind == "shared" else None
+                        got = receive_answers(worker.conn, cast(AnswerHeader, body), shared)
+                        answers.update(zip(slots, got, strict=True))
                 except (EOFError, OSError):
                     kind, body = "error", f"worker exited with code {worker.process.exitcode}"
-                if kind != "ok":
+                if kind not in ("ok", "shared"):
                     self._fail(worker, str(body), failed, slots)
         for worker in pending.values():
             self._fail(

@@ -1,10 +1,15 @@
-"""The body of an `EnvPool` worker process and the transfer of its answers over the pipe.
+"""The body of an `EnvPool` worker process and the transfer of its answers to the pool.
 
-An answer travels as a small pickled header followed by each tensor's raw bytes (`send_bytes`, read into a fresh
-buffer with `recv_bytes_into`). Pickling a tensor for a `multiprocessing` pipe instead moves it into a new shared
-memory segment whose file descriptor the receiver fetches over a socket from the sender's resource-sharer thread:
-a connection and a round trip to the worker per tensor, every step, which made the pool's main process spend more
-time receiving frames than the workers spent stepping envs on a busy machine.
+Each worker owns a shared-memory byte buffer, allocated by the pool when the worker starts and handed to it once.
+An answer's tensors (frames, videos, states) are written straight into that buffer and only a small pickled
+header crosses the pipe; the pool copies the used part of the buffer out in one piece before it sends the worker
+its next command, so the worker never overwrites an answer still being read. An answer too large for the buffer
+travels as the header followed by each tensor's raw bytes (`send_bytes`, read with `recv_bytes_into`).
+
+Pickling a tensor for a `multiprocessing` pipe instead moves it into a new shared memory segment whose file
+descriptor the receiver fetches over a socket from the sender's resource-sharer thread: a connection and a round
+trip to the worker per tensor, every step. Raw bytes avoid that, but a pipe moves ~750 KB of frames a step in
+64 KB pieces (two copies on the receiving side and a context switch per piece); the shared buffer avoids those.
 """
 
 from __future__ import annotations
@@ -22,8 +27,27 @@ from rl_core.envs._episode import EpisodeEnvFactory, EpisodeRunner, SlotAnswer
 from rl_core.envs._types import EnvSpec
 
 AnswerHeader = tuple[list[tuple[torch.dtype, tuple[int, ...]]], list[int], list[tuple[str, bool, bool, int]]]
-"""(dtype and shape of each tensor that follows: frames (N, C, H, W), videos concatenated (sum T, C, H, W), then
+"""(dtype and shape of each answer tensor: frames (N, C, H, W), videos concatenated (sum T, C, H, W), then
 states (N, Z) when every env has them; video lengths; (instruction, active, complete, finish_step) per env)."""
+
+_ALIGN = 64
+"""Byte alignment of each tensor inside the shared buffer (any dtype can view an aligned slice)."""
+
+
+def _offsets(specs: Sequence[tuple[torch.dtype, tuple[int, ...]]]) -> tuple[list[int], int]:
+    """Byte offset of each tensor in the shared buffer and the bytes used in all."""
+    offsets: list[int] = []
+    end = 0
+    for dtype, shape in specs:
+        offsets.append(end)
+        end += -(-math.prod(shape) * dtype.itemsize // _ALIGN) * _ALIGN
+    return offsets, end
+
+
+def _view(buffer: torch.Tensor, offset: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
+    """The tensor of `dtype` and `shape` stored at byte `offset` of uint8 `buffer`."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    return buffer[offset : offset + nbytes].view(dtype).view(shape)
 
 
 def _raw(tensor: torch.Tensor) -> bytes | ctypes.Array[ctypes.c_char]:
@@ -44,24 +68,48 @@ def _read(conn: Connection, dtype: torch.dtype, shape: tuple[int, ...]) -> torch
     return torch.frombuffer(buffer, dtype=dtype).view(shape)
 
 
-def send_answers(conn: Connection, answers: Sequence[SlotAnswer]) -> None:
-    """Send a worker's answers: ("ok", `AnswerHeader`), then the raw bytes of each tensor it lists."""
+def send_answers(conn: Connection, answers: Sequence[SlotAnswer], shared: torch.Tensor | None = None) -> None:
+    """Send a worker's answers: their tensors into `shared` (uint8) and ("shared", `AnswerHeader`) on the pipe when
+    they fit, else ("ok", `AnswerHeader`) followed by the raw bytes of each tensor it lists."""
+    frame, video = answers[0].frame, answers[0].video
     states = [a.state for a in answers]
-    tensors = [torch.stack([a.frame for a in answers]), torch.cat([a.video for a in answers])]
+    groups = [[a.frame for a in answers], [a.video for a in answers]]
+    specs = [
+        (frame.dtype, (len(answers), *frame.shape)),
+        (video.dtype, (sum(a.video.shape[0] for a in answers), *video.shape[1:])),
+    ]
     if all(s is not None for s in states):
-        tensors.append(torch.stack(cast("list[torch.Tensor]", states)))
-    tensors = [t.contiguous() for t in tensors]
+        stacked = cast("list[torch.Tensor]", states)
+        groups.append(stacked)
+        specs.append((stacked[0].dtype, (len(answers), *stacked[0].shape)))
     meta = [(a.instruction, a.active, a.complete, a.finish_step) for a in answers]
-    header: AnswerHeader = ([(t.dtype, tuple(t.shape)) for t in tensors], [a.video.shape[0] for a in answers], meta)
+    header: AnswerHeader = (specs, [a.video.shape[0] for a in answers], meta)
+    offsets, used = _offsets(specs)
+    if shared is not None and used <= shared.numel():
+        for i, (group, offset, (dtype, shape)) in enumerate(zip(groups, offsets, specs, strict=True)):
+            out = _view(shared, offset, dtype, shape)
+            if i == 1:
+                torch.cat(group, out=out)
+            else:
+                torch.stack(group, out=out)
+        conn.send(("shared", header))
+        return
+    tensors = [torch.stack(groups[0]), torch.cat(groups[1]), *([torch.stack(groups[2])] if len(groups) > 2 else [])]
     conn.send(("ok", header))
     for tensor in tensors:
-        conn.send_bytes(_raw(tensor))
+        conn.send_bytes(_raw(tensor.contiguous()))
 
 
-def receive_answers(conn: Connection, header: AnswerHeader) -> list[SlotAnswer]:
-    """Read the tensors that follow `header` on `conn` and rebuild the worker's answers (inverts `send_answers`)."""
+def receive_answers(conn: Connection, header: AnswerHeader, shared: torch.Tensor | None = None) -> list[SlotAnswer]:
+    """Rebuild a worker's answers (inverts `send_answers`): copied out of `shared` in one piece when given (a
+    "shared" answer), else read from the raw bytes that follow `header` on `conn`."""
     specs, lengths, meta = header
-    tensors = [_read(conn, dtype, shape) for dtype, shape in specs]
+    if shared is not None:
+        offsets, used = _offsets(specs)
+        block = shared[:used].clone()
+        tensors = [_view(block, offset, dtype, shape) for offset, (dtype, shape) in zip(offsets, specs, strict=True)]
+    else:
+        tensors = [_read(conn, dtype, shape) for dtype, shape in specs]
     frames, videos = tensors[0], tensors[1]
     states = tensors[2] if len(tensors) > 2 else None
     parts = torch.split(videos, lengths)
@@ -71,10 +119,13 @@ def receive_answers(conn: Connection, header: AnswerHeader) -> list[SlotAnswer]:
     ]
 
 
-def worker_main(conn: Connection, factory: EpisodeEnvFactory, spec: EnvSpec, num_slots: int) -> None:
+def worker_main(
+    conn: Connection, factory: EpisodeEnvFactory, spec: EnvSpec, num_slots: int, shared: torch.Tensor | None = None
+) -> None:
     """Serve ("reset", [(slot, (task, trial))]) and ("step", [(slot, chunk)]) until ("close", None) or EOF.
 
-    Answers with `send_answers` or ("error", traceback); the first message is ("ready", None) once the envs are built.
+    Answers with `send_answers` (into `shared`, a uint8 shared-memory buffer, when they fit) or ("error",
+    traceback); the first message is ("ready", None) once the envs are built.
     """
     torch.set_num_threads(1)  # one core per worker; env stepping is Python-bound
     runners = [EpisodeRunner(factory(), spec) for _ in range(num_slots)]
@@ -96,6 +147,6 @@ def worker_main(conn: Connection, factory: EpisodeEnvFactory, spec: EnvSpec, num
         except Exception:
             conn.send(("error", traceback.format_exc()))
             continue
-        send_answers(conn, answers)
+        send_answers(conn, answers, shared)
     for runner in runners:
         runner.env.close()
