@@ -22,6 +22,7 @@ from rl_recipes.agentic import (
     ProblemSpec,
     demonstration,
     demonstration_examples,
+    digit_match,
     evaluate_model,
     final_answer,
     generate_problems,
@@ -29,6 +30,7 @@ from rl_recipes.agentic import (
     problem_row,
     score_transcript,
     sft_config,
+    shaped_reward,
     warm_start,
 )
 from rl_recipes.agentic._task import tool_schemas
@@ -150,6 +152,28 @@ def test_the_task_scores_the_final_answer_and_counts_tool_calls(task: AgenticTas
     assert result.metrics[SUCCESS_METRIC] == pytest.approx(2 / 3) and result.metrics[TOOL_CALL_METRIC] == 1 / 3
     with pytest.raises(ValueError, match="row 7: the agentic task needs the fields \\['answer'\\]"):
         task.encode({"question": "What is 1 + 2?"}, "row 7")
+
+
+def test_partial_credit_rewards_right_digits_and_a_right_call_below_a_right_answer() -> None:
+    assert digit_match("93570", "93560") == 0.8 and digit_match("193560", "93560") == pytest.approx(5 / 6)
+    assert digit_match("", "93560") == 0.0 and digit_match("9356O", "93560") == 0.0
+    shaped = AgenticTask(AgenticTaskConfig(problems=SPEC, digit_credit=0.5, call_credit=0.25))
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "90000 + 3560"}}</tool_call>'
+    texts = [
+        f"{call}<tool_response>{result}</tool_response>\nAnswer:{answer}"
+        for result, answer in (("93560", "93560"), ("93560", "93570"), ("93561", "93570"), ("93560", "nothing"))
+    ]
+    item = problem_row(90000, 3560)
+    samples = [
+        ResponseSample(i, (), tuple(encode(shaped.tokenizer, text)), "stop", {"ground_truth": item["answer"]})
+        for i, text in enumerate(texts)
+    ]
+    result = shaped.score(samples)
+    assert result.scores == pytest.approx((1.0, 0.5 * 0.8 + 0.25, 0.5 * 0.8, 0.25))
+    assert result.metrics[SUCCESS_METRIC] == 0.25  # success stays the exact answer's share
+    assert shaped_reward(texts[1], "93560", 0.0, 0.0) == 0.0  # the default reward is binary
+    with pytest.raises(ValueError, match=r"task.digit_credit \+ task.call_credit must be below 1\.0"):
+        AgenticTaskConfig(digit_credit=0.5, call_credit=0.5)
 
 
 def test_a_short_warm_start_writes_a_model_the_greedy_evaluation_plays(task: AgenticTask, tmp_path: Path) -> None:

@@ -20,8 +20,10 @@ from rl_recipes.agentic._task import (
     AgenticTask,
     AgenticTaskConfig,
     AgenticTaskFactory,
+    digit_match,
     final_answer,
     score_transcript,
+    shaped_reward,
 )
 from rl_recipes.agentic._warm_start import (
     AgenticWarmStartConfig,
@@ -45,6 +47,7 @@ __all__ = [
     "ProblemSpec",
     "demonstration",
     "demonstration_examples",
+    "digit_match",
     "evaluate_model",
     "final_answer",
     "generate_problems",
@@ -54,6 +57,7 @@ __all__ = [
     "read_rows",
     "score_transcript",
     "sft_config",
+    "shaped_reward",
     "tool_call_text",
     "warm_start",
     "write_conversations",
