@@ -3,7 +3,14 @@ task that scores an episode's transcript, the warm start on tool-using demonstra
 the run folder's report (`rl-recipes train agentic`, `rl_recipes/recipes/agentic.py`)."""
 
 from rl_recipes.agentic._config import AgenticRecipeConfig
-from rl_recipes.agentic._evaluate import EpisodeReport, Evaluation, GreedyEngine, evaluate_model
+from rl_recipes.agentic._evaluate import (
+    FAILURE_KINDS,
+    EpisodeReport,
+    Evaluation,
+    GreedyEngine,
+    evaluate_model,
+    failure_kind,
+)
 from rl_recipes.agentic._problems import (
     ProblemSpec,
     demonstration,
@@ -34,6 +41,7 @@ from rl_recipes.agentic._warm_start import (
 )
 
 __all__ = [
+    "FAILURE_KINDS",
     "SUCCESS_METRIC",
     "TOOL_CALL_METRIC",
     "AgenticRecipeConfig",
@@ -49,6 +57,7 @@ __all__ = [
     "demonstration_examples",
     "digit_match",
     "evaluate_model",
+    "failure_kind",
     "final_answer",
     "generate_problems",
     "masked_conversation",
