@@ -14,21 +14,28 @@ from rl_core.losses import LossNormalizer
 from rl_core.schema import ATTENTION_MASK, INPUT_IDS, RESPONSE_MASK
 from rl_engines.training import ForwardOutput
 from rl_recipes.agentic import (
+    FAILURE_KINDS,
     SUCCESS_METRIC,
     TOOL_CALL_METRIC,
     AgenticTask,
     AgenticTaskConfig,
     AgenticWarmStartConfig,
+    EpisodeReport,
+    Evaluation,
     ProblemSpec,
     demonstration,
     demonstration_examples,
+    digit_match,
     evaluate_model,
+    failure_kind,
     final_answer,
     generate_problems,
     masked_conversation,
     problem_row,
     score_transcript,
     sft_config,
+    shaped_reward,
+    tool_call_text,
     warm_start,
 )
 from rl_recipes.agentic._task import tool_schemas
@@ -150,6 +157,50 @@ def test_the_task_scores_the_final_answer_and_counts_tool_calls(task: AgenticTas
     assert result.metrics[SUCCESS_METRIC] == pytest.approx(2 / 3) and result.metrics[TOOL_CALL_METRIC] == 1 / 3
     with pytest.raises(ValueError, match="row 7: the agentic task needs the fields \\['answer'\\]"):
         task.encode({"question": "What is 1 + 2?"}, "row 7")
+
+
+def test_partial_credit_rewards_right_digits_and_a_right_call_below_a_right_answer() -> None:
+    assert digit_match("93570", "93560") == 0.8 and digit_match("193560", "93560") == pytest.approx(5 / 6)
+    assert digit_match("", "93560") == 0.0 and digit_match("9356O", "93560") == 0.0
+    shaped = AgenticTask(AgenticTaskConfig(problems=SPEC, digit_credit=0.5, call_credit=0.25))
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "90000 + 3560"}}</tool_call>'
+    texts = [
+        f"{call}<tool_response>{result}</tool_response>\nAnswer:{answer}"
+        for result, answer in (("93560", "93560"), ("93560", "93570"), ("93561", "93570"), ("93560", "nothing"))
+    ]
+    item = problem_row(90000, 3560)
+    samples = [
+        ResponseSample(i, (), tuple(encode(shaped.tokenizer, text)), "stop", {"ground_truth": item["answer"]})
+        for i, text in enumerate(texts)
+    ]
+    result = shaped.score(samples)
+    assert result.scores == pytest.approx((1.0, 0.5 * 0.8 + 0.25, 0.5 * 0.8, 0.25))
+    assert result.metrics[SUCCESS_METRIC] == 0.25  # success stays the exact answer's share
+    assert shaped_reward(texts[1], "93560", 0.0, 0.0) == 0.0  # the default reward is binary
+    with pytest.raises(ValueError, match=r"task.digit_credit \+ task.call_credit must be below 1\.0"):
+        AgenticTaskConfig(digit_credit=0.5, call_credit=0.5)
+
+
+def test_held_out_episodes_are_sorted_by_where_they_went_wrong() -> None:
+    call = tool_call_text("90000 + 3560")
+    question = {"role": "user", "content": "What is 90000 + 3560?"}
+
+    def episode(*turns: tuple[str, str], success: bool = False) -> EpisodeReport:
+        messages = (question, *({"role": role, "content": text} for role, text in turns))
+        return EpisodeReport(messages, "93560", success, called_tool=True)
+
+    cases = {
+        "right": episode(("assistant", call), ("tool", "93560"), ("assistant", "93560"), success=True),
+        "no_call": episode(("assistant", "93560")),
+        "malformed_call": episode(("assistant", "<tool_call>{calculator</tool_call>"), ("tool", "Error: malformed")),
+        "wrong_call": episode(("assistant", tool_call_text("90000 + 3650")), ("tool", "93650"), ("assistant", "93650")),
+        "no_answer": episode(("assistant", call), ("tool", "93560")),
+        "result_not_stated": episode(("assistant", call), ("tool", "93560"), ("assistant", "93590")),
+    }
+    assert tuple(cases) == FAILURE_KINDS
+    assert {kind: failure_kind(report) for kind, report in cases.items()} == {kind: kind for kind in cases}
+    outcomes = Evaluation((*cases.values(), cases["wrong_call"])).outcomes()
+    assert outcomes == {**dict.fromkeys(FAILURE_KINDS, 1), "wrong_call": 2}
 
 
 def test_a_short_warm_start_writes_a_model_the_greedy_evaluation_plays(task: AgenticTask, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_recipes.agentic import SUCCESS_METRIC, TOOL_CALL_METRIC
+from rl_recipes.agentic import FAILURE_KINDS, SUCCESS_METRIC, TOOL_CALL_METRIC
 from rl_recipes.recipes import SUMMARY_FILE, get_recipe, load_recipe_config, run_recipe
 from rl_recipes.recipes.agentic import AFTER_FILE, BEFORE_FILE, CURVES_FILE
 from rl_runtime.metrics import read_metrics_jsonl
@@ -50,6 +50,8 @@ def test_two_agentic_steps_write_the_run_folder(tmp_path: Path, ray_cluster: Non
     assert summary["recipe"] == "agentic" and summary["heldout_questions"] == 2
     assert summary["heldout_success_before"] == result.heldout_before
     assert summary["heldout_success_after"] == result.heldout_after is not None
+    for key in ("heldout_outcomes_before", "heldout_outcomes_after"):
+        assert tuple(summary[key]) == FAILURE_KINDS and sum(summary[key].values()) == 2
     for name in (BEFORE_FILE, AFTER_FILE):
         text = (run_dir / name).read_text()
         assert text.count("## Episode") == 2 and "**user**: `What is " in text

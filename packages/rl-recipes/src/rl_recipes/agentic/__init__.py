@@ -3,7 +3,14 @@ task that scores an episode's transcript, the warm start on tool-using demonstra
 the run folder's report (`rl-recipes train agentic`, `rl_recipes/recipes/agentic.py`)."""
 
 from rl_recipes.agentic._config import AgenticRecipeConfig
-from rl_recipes.agentic._evaluate import EpisodeReport, Evaluation, GreedyEngine, evaluate_model
+from rl_recipes.agentic._evaluate import (
+    FAILURE_KINDS,
+    EpisodeReport,
+    Evaluation,
+    GreedyEngine,
+    evaluate_model,
+    failure_kind,
+)
 from rl_recipes.agentic._problems import (
     ProblemSpec,
     demonstration,
@@ -20,8 +27,10 @@ from rl_recipes.agentic._task import (
     AgenticTask,
     AgenticTaskConfig,
     AgenticTaskFactory,
+    digit_match,
     final_answer,
     score_transcript,
+    shaped_reward,
 )
 from rl_recipes.agentic._warm_start import (
     AgenticWarmStartConfig,
@@ -32,6 +41,7 @@ from rl_recipes.agentic._warm_start import (
 )
 
 __all__ = [
+    "FAILURE_KINDS",
     "SUCCESS_METRIC",
     "TOOL_CALL_METRIC",
     "AgenticRecipeConfig",
@@ -45,7 +55,9 @@ __all__ = [
     "ProblemSpec",
     "demonstration",
     "demonstration_examples",
+    "digit_match",
     "evaluate_model",
+    "failure_kind",
     "final_answer",
     "generate_problems",
     "masked_conversation",
@@ -54,6 +66,7 @@ __all__ = [
     "read_rows",
     "score_transcript",
     "sft_config",
+    "shaped_reward",
     "tool_call_text",
     "warm_start",
     "write_conversations",

@@ -14,7 +14,12 @@ import torch
 from rl_core.workflows import Completion, EpisodeInput, Trajectory
 from rl_recipes.agentic._task import GROUND_TRUTH_KEY, AgenticTask, score_transcript
 from rl_recipes.agentic._warm_start import torch_threads
-from rl_recipes.workflows import ToolCallingWorkflow
+from rl_recipes.workflows import ToolCallingWorkflow, parse_tool_calls
+
+FAILURE_KINDS: tuple[str, ...] = ("right", "no_call", "malformed_call", "wrong_call", "no_answer", "result_not_stated")
+"""How a held-out episode ended (`failure_kind`): right; no tool call; a call that did not parse; a call whose last
+result is not the answer (wrong operands, or the tool answered with an error); no answer after the tool's result
+(turn or token limit); the tool's result was the answer but the final answer differs from it."""
 
 
 class GreedyEngine:
@@ -86,6 +91,38 @@ class Evaluation:
     def tool_call_rate(self) -> float:
         """Share of episodes with at least one tool call."""
         return sum(e.called_tool for e in self.episodes) / max(1, len(self.episodes))
+
+    def outcomes(self) -> dict[str, int]:
+        """Episodes of each `FAILURE_KINDS` entry (every kind listed, 0 included)."""
+        counts = dict.fromkeys(FAILURE_KINDS, 0)
+        for episode in self.episodes:
+            counts[failure_kind(episode)] += 1
+        return counts
+
+
+def failure_kind(episode: EpisodeReport) -> str:
+    """Where `episode` went wrong, one of `FAILURE_KINDS` (checked in that order)."""
+    if episode.success:
+        return "right"
+    roles = [str(m.get("role", "")) for m in episode.messages]
+    calls = [
+        call
+        for m, role in zip(episode.messages, roles, strict=True)
+        if role == "assistant"
+        for call in parse_tool_calls(str(m.get("content", "")))
+    ]
+    if not calls:
+        return "no_call"
+    if any(call.error for call in calls):
+        return "malformed_call"
+    results = [
+        str(m.get("content", "")).strip() for m, role in zip(episode.messages, roles, strict=True) if role == "tool"
+    ]
+    if not results or results[-1] != episode.ground_truth.strip():
+        return "wrong_call"
+    if roles[-1] != "assistant":
+        return "no_answer"
+    return "result_not_stated"
 
 
 def _report(task: AgenticTask, trajectory: Trajectory | None, truth: str, messages: Any) -> EpisodeReport:

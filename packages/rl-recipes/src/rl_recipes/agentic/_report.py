@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from rl_recipes._plotting import save_step_figure, step_figure
-from rl_recipes.agentic._evaluate import EpisodeReport
+from rl_recipes.agentic._evaluate import EpisodeReport, failure_kind
 from rl_recipes.agentic._task import SUCCESS_METRIC, TOOL_CALL_METRIC
 
 
 def write_conversations(path: Path, title: str, episodes: Sequence[EpisodeReport]) -> Path:
-    """A Markdown file of `episodes`: each turn's role and text, the ground truth and the verdict."""
+    """A Markdown file of `episodes`: each turn's role and text, the ground truth and the verdict (right, or wrong
+    with its `failure_kind`)."""
     lines = [f"# {title}", ""]
     for number, episode in enumerate(episodes, 1):
-        verdict = "right" if episode.success else "wrong"
+        verdict = "right" if episode.success else f"wrong, {failure_kind(episode)}"
         lines += [f"## Episode {number}: {verdict} (answer {episode.ground_truth})", ""]
         lines += [f"- **{m.get('role', '?')}**: `{m.get('content', '')}`" for m in episode.messages]
         lines.append("")

@@ -14,7 +14,7 @@ from rl_recipes.embedded import EMBEDDED_TOOLS_TOKENIZER, build_embedded_tokeniz
 from rl_recipes.tasks import load_tokenizer
 from rl_recipes.tools import calculator, function_schema
 from rl_recipes.workflows import TOOL_CALL_OPEN, encode, render
-from rl_runtime.config._validators import of_type
+from rl_runtime.config._validators import number_in, of_type
 from rl_runtime.nodes import PromptItem, ResponseSample, ScoreResult
 
 GROUND_TRUTH_KEY = "ground_truth"
@@ -37,6 +37,19 @@ class AgenticTaskConfig:
     """Which questions, how many, held-out split."""
     tokenizer: str = attrs.field(default=EMBEDDED_TOOLS_TOKENIZER, validator=of_type(str))
     """A tokenizer folder, or "embedded-tools": the embedded tokenizer with the tool tokens and chat template."""
+    digit_credit: float = attrs.field(default=0.0, validator=number_in(0, 1, high_open=True))
+    """Reward of a wrong final answer for its digits: `digit_credit` x the share of the right answer's digits it
+    states in the right place (`digit_match`); 0 keeps the reward binary. A right answer always scores 1.0."""
+    call_credit: float = attrs.field(default=0.0, validator=number_in(0, 1, high_open=True))
+    """Reward of a wrong final answer when the last tool result was the right answer (the call was right, stating
+    it was not); added to the digit credit. `digit_credit + call_credit` must stay below 1.0."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.digit_credit + self.call_credit >= 1.0:
+            raise ValueError(
+                f"task.digit_credit + task.call_credit must be below 1.0 (the reward of a right answer), found "
+                f"{self.digit_credit} + {self.call_credit}; lower one of them"
+            )
 
 
 def resolve_tokenizer(spec: str) -> Any:
@@ -71,6 +84,26 @@ def score_transcript(transcript: str, truth: str) -> tuple[float, bool, bool]:
     return float(answer == truth.strip()), TOOL_CALL_OPEN in transcript, tool is not None and answer == tool
 
 
+def digit_match(answer: str, truth: str) -> float:
+    """Share of `truth`'s digits that `answer` states in the same place counted from the right, over the longer of
+    the two (so extra or missing digits cost); 0.0 when `answer` is not a number."""
+    if not answer.isdigit() or not truth:
+        return 0.0
+    same = sum(a == b for a, b in zip(reversed(answer), reversed(truth), strict=False))
+    return same / max(len(answer), len(truth))
+
+
+def shaped_reward(transcript: str, truth: str, digit_credit: float, call_credit: float) -> float:
+    """1.0 for the right final answer; else `digit_credit` x `digit_match` of the answer plus `call_credit` when the
+    last tool result was right (see `AgenticTaskConfig`)."""
+    truth = truth.strip()
+    answer = final_answer(transcript)
+    if answer == truth:
+        return 1.0
+    called_right = last_tool_result(transcript) == truth
+    return digit_credit * digit_match(answer, truth) + call_credit * called_right
+
+
 class AgenticTask:
     """Encodes rows into chat prompts and scores episode transcripts (see the module doc)."""
 
@@ -93,18 +126,20 @@ class AgenticTask:
         return PromptItem(tuple(ids), extras)
 
     def score(self, samples: Sequence[ResponseSample]) -> ScoreResult:
-        """1.0 for each episode whose final answer is right, else 0.0; success, tool-call and answer-matches-tool
-        rates as metrics."""
-        scores, calls, matches = [], 0, 0
+        """1.0 for each episode whose final answer is right, else the partial credit the config gives (0.0 by
+        default, `shaped_reward`); success, tool-call and answer-matches-tool rates as metrics."""
+        scores, successes, calls, matches = [], 0.0, 0, 0
         for sample in samples:
             transcript = self.decode(sample.response_ids)
-            reward, called, matched = score_transcript(transcript, str(sample.extras.get(GROUND_TRUTH_KEY, "")))
-            scores.append(reward)
+            truth = str(sample.extras.get(GROUND_TRUTH_KEY, ""))
+            success, called, matched = score_transcript(transcript, truth)
+            scores.append(shaped_reward(transcript, truth, self.config.digit_credit, self.config.call_credit))
+            successes += success
             calls += called
             matches += matched
         count = max(1, len(samples))
         metrics = {
-            SUCCESS_METRIC: sum(scores) / count,
+            SUCCESS_METRIC: successes / count,
             TOOL_CALL_METRIC: calls / count,
             TOOL_RESULT_USED_METRIC: matches / count,
         }

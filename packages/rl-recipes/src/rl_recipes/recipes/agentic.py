@@ -127,6 +127,8 @@ def run(config: AgenticRecipeConfig) -> RecipeResult:
         "heldout_tool_call_rate_before": before.tool_call_rate,
         "heldout_tool_call_rate_after": None if after is None else after.tool_call_rate,
         "heldout_questions": len(before.episodes),
+        "heldout_outcomes_before": before.outcomes(),
+        "heldout_outcomes_after": None if after is None else after.outcomes(),
         "train_success_first_last": [trained[0][SUCCESS_METRIC], trained[-1][SUCCESS_METRIC]] if trained else None,
         "train_tool_call_rate_last": trained[-1].get(TOOL_CALL_METRIC) if trained else None,
         "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
