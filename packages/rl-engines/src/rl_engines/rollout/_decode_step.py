@@ -137,5 +137,5 @@ class FastStep:
         if shared is None:
             return self._decoder.step(self._state, tokens, self._positions).float()
         source, inverse = shared
-        logits = self._decoder.step(self._state, tokens[source], self._positions[source], shared)
-        return logits.float()[inverse]
+        inputs = tokens.index_select(0, source), self._positions.index_select(0, source)
+        return self._decoder.step(self._state, *inputs, shared).float().index_select(0, inverse)
