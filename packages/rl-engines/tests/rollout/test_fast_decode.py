@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterator
+
 import pytest
 import torch
 from transformers import (
@@ -17,7 +20,7 @@ from transformers import (
 
 from rl_engines._kv_cache import cache_arg
 from rl_engines.rollout import HFEngine, HFEngineConfig
-from rl_engines.rollout._decode_step import FastStep, ModelStep
+from rl_engines.rollout._decode_step import FastStep, ModelStep, SharedRows
 from rl_engines.rollout._fast_decode import INITIAL_DECODE_COLUMNS, FastDecoder, PrefillKV
 from rl_engines.testing import Harness
 
@@ -33,6 +36,16 @@ _SIZES = dict(
     num_key_value_heads=2,
     max_position_embeddings=64,
 )
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One intra-op thread: with several, a GEMM splits its rows between threads, and a row's rounding depends on
+    the share it falls in (so on the batch around it, shared rows or not)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _model(config: PretrainedConfig, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
@@ -225,6 +238,8 @@ def test_the_engine_samples_the_same_tokens_with_and_without_the_fast_step() -> 
     assert fast._setup.fast_decoder is not None and plain._setup.fast_decoder is None
     prompts = [[5, 6, 7], [8, 9, 10, 11], [5, 6, 7]]
     requests = [Harness.request(f"r{i}", p, 12, temperature=1.0, seed=i) for i, p in enumerate(prompts)]
+    # Greedy copies of a prompt keep equal histories: the fast step computes them once (`SharedRows`).
+    requests += [Harness.request(f"g{i}", prompts[0], 12) for i in range(4)]
     got, want = fast.generate(requests), plain.generate(requests)
     for a, b in zip(got, want, strict=True):
         assert a.output_ids == b.output_ids
@@ -247,3 +262,43 @@ def test_weights_swapped_under_the_decoder_are_the_ones_it_uses() -> None:
     reference = ModelStep(other, cache, mask, mask.sum(-1) - 1, boolean_mask=False)
     for got, want in zip(_decode(fast, tokens), _decode(reference, tokens), strict=True):
         torch.testing.assert_close(got, want, atol=LOGIT_TOL[torch.float32], rtol=0)
+
+
+@torch.inference_mode()
+def test_rows_with_equal_histories_compute_once_with_every_row_s_own_logits(
+    monkeypatch: pytest.MonkeyPatch, one_thread: None
+) -> None:
+    decoder = FastDecoder.for_model(_model(SUPPORTED["qwen3"]()))
+    assert decoder is not None
+    ids, mask, positions = _left_padded([[5, 6, 7], [8, 9]])
+    kv, _ = decoder.prefill(ids, mask, positions)
+    index = torch.tensor([0, 0, 0, 1, 1, 1, 0])  # 7 rows of 2 prompts, each prompt run once (as `prefill` does)
+
+    def fast_step(share: bool) -> FastStep:
+        cache = copy.deepcopy(kv)
+        cache.batch_select_indices(index)
+        if not share:
+            cache.lineage = torch.arange(len(index))
+        return FastStep(decoder, cache, mask[index], positions[index, -1], capacity=3 + 6)
+
+    computed: list[int] = []
+    step = FastDecoder.step
+    monkeypatch.setattr(FastDecoder, "step", lambda self, *a: computed.append(len(a[1])) or step(self, *a))
+    shared, alone = fast_step(True), fast_step(False)
+    feeds = [[1, 1, 2, 3, 3, 3, 1], [4, 4, 4, 5, 6, 6, 4], [7, 7, 7, 7, 7, 7]]
+    for i, tokens in enumerate(feeds):
+        if i == 2:  # row 1 leaves
+            keep = torch.tensor([0, 2, 3, 4, 5, 6])
+            shared.select(keep)
+            alone.select(keep)
+        assert torch.equal(shared(torch.tensor(tokens)), alone(torch.tensor(tokens)))
+    joining, _ = decoder.prefill(ids[:1], mask[:1], positions[:1])
+    joining.batch_select_indices(torch.tensor([0, 0]))  # 2 rows of one prompt join, sharing nothing with the rest
+    for fast, lineage in ((shared, joining.lineage), (alone, torch.arange(2))):
+        rows = copy.deepcopy(joining)
+        rows.lineage = lineage
+        fast.extend(rows, mask[:1].repeat(2, 1), positions[:2, -1].clone().fill_(2), 3 + 6)
+    assert torch.equal(shared(torch.tensor([8, 8, 8, 8, 8, 8, 9, 9])), alone(torch.tensor([8, 8, 8, 8, 8, 8, 9, 9])))
+    # Distinct histories per step: 3 (computed as MIN_ROWS), 4, then 4 of the 6 left; with the joiners 4 + 1.
+    assert computed[0::2] == [SharedRows.MIN_ROWS, 4, 4, 5]
+    assert computed[1::2] == [7, 7, 6, 8]

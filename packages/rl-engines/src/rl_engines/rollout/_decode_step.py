@@ -55,14 +55,58 @@ class ModelStep:
         return out.logits[:, -1, :].float()
 
 
+class SharedRows:
+    """Which rows of a batch have had the same history so far: the same prompt, run once by the prefill (its
+    `PrefillKV.lineage`), and the same tokens since. Such rows have equal cache rows and take the same input, so
+    one of them computes for all (`FastDecoder.step`'s `shared`). The 8 samples of a GRPO group often agree on
+    their first tokens (a fine-tuned model's fixed answer format), and a step then computes a fraction of its rows.
+    """
+
+    MIN_ROWS = 4
+    """The fewest rows a shared step computes, repeating one when fewer are distinct: CPU GEMMs of under 4 rows
+    take another kernel whose rounding differs, and a row's logits should not depend on its batch's sharing."""
+
+    def __init__(self, lineage: torch.Tensor, vocab: int) -> None:
+        """`lineage: (B,)` int64, equal for rows with equal histories; `vocab`: above every token id."""
+        self.lineage, self._vocab = lineage, vocab
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep only the rows at `index: (B',)`."""
+        self.lineage = self.lineage[index]
+
+    def extend(self, lineage: torch.Tensor) -> None:
+        """Append rows (a prefill's `lineage`), sharing nothing with the rows already here."""
+        offset = int(self.lineage.max()) + 1 if len(self.lineage) else 0
+        self.lineage = torch.cat([self.lineage, lineage + offset])
+
+    def advance(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Take `tokens: (B,)` as every row's next input; returns `(source, inverse)` for `FastDecoder.step` (the
+        rows that compute, at least `MIN_ROWS`, and which of them each row takes), or None when every row is
+        distinct (or the batch is too small to share)."""
+        rows = len(tokens)
+        distinct, inverse = torch.unique(self.lineage * self._vocab + tokens, return_inverse=True)
+        self.lineage = inverse
+        if rows < self.MIN_ROWS or len(distinct) == rows:
+            return None
+        count = max(len(distinct), self.MIN_ROWS)
+        source = inverse.new_full((count,), rows).scatter_reduce_(
+            0, inverse, torch.arange(rows, device=inverse.device), "amin"
+        )
+        if count > len(distinct):  # computing a row twice changes nothing, and keeps the GEMMs on one kernel
+            source[len(distinct) :] = source[0]
+        return source, inverse
+
+
 class FastStep:
-    """Through `FastDecoder`, on a `KVState` taken over from its prefill."""
+    """Through `FastDecoder`, on a `KVState` taken over from its prefill; rows with equal histories compute once
+    (`SharedRows`)."""
 
     def __init__(
         self, decoder: FastDecoder, cache: PrefillKV, mask: torch.Tensor, last: torch.Tensor, capacity: int
     ) -> None:
         """`mask` and `last` as for `ModelStep`; `capacity`: the most columns (prompt and decode) a row can fill."""
         self._decoder, self._state, self._positions = decoder, KVState(cache, mask, capacity), last
+        self._shared = SharedRows(cache.lineage, decoder.vocab)
 
     @property
     def width(self) -> int:
@@ -72,6 +116,7 @@ class FastStep:
     def select(self, index: torch.Tensor, drop: int = 0) -> None:
         self._state.select(index, drop)
         self._positions = self._positions[index]
+        self._shared.select(index)
 
     def extend(self, cache: PrefillKV, mask: torch.Tensor, last: torch.Tensor, capacity: int) -> int:
         """Add the rows of a prefill (`mask: (n, W)`, `last: (n,)` as for the constructor) between steps; `capacity`
@@ -79,6 +124,7 @@ class FastStep:
         shift = self._state.extend(cache, mask)
         self._state.capacity = max(self._state.capacity, capacity)
         self._positions = torch.cat([self._positions, last])
+        self._shared.extend(cache.lineage)
         return shift
 
     def set_capacity(self, capacity: int) -> None:
@@ -87,4 +133,9 @@ class FastStep:
 
     def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
         self._positions = self._positions + 1
-        return self._decoder.step(self._state, tokens, self._positions).float()
+        shared = self._shared.advance(tokens)
+        if shared is None:
+            return self._decoder.step(self._state, tokens, self._positions).float()
+        source, inverse = shared
+        inputs = tokens.index_select(0, source), self._positions.index_select(0, source)
+        return self._decoder.step(self._state, *inputs, shared).float().index_select(0, inverse)

@@ -40,15 +40,20 @@ INITIAL_DECODE_COLUMNS = 64
 
 class PrefillKV:
     """Each layer's keys and values `(P, kv_heads, W, head_dim)` after `FastDecoder.prefill`: what a transformers
-    `DynamicCache` holds after the forward's prefill, with the same row selection."""
+    `DynamicCache` holds after the forward's prefill, with the same row selection.
+
+    `lineage: (P,)` int64 names each row's source row: rows with equal lineage are copies of one row (a prompt that
+    several requests share, run once), so their keys, values and logits are identical. It starts distinct."""
 
     def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
         self.keys, self.values = keys, values
+        self.lineage = torch.arange(keys[0].shape[0] if keys else 0, device=keys[0].device if keys else None)
 
     def batch_select_indices(self, index: torch.Tensor) -> None:
         """Keep (or repeat) the rows at `index: (B,)`."""
         self.keys = [k.index_select(0, index) for k in self.keys]
         self.values = [v.index_select(0, index) for v in self.values]
+        self.lineage = self.lineage.index_select(0, index)
 
 
 class KVState:
@@ -149,6 +154,11 @@ class FastDecoder:
         self._layers = [Layer.of(layer) for layer in decoder.layers]
         self._norm, self._head = decoder.norm.weight, (model.lm_head.weight, model.lm_head.bias)
 
+    @property
+    def vocab(self) -> int:
+        """Above every token id a step takes or its logits give (the embedding's and the LM head's rows)."""
+        return max(self._embedding.shape[0], self._head[0].shape[0])
+
     @classmethod
     def for_model(cls, model: torch.nn.Module) -> FastDecoder | None:
         """A decoder for `model`, or None (with the reason logged) when its architecture is not exactly the one
@@ -190,25 +200,47 @@ class FastDecoder:
             hidden = mlp_residual(layer, hidden, eps)
         return PrefillKV(keys, values), linear(rms_norm(hidden[:, -1], self._norm, eps), self._head)
 
-    def step(self, state: KVState, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def step(
+        self,
+        state: KVState,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        shared: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Append one token per row at `positions` and return its next-token logits.
 
-        `tokens, positions: (B,)` int64; `state` grows by one column. Returns `(B, V)` in the model's dtype."""
+        `tokens, positions: (B,)` int64; `state` grows by one column. Returns `(B, V)` in the model's dtype.
+
+        With `shared = (source, inverse)` the state's `R` rows hold only `B` distinct histories (rows whose prompt
+        and tokens so far are equal: their cache rows are equal): `tokens, positions` are the `B` distinct inputs,
+        `source: (B,)` the cache row each is computed from, `inverse: (R,)` the input each cache row takes. The
+        linears, norms and MLP then run on the `B` distinct rows and only attention on all `R` (each row over its
+        own cache row); the logits are the distinct rows'. Every op is row-wise, so a row's logits are those it
+        computes unshared: bitwise at one intra-op thread (for GEMMs of at least `SharedRows.MIN_ROWS` rows); with
+        several, a GEMM splits its rows between threads and a row's rounding depends on its share, as it already
+        does when rows leave the batch."""
         rows, head_dim, eps = tokens.shape[0], self._head_dim, self._eps
         hidden = F.embedding(tokens, self._embedding)
         cos, sin = self._rotary(hidden, positions.unsqueeze(-1))
         column = state.append()
         bias = state.bias[:, None, None, : column + 1]
+        cache_rows = state.bias.shape[0]
         for i, layer in enumerate(self._layers):
             x = rms_norm(hidden, layer.input_norm, eps)
             q, k = queries_and_keys(layer, x, (rows, -1, head_dim), eps)
-            state.keys[i][:, :, column] = rotate(k, cos, sin)
-            state.values[i][:, :, column] = linear(x, layer.v).view(rows, -1, head_dim)
+            q, k, v = rotate(q, cos, sin), rotate(k, cos, sin), linear(x, layer.v).view(rows, -1, head_dim)
+            if shared is not None:  # index_select: a third cheaper than indexing on these small tensors
+                q, k, v = q.index_select(0, shared[1]), k.index_select(0, shared[1]), v.index_select(0, shared[1])
+            state.keys[i][:, :, column] = k
+            state.values[i][:, :, column] = v
             keys, values = state.keys[i][:, :, : column + 1], state.values[i][:, :, : column + 1]
             # Each key-value head serves a group of consecutive query heads (transformers' repeat_kv).
-            q = rotate(q, cos, sin).view(rows, keys.shape[1], -1, head_dim)
+            q = q.view(cache_rows, keys.shape[1], -1, head_dim)
             scores = torch.matmul(q, keys.transpose(-1, -2)).mul_(layer.scaling).add_(bias)
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-            hidden = hidden + linear(torch.matmul(probs, values).view(rows, -1), layer.o)
+            attended = torch.matmul(probs, values).view(cache_rows, -1)
+            if shared is not None:
+                attended = attended.index_select(0, shared[0])
+            hidden = hidden + linear(attended, layer.o)
             hidden = mlp_residual(layer, hidden, eps)
         return linear(rms_norm(hidden, self._norm, eps), self._head)
