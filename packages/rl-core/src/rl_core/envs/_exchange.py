@@ -1,10 +1,9 @@
 """The pool side of `EnvPool`'s round trips: worker handles, the table of every slot's last answer, and one exchange.
 
 An `Exchange` sends each addressed worker its part of a reset/step, takes the workers' answers as they arrive
-(from a blocking `multiprocessing.connection.wait` in a thread, or from the event loop's readers on the pipes) and
-turns them into one `EnvObservation`. Answers are kept per worker as whole blocks (`WorkerAnswer`) and written into
-`SlotTable`'s per-slot tensors with one indexed copy each, so the per-env Python work of an exchange is only the
-videos' views and the instructions.
+(from a blocking `multiprocessing.connection.wait` in a thread, or from an epoll the event loop watches) and turns
+them into one `EnvObservation`. Answers stay whole per worker (`WorkerAnswer` blocks): the observation is one `cat`
+per field of the blocks, and `SlotTable` keeps a (block, row) reference per slot for the failure path.
 """
 
 from __future__ import annotations
@@ -67,81 +66,76 @@ class WorkerHandle:
         self.shared = None
 
 
-def _index(slots: Sequence[int]) -> slice | list[int]:
-    """`slots` as a slice when they are consecutive and ascending (a view, no gather), else as a list."""
-    listed = list(slots)
-    first = listed[0]
-    if listed == list(range(first, first + len(listed))):
-        return slice(first, first + len(listed))
-    return listed
-
-
-def _take(table: torch.Tensor, index: slice | list[int]) -> torch.Tensor:
-    """Rows `index` of `table` as a new tensor (never a view of the table)."""
-    return table[index].clone() if isinstance(index, slice) else table[index]
-
-
 class SlotTable:
-    """Every slot's last answer as tensors indexed by slot: what a failed slot repeats, what counts lost episodes."""
+    """Every slot's last answer, as (worker answer block, row): what a failed slot repeats, what counts lost episodes.
+
+    Storing a reference per slot costs no tensor work; the rows are only gathered when an observation cannot be the
+    concatenation of this exchange's blocks (a failure, or indices not grouped by worker).
+    """
 
     def __init__(self, spec: EnvSpec, num_envs: int) -> None:
-        self.frames = torch.zeros((num_envs, *spec.image_shape), dtype=torch.uint8)
-        """(N, C, H, W) uint8 last frame."""
-        self.flags = torch.zeros((num_envs, 3), dtype=torch.int64)
-        """(N, 3) int64: active, complete, finish_step."""
-        self.states: torch.Tensor | None = None
-        """(N, Z) float32 last state features, allocated by the first answer that has them."""
-        self.has_state = torch.zeros(num_envs, dtype=torch.bool)
-        """(N,) bool: the slot's last answer had state features."""
-        self.instructions = [""] * num_envs
-        self._image_shape = spec.image_shape
+        self._empty_video = (0, *spec.image_shape)
+        blank = WorkerAnswer(
+            torch.zeros((1, 3), dtype=torch.int64),
+            torch.zeros((1, *spec.image_shape), dtype=torch.uint8),
+            (torch.zeros(self._empty_video, dtype=torch.uint8),),
+            None,
+            [""],
+        )
+        self.rows: list[tuple[WorkerAnswer, int]] = [(blank, 0)] * num_envs
 
     def active(self, slots: Sequence[int]) -> int:
         """How many of `slots` hold a running episode."""
-        return int(self.flags[list(slots), 0].sum()) if slots else 0
+        return sum(int(answer.flags[row, 0]) for answer, row in (self.rows[s] for s in slots))
 
     def write(self, slots: Sequence[int], answer: WorkerAnswer) -> None:
         """Store a worker's answer for `slots` (the order it was asked in)."""
-        index = _index(slots)
-        self.frames[index] = answer.frames
-        self.flags[index] = answer.flags
-        if answer.states is None:
-            self.has_state[index] = False
-        else:
-            if self.states is None:
-                self.states = torch.zeros((len(self.instructions), answer.states.shape[1]), dtype=torch.float32)
-            self.states[index] = answer.states
-            self.has_state[index] = True
-        for slot, text in zip(slots, answer.instructions, strict=True):
-            self.instructions[slot] = text
+        for row, slot in enumerate(slots):
+            self.rows[slot] = (answer, row)
 
     def fail(self, slots: Sequence[int]) -> None:
-        """End `slots`' episodes as failed: inactive, not complete; frame, state and finish_step stay."""
-        self.flags[list(slots), :2] = 0
+        """End `slots`' episodes as failed: inactive, not complete, no new frames; frame, state and finish_step stay."""
+        for slot in slots:
+            answer, row = self.rows[slot]
+            flags = answer.flags[row : row + 1].clone()
+            flags[0, :2] = 0
+            states = None if answer.states is None else answer.states[row : row + 1]
+            video = torch.zeros(self._empty_video, dtype=torch.uint8)
+            failed = WorkerAnswer(flags, answer.frames[row : row + 1], (video,), states, [answer.instructions[row]])
+            self.rows[slot] = (failed, 0)
 
-    def observe(self, order: Sequence[int], videos: Mapping[int, torch.Tensor], failed: set[int]) -> EnvObservation:
-        """The `EnvObservation` of `order` (request order): the table's rows, `videos` per slot (failed: empty)."""
-        index = _index(order)
-        flags = _take(self.flags, index)
-        state = None
-        if self.states is not None and bool(self.has_state[index].all()):
-            state = _take(self.states, index)
-        if failed:
-            empty = (0, *self._image_shape)
-            clips = tuple(torch.zeros(empty, dtype=torch.uint8) if s in failed else videos[s] for s in order)
-            failures = torch.tensor([s in failed for s in order], dtype=torch.bool)
-        else:
-            clips = tuple([videos[s] for s in order])
+    def observe(
+        self, order: Sequence[int], blocks: Sequence[tuple[list[int], WorkerAnswer]], failed: set[int]
+    ) -> EnvObservation:
+        """The `EnvObservation` of `order` (request order): one `cat` of this exchange's `blocks` (each worker's slots
+        and answer, in worker order) when they line up with `order`, else the rows gathered slot by slot."""
+        if not failed and [slot for slots, _ in blocks for slot in slots] == list(order):
+            answers = [answer for _, answer in blocks]
+            frames = torch.cat([a.frames for a in answers])
+            flags = torch.cat([a.flags for a in answers])
+            parts = [a.states for a in answers]
+            state = None if any(p is None for p in parts) else torch.cat(cast("list[torch.Tensor]", parts)).float()
+            videos = tuple([video for a in answers for video in a.videos])
+            instructions = tuple([text for a in answers for text in a.instructions])
             failures = torch.zeros(len(order), dtype=torch.bool)
+        else:
+            rows = [self.rows[slot] for slot in order]
+            frames = torch.stack([a.frames[i] for a, i in rows])
+            flags = torch.stack([a.flags[i] for a, i in rows])
+            parts = [None if a.states is None else a.states[i] for a, i in rows]
+            state = None if any(p is None for p in parts) else torch.stack(cast("list[torch.Tensor]", parts)).float()
+            videos = tuple([a.videos[i] for a, i in rows])
+            instructions = tuple([a.instructions[i] for a, i in rows])
+            failures = torch.tensor([slot in failed for slot in order], dtype=torch.bool)
         return EnvObservation(
             indices=tuple(order),
-            frames=_take(self.frames, index),
-            instructions=tuple([self.instructions[s] for s in order]),
+            frames=frames,
+            instructions=instructions,
             active=flags[:, 0].bool(),
             complete=flags[:, 1].bool(),
             finish_step=flags[:, 2].contiguous(),
             failed=failures,
-            video=clips,
+            video=videos,
             state=state,
         )
 
@@ -170,7 +164,7 @@ class Exchange:
         """Workers sent their part and not answered yet, by pipe."""
         self.failures: list[tuple[WorkerHandle, str]] = []
         """Workers that failed in this exchange and why; the pool restarts them."""
-        self.videos: dict[int, torch.Tensor] = {}
+        self.answers: dict[WorkerHandle, WorkerAnswer] = {}
         self.step_timeout_s = step_timeout_s
         self.deadline = math.inf
 
@@ -195,11 +189,15 @@ class Exchange:
                 shared = worker.shared if kind == "shared" else None
                 answer = receive_answers(worker.conn, cast(AnswerHeader, body), shared)
                 table.write(slots, answer)
-                self.videos.update(zip(slots, answer.videos, strict=True))
+                self.answers[worker] = answer
                 return
         except (EOFError, OSError):
             kind, body = "error", f"worker exited with code {worker.process.exitcode}"
         self.failures.append((worker, str(body)))
+
+    def blocks(self) -> list[tuple[list[int], WorkerAnswer]]:
+        """The answers received, each with its worker's requested slots, in the order the workers were addressed."""
+        return [(slots, self.answers[worker]) for worker, slots in self.by_worker.items() if worker in self.answers]
 
     def expire(self) -> None:
         """Every worker still silent at the deadline fails."""

@@ -181,7 +181,7 @@ class EnvPool:
                 self._fail(worker, reason, exchange.failed, exchange.by_worker[worker])
             if exchange.failed:
                 self._table.fail(sorted(exchange.failed))
-            return self._table.observe(exchange.order, exchange.videos, exchange.failed)
+            return self._table.observe(exchange.order, exchange.blocks(), exchange.failed)
         finally:
             self._lock.release()
 
@@ -206,9 +206,8 @@ class EnvPool:
     def _fail(self, worker: WorkerHandle, reason: str, failed: set[int], requested: list[int]) -> None:
         """Kill and restart `worker`; its requested slots fail now, its other running episodes on their next call."""
         self.worker_failures += 1
-        active = cast("list[int]", self._table.flags[:, 0].tolist())  # pyright: ignore[reportUnknownMemberType]
-        lost = [s for s in worker.slots if s not in requested and active[s]]
-        self.failed_episodes += sum(active[s] for s in requested) + len(lost)
+        lost = [s for s in worker.slots if s not in requested and self._table.active([s])]
+        self.failed_episodes += self._table.active(requested) + len(lost)
         logger.warning("env worker for slots %s failed (%s); restarting it", list(worker.slots), reason.strip())
         worker.kill()
         worker.start()
