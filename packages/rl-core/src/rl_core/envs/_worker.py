@@ -63,7 +63,8 @@ def _offsets(specs: Sequence[tuple[torch.dtype, tuple[int, ...]]]) -> tuple[list
 def _view(buffer: torch.Tensor, offset: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
     """The tensor of `dtype` and `shape` stored at byte `offset` of uint8 `buffer`."""
     nbytes = math.prod(shape) * dtype.itemsize
-    return buffer[offset : offset + nbytes].view(dtype).view(shape)
+    piece = buffer[offset : offset + nbytes]
+    return (piece if dtype == torch.uint8 else piece.view(dtype)).view(shape)
 
 
 def _raw(tensor: torch.Tensor) -> bytes | ctypes.Array[ctypes.c_char]:
@@ -132,7 +133,8 @@ def receive_answers(conn: Connection, header: AnswerHeader, shared: torch.Tensor
     else:
         tensors = [_read(conn, dtype, shape) for dtype, shape in specs]
     states = tensors[3] if len(tensors) > 3 else None
-    return WorkerAnswer(tensors[0], tensors[1], torch.split(tensors[2], lengths), states, instructions)
+    videos = tuple(tensors[2].split_with_sizes(lengths))
+    return WorkerAnswer(tensors[0], tensors[1], videos, states, instructions)
 
 
 def worker_main(
