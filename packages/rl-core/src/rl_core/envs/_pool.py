@@ -14,7 +14,7 @@ import multiprocessing as mp
 import select
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import wait
 from typing import cast
 
@@ -140,7 +140,7 @@ class EnvPool:
             return await asyncio.to_thread(self._exchange, command, requests)
         exchange = self._plan(command, requests)
         if self._poller is None or not all(worker.ready for worker in exchange.by_worker):
-            return await asyncio.to_thread(self._finish_and_release, exchange, True)
+            return await _in_thread(self._finish_and_release, exchange, True)
         exchange.send()
         try:
             await gather_on_loop(exchange, self._table, self._poller)
@@ -148,7 +148,7 @@ class EnvPool:
             threading.Thread(target=self._finish_and_release, args=(exchange, False), daemon=True).start()
             raise
         if exchange.failures:  # killing and respawning workers blocks
-            return await asyncio.to_thread(self._finish_and_release, exchange, False)
+            return await _in_thread(self._finish_and_release, exchange, False)
         return self._finish_and_release(exchange, False)
 
     def _exchange(self, command: str, requests: Mapping[int, Request]) -> EnvObservation:
@@ -217,3 +217,32 @@ class EnvPool:
     def _check_open(self) -> None:
         if self._closed:
             raise EnvError(f"{self._spec.name!r} env pool is closed; build a new one with make_env")
+
+
+async def _in_thread(
+    finish: Callable[[Exchange, bool], EnvObservation], exchange: Exchange, send: bool
+) -> EnvObservation:
+    """`finish(exchange, send)` in a new thread that runs to its end even if the awaiting call is cancelled first
+    (`asyncio.to_thread` drops a job cancelled before it starts, which would keep the pool's lock held forever)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[EnvObservation] = loop.create_future()
+
+    def run() -> None:
+        try:
+            outcome: EnvObservation | BaseException = finish(exchange, send)
+        except BaseException as error:
+            outcome = error
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits for the answer
+            loop.call_soon_threadsafe(_settle, future, outcome)
+
+    threading.Thread(target=run, daemon=True).start()
+    return await future
+
+
+def _settle(future: asyncio.Future[EnvObservation], outcome: EnvObservation | BaseException) -> None:
+    if future.cancelled():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
