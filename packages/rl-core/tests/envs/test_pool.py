@@ -38,6 +38,20 @@ async def _episode(env: VectorEnv, seed: int) -> list[EnvObservation]:
     return answers
 
 
+async def _two_steps(env: VectorEnv, cancel_first: bool) -> EnvObservation:
+    """Reset and step twice; with `cancel_first` the first step is cancelled while it waits for the envs."""
+    await env.reset([1, 1, 1, 1, 1], [0, 1, 2, 3, 4])
+    first = asyncio.ensure_future(env.step([0, 1, 2, 3, 4], torch.ones((5, 1, 1), dtype=torch.int64)))
+    if cancel_first:
+        await asyncio.sleep(0)  # the step is sent and waits for the answers
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+    else:
+        await first
+    return await env.step([0, 1, 2, 3, 4], torch.ones((5, 2, 1), dtype=torch.int64))
+
+
 def test_pool_answers_equal_the_local_env() -> None:
     local = LocalVectorEnv(SPEC, ToyEpisodeEnv, num_envs=5)
     pool = EnvPool(SPEC, ToyEpisodeEnv, num_envs=5, num_workers=2, step_timeout_s=20)
@@ -58,6 +72,10 @@ def test_pool_answers_equal_the_local_env() -> None:
         assert first.state is not None and first.state.shape == (5, 2)
         assert isinstance(pool, VectorEnv) and isinstance(local, VectorEnv)
         assert check_vector_env(local) == check_vector_env(pool) > 0
+        # a cancelled pool call still runs to its end (its answers are read off the pipes): the next call is in step
+        expected = asyncio.run(_two_steps(local, cancel_first=False))
+        assert expected.finish_step.tolist() == [3] * 5
+        _assert_same(expected, asyncio.run(_two_steps(pool, cancel_first=True)))
     finally:
         local.close()
         pool.close()

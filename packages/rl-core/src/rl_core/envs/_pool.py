@@ -11,19 +11,19 @@ import contextlib
 import logging
 import math
 import multiprocessing as mp
+import select
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from multiprocessing.connection import Connection, wait
-from multiprocessing.context import SpawnContext, SpawnProcess
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import wait
 from typing import cast
 
 import torch
 
-from rl_core.envs._episode import EpisodeEnvFactory, SlotAnswer, assemble
+from rl_core.envs._episode import EpisodeEnvFactory
+from rl_core.envs._exchange import Exchange, Request, SlotTable, WorkerHandle, gather_on_loop
 from rl_core.envs._registry import check_reset_args, check_step_args
 from rl_core.envs._types import EnvConfigError, EnvError, EnvObservation, EnvSpec
-from rl_core.envs._worker import AnswerHeader, receive_answers, worker_main
 
 logger = logging.getLogger(__name__)
 
@@ -39,49 +39,13 @@ def shared_bytes_for(spec: EnvSpec, num_slots: int) -> int:
     return min(MAX_SHARED_BYTES, num_slots * ((spec.max_steps + 1) * frame + 4096) + 4096)
 
 
-class _Worker:
-    """One worker process, the pipe to it, its shared answer buffer and the env slots it holds."""
-
-    def __init__(
-        self, ctx: SpawnContext, factory: EpisodeEnvFactory, spec: EnvSpec, slots: range, shared_bytes: int
-    ) -> None:
-        self.slots = slots
-        self.conn: Connection
-        self.process: SpawnProcess
-        self.shared: torch.Tensor | None = None
-        self.ready = False
-        self._ctx, self._factory, self._spec, self._shared_bytes = ctx, factory, spec, shared_bytes
-        self.start()
-
-    def start(self) -> None:
-        """Spawn a fresh process holding this worker's slots (its envs are built anew) and a fresh shared buffer."""
-        parent, child = self._ctx.Pipe()
-        self.conn = cast(Connection, parent)  # a PipeConnection only on Windows
-        shared: torch.Tensor | None = None
-        if self._shared_bytes:
-            shared = torch.empty(self._shared_bytes, dtype=torch.uint8)
-            shared.share_memory_()  # pyright: ignore[reportUnknownMemberType]  # torch: untyped
-        self.shared = shared
-        self.process = self._ctx.Process(
-            target=worker_main, args=(child, self._factory, self._spec, len(self.slots), shared), daemon=True
-        )
-        self.process.start()
-        child.close()
-        self.ready = False
-
-    def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(timeout=5)
-        self.conn.close()
-        self.shared = None
-
-
 class EnvPool:
     """N `EpisodeEnv`s in `num_workers` spawned processes (contiguous slot ranges), stepped in parallel.
 
-    Every `reset`/`step` call waits at most `step_timeout_s` for the workers it addresses (the blocking wait runs in
-    a thread, off the event loop). A worker that crashes, raises or does not answer in time is killed and restarted;
+    Every `reset`/`step` call waits at most `step_timeout_s` for the workers it addresses, on the calling event loop
+    (readers on the worker pipes, no thread hop); a call that must block (another call in flight, a worker starting,
+    a failed worker being restarted) runs in a thread, and a cancelled call's answers are read in one, so the event
+    loop never blocks on a worker. A worker that crashes, raises or does not answer in time is killed and restarted;
     the episodes it held end as `failed` (inactive, not complete, `finish_step` = steps executed before the failure)
     and are counted in `worker_failures` / `failed_episodes`, which a rollout can report as metrics. A worker's first
     answer after (re)starting may take `start_timeout_s` (spawning imports torch and builds the envs).
@@ -110,17 +74,17 @@ class EnvPool:
         self._start_timeout_s = start_timeout_s
         ctx = mp.get_context("spawn")
         bounds = [num_envs * w // num_workers for w in range(num_workers + 1)]
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerHandle] = []
         for w in range(num_workers):
             slots = range(bounds[w], bounds[w + 1])
             size = shared_bytes_for(spec, len(slots)) if shared_bytes is None else shared_bytes
-            self._workers.append(_Worker(ctx, factory, spec, slots, size))
+            self._workers.append(WorkerHandle(ctx, factory, spec, slots, size))
         self._owner = {slot: w for w in self._workers for slot in w.slots}
-        blank = torch.zeros(spec.image_shape, dtype=torch.uint8)
-        self._last = [SlotAnswer(blank, "", False, False, 0, blank[:0].unsqueeze(0)[:0], None) for _ in range(num_envs)]
+        self._table = SlotTable(spec, num_envs)
         self._lost: set[int] = set()
         self._closed = False
-        self._lock = threading.Lock()  # one exchange with the workers at a time (calls run in threads)
+        self._lock = threading.Lock()  # one exchange with the workers at a time (held across the awaits of a call)
+        self._poller = select.epoll() if hasattr(select, "epoll") else None  # the pipes an exchange on a loop awaits
         self.worker_failures = 0
         """Workers killed and restarted (crash, error or timeout) since the pool started."""
         self.failed_episodes = 0
@@ -146,14 +110,14 @@ class EnvPool:
         self._check_open()
         check_reset_args(self._spec, self._num_envs, task_ids, trial_ids)
         requests = {slot: (task, trial) for slot, (task, trial) in enumerate(zip(task_ids, trial_ids, strict=True))}
-        return await asyncio.to_thread(self._exchange, "reset", requests)
+        return await self._call("reset", requests)
 
     async def step(self, indices: Sequence[int], actions: torch.Tensor) -> EnvObservation:
         """Run one chunk `actions` (N, K, D) int64 on the envs at `indices`."""
         self._check_open()
         check_step_args(self._spec, self._num_envs, indices, actions)
         chunks = cast("list[list[list[int]]]", actions.tolist())  # pyright: ignore[reportUnknownMemberType]  # torch: bare `list`
-        return await asyncio.to_thread(self._exchange, "step", dict(zip(indices, chunks, strict=True)))
+        return await self._call("step", dict(zip(indices, chunks, strict=True)))
 
     def close(self) -> None:
         """Stop every worker (idempotent)."""
@@ -166,64 +130,62 @@ class EnvPool:
         for worker in self._workers:
             worker.process.join(timeout=5)
             worker.kill()
+        if self._poller is not None:
+            self._poller.close()
 
-    def _exchange(self, command: str, requests: Mapping[int, tuple[int, int] | list[list[int]]]) -> EnvObservation:
-        """Send each worker its part of `requests`, gather answers until the deadline, fail the rest."""
-        with self._lock:
-            return self._exchange_locked(command, requests)
+    async def _call(self, command: str, requests: Mapping[int, Request]) -> EnvObservation:
+        """One exchange, on the event loop when it can be: the pool is free, the addressed workers are up and the
+        platform has epoll (Linux). Otherwise, and for restarting failed workers, it runs in a thread."""
+        if not self._lock.acquire(blocking=False):  # another call's exchange is in flight: queue behind it
+            return await asyncio.to_thread(self._exchange, command, requests)
+        exchange = self._plan(command, requests)
+        if self._poller is None or not all(worker.ready for worker in exchange.by_worker):
+            return await _in_thread(self._finish_and_release, exchange, True)
+        exchange.send()
+        try:
+            await gather_on_loop(exchange, self._table, self._poller)
+        except BaseException:  # cancelled: the workers answer anyway; read them off the pipes in a thread
+            threading.Thread(target=self._finish_and_release, args=(exchange, False), daemon=True).start()
+            raise
+        if exchange.failures:  # killing and respawning workers blocks
+            return await _in_thread(self._finish_and_release, exchange, False)
+        return self._finish_and_release(exchange, False)
 
-    def _exchange_locked(
-        self, command: str, requests: Mapping[int, tuple[int, int] | list[list[int]]]
-    ) -> EnvObservation:
+    def _exchange(self, command: str, requests: Mapping[int, Request]) -> EnvObservation:
+        """A whole exchange, blocking (in a thread): wait for the pool, start-up and the answers until the deadline."""
+        self._lock.acquire()
+        return self._finish_and_release(self._plan(command, requests), True)
+
+    def _plan(self, command: str, requests: Mapping[int, Request]) -> Exchange:
+        """The exchange for `requests` (the lock is held); a reset brings lost slots back."""
         if command == "reset":
             self._lost.difference_update(requests)
-        by_worker: dict[_Worker, list[int]] = {}
-        for slot in requests:
-            if slot not in self._lost:
-                by_worker.setdefault(self._owner[slot], []).append(slot)
-        answers: dict[int, SlotAnswer] = {}
-        failed: set[int] = set(slot for slot in requests if slot in self._lost)
-        pending: dict[Connection, _Worker] = {}
-        for worker, slots in by_worker.items():
-            self._await_ready(worker)
-            try:
-                worker.conn.send((command, [(slot - worker.slots.start, requests[slot]) for slot in slots]))
-            except OSError:  # the worker died since its last answer (a closed pipe)
-                self._fail(worker, f"worker exited with code {worker.process.exitcode}", failed, slots)
-                continue
-            pending[worker.conn] = worker
-        deadline = time.monotonic() + self._step_timeout_s
-        while pending:
-            ready = wait(list(pending), timeout=max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            for conn in ready:
-                worker = pending.pop(conn)  # pyright: ignore[reportArgumentType] - wait returns the conns it was given
-                slots = by_worker[worker]
-                try:
-                    kind, body = worker.conn.recv()
-                    if kind in ("ok", "shared"):
-                        shared = worker.shared if kind == "shared" else None
-                        got = receive_answers(worker.conn, cast(AnswerHeader, body), shared)
-                        answers.update(zip(slots, got, strict=True))
-                except (EOFError, OSError):
-                    kind, body = "error", f"worker exited with code {worker.process.exitcode}"
-                if kind not in ("ok", "shared"):
-                    self._fail(worker, str(body), failed, slots)
-        for worker in pending.values():
-            self._fail(
-                worker, f"no answer within env.step_timeout_s={self._step_timeout_s}s", failed, by_worker[worker]
-            )
-        order = list(requests)
-        for slot in order:
-            if slot in failed:
-                last = self._last[slot]
-                empty = last.video[:0] if last.video.dim() == 4 else torch.zeros((0, *self._spec.image_shape))
-                answers[slot] = last._replace(active=False, complete=False, video=empty.to(torch.uint8))
-            self._last[slot] = answers[slot]
-        return assemble(order, [answers[s] for s in order], [s in failed for s in order])
+        return Exchange(command, requests, self._owner, self._lost, self._step_timeout_s)
 
-    def _await_ready(self, worker: _Worker) -> None:
+    def _finish_and_release(self, exchange: Exchange, send: bool) -> EnvObservation:
+        """Send `exchange` (when `send`: after each addressed worker is up), wait for its answers until the deadline,
+        restart the workers that failed and build the observation; then release the pool's lock."""
+        try:
+            if send:
+                for worker in exchange.by_worker:
+                    self._await_ready(worker)
+                exchange.send()
+            while exchange.pending:
+                ready = wait(list(exchange.pending), timeout=max(0.0, exchange.deadline - time.monotonic()))
+                if not ready:
+                    break
+                for conn in ready:
+                    exchange.take(conn, self._table)  # pyright: ignore[reportArgumentType] - wait returns its conns
+            exchange.expire()
+            for worker, reason in exchange.failures:
+                self._fail(worker, reason, exchange.failed, exchange.by_worker[worker])
+            if exchange.failed:
+                self._table.fail(sorted(exchange.failed))
+            return self._table.observe(exchange.order, exchange.blocks(), exchange.failed)
+        finally:
+            self._lock.release()
+
+    def _await_ready(self, worker: WorkerHandle) -> None:
         """Wait for a (re)started worker's "ready"; one that dies or stays silent means its envs cannot be built."""
         if worker.ready:
             return
@@ -241,11 +203,11 @@ class EnvPool:
                 "see its traceback above, and check that the env builds in this process (env.num_workers: 0)"
             )
 
-    def _fail(self, worker: _Worker, reason: str, failed: set[int], requested: list[int]) -> None:
+    def _fail(self, worker: WorkerHandle, reason: str, failed: set[int], requested: list[int]) -> None:
         """Kill and restart `worker`; its requested slots fail now, its other running episodes on their next call."""
         self.worker_failures += 1
-        lost = [s for s in worker.slots if s not in requested and self._last[s].active]
-        self.failed_episodes += sum(1 for s in requested if self._last[s].active) + len(lost)
+        lost = [s for s in worker.slots if s not in requested and self._table.active([s])]
+        self.failed_episodes += self._table.active(requested) + len(lost)
         logger.warning("env worker for slots %s failed (%s); restarting it", list(worker.slots), reason.strip())
         worker.kill()
         worker.start()
@@ -255,3 +217,32 @@ class EnvPool:
     def _check_open(self) -> None:
         if self._closed:
             raise EnvError(f"{self._spec.name!r} env pool is closed; build a new one with make_env")
+
+
+async def _in_thread(
+    finish: Callable[[Exchange, bool], EnvObservation], exchange: Exchange, send: bool
+) -> EnvObservation:
+    """`finish(exchange, send)` in a new thread that runs to its end even if the awaiting call is cancelled first
+    (`asyncio.to_thread` drops a job cancelled before it starts, which would keep the pool's lock held forever)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[EnvObservation] = loop.create_future()
+
+    def run() -> None:
+        try:
+            outcome: EnvObservation | BaseException = finish(exchange, send)
+        except BaseException as error:
+            outcome = error
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits for the answer
+            loop.call_soon_threadsafe(_settle, future, outcome)
+
+    threading.Thread(target=run, daemon=True).start()
+    return await future
+
+
+def _settle(future: asyncio.Future[EnvObservation], outcome: EnvObservation | BaseException) -> None:
+    if future.cancelled():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

@@ -19,16 +19,32 @@ import math
 import traceback
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from typing import cast
+from typing import NamedTuple, cast
 
 import torch
 
 from rl_core.envs._episode import EpisodeEnvFactory, EpisodeRunner, SlotAnswer
 from rl_core.envs._types import EnvSpec
 
-AnswerHeader = tuple[list[tuple[torch.dtype, tuple[int, ...]]], list[int], list[tuple[str, bool, bool, int]]]
-"""(dtype and shape of each answer tensor: frames (N, C, H, W), videos concatenated (sum T, C, H, W), then
-states (N, Z) when every env has them; video lengths; (instruction, active, complete, finish_step) per env)."""
+AnswerHeader = tuple[list[tuple[torch.dtype, tuple[int, ...]]], list[int], list[str]]
+"""(dtype and shape of each answer tensor: flags (N, 3), frames (N, C, H, W), videos concatenated (sum T, C, H, W),
+then states (N, Z) when every env has them; video lengths; instruction per env)."""
+
+
+class WorkerAnswer(NamedTuple):
+    """One worker's answers for the slots it was asked about (request order), as whole blocks."""
+
+    flags: torch.Tensor
+    """(n, 3) int64: active, complete, finish_step of each env."""
+    frames: torch.Tensor
+    """(n, C, H, W) uint8."""
+    videos: tuple[torch.Tensor, ...]
+    """n tensors (T_i, C, H, W) uint8, views of one block."""
+    states: torch.Tensor | None
+    """(n, Z), or None unless every env has state features."""
+    instructions: list[str]
+    """n language instructions."""
+
 
 _ALIGN = 64
 """Byte alignment of each tensor inside the shared buffer (any dtype can view an aligned slice)."""
@@ -47,7 +63,8 @@ def _offsets(specs: Sequence[tuple[torch.dtype, tuple[int, ...]]]) -> tuple[list
 def _view(buffer: torch.Tensor, offset: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
     """The tensor of `dtype` and `shape` stored at byte `offset` of uint8 `buffer`."""
     nbytes = math.prod(shape) * dtype.itemsize
-    return buffer[offset : offset + nbytes].view(dtype).view(shape)
+    piece = buffer[offset : offset + nbytes]
+    return (piece if dtype == torch.uint8 else piece.view(dtype)).view(shape)
 
 
 def _raw(tensor: torch.Tensor) -> bytes | ctypes.Array[ctypes.c_char]:
@@ -73,8 +90,10 @@ def send_answers(conn: Connection, answers: Sequence[SlotAnswer], shared: torch.
     they fit, else ("ok", `AnswerHeader`) followed by the raw bytes of each tensor it lists."""
     frame, video = answers[0].frame, answers[0].video
     states = [a.state for a in answers]
-    groups = [[a.frame for a in answers], [a.video for a in answers]]
+    flags = torch.tensor([(a.active, a.complete, a.finish_step) for a in answers], dtype=torch.int64)
+    groups = [[flags], [a.frame for a in answers], [a.video for a in answers]]
     specs = [
+        (flags.dtype, tuple(flags.shape)),
         (frame.dtype, (len(answers), *frame.shape)),
         (video.dtype, (sum(a.video.shape[0] for a in answers), *video.shape[1:])),
     ]
@@ -82,41 +101,40 @@ def send_answers(conn: Connection, answers: Sequence[SlotAnswer], shared: torch.
         stacked = cast("list[torch.Tensor]", states)
         groups.append(stacked)
         specs.append((stacked[0].dtype, (len(answers), *stacked[0].shape)))
-    meta = [(a.instruction, a.active, a.complete, a.finish_step) for a in answers]
-    header: AnswerHeader = (specs, [a.video.shape[0] for a in answers], meta)
+    header: AnswerHeader = (specs, [a.video.shape[0] for a in answers], [a.instruction for a in answers])
     offsets, used = _offsets(specs)
     if shared is not None and used <= shared.numel():
         for i, (group, offset, (dtype, shape)) in enumerate(zip(groups, offsets, specs, strict=True)):
             out = _view(shared, offset, dtype, shape)
-            if i == 1:
+            if i == 0:
+                out.copy_(flags)
+            elif i == 2:
                 torch.cat(group, out=out)
             else:
                 torch.stack(group, out=out)
         conn.send(("shared", header))
         return
-    tensors = [torch.stack(groups[0]), torch.cat(groups[1]), *([torch.stack(groups[2])] if len(groups) > 2 else [])]
+    tensors = [flags, torch.stack(groups[1]), torch.cat(groups[2])]
+    if len(groups) > 3:
+        tensors.append(torch.stack(groups[3]))
     conn.send(("ok", header))
     for tensor in tensors:
         conn.send_bytes(_raw(tensor.contiguous()))
 
 
-def receive_answers(conn: Connection, header: AnswerHeader, shared: torch.Tensor | None = None) -> list[SlotAnswer]:
+def receive_answers(conn: Connection, header: AnswerHeader, shared: torch.Tensor | None = None) -> WorkerAnswer:
     """Rebuild a worker's answers (inverts `send_answers`): copied out of `shared` in one piece when given (a
     "shared" answer), else read from the raw bytes that follow `header` on `conn`."""
-    specs, lengths, meta = header
+    specs, lengths, instructions = header
     if shared is not None:
         offsets, used = _offsets(specs)
         block = shared[:used].clone()
         tensors = [_view(block, offset, dtype, shape) for offset, (dtype, shape) in zip(offsets, specs, strict=True)]
     else:
         tensors = [_read(conn, dtype, shape) for dtype, shape in specs]
-    frames, videos = tensors[0], tensors[1]
-    states = tensors[2] if len(tensors) > 2 else None
-    parts = torch.split(videos, lengths)
-    return [
-        SlotAnswer(frames[i], m[0], m[1], m[2], m[3], parts[i], None if states is None else states[i])
-        for i, m in enumerate(meta)
-    ]
+    states = tensors[3] if len(tensors) > 3 else None
+    videos = tuple(tensors[2].split_with_sizes(lengths))
+    return WorkerAnswer(tensors[0], tensors[1], videos, states, instructions)
 
 
 def worker_main(
