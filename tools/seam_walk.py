@@ -19,7 +19,9 @@ backward) still counts as a crossing of the file that made it. The last line, `S
 whose immediate caller is ours: how the walk was counted up to 2026-11-27 (17 crossings then, 24 counted through
 wrappers), kept so the numbers in docs/architecture.md's history stay comparable.
 
-Calls into torch, Ray or the standard library are not counted; only our own seams are. Usage (from the root of a
+Calls into torch, Ray or the standard library are not counted; only our own seams are. Nor are the garbage
+collector's `gc.callbacks` (the DAG worker's collection timer): the interpreter runs them inside whatever code
+allocates, so the file they interrupt did not call them. Usage (from the root of a
 checkout whose packages are installed):
 
     python tools/seam_walk.py [--workdir DIR] [--steps N]
@@ -41,12 +43,13 @@ STEP = ("rl_runtime.workers._executor", "GraphExecutor", "run_step")
 """(module, class, method) of a DAG worker's training step: every node of the worker's task graph, in order."""
 
 _SITECUSTOMIZE = r"""
-import importlib.abc, importlib.util, json, os, sys
+import gc, importlib.abc, importlib.util, json, os, sys
 _OUT = os.environ.get("SEAM_WALK_OUT")
 if _OUT:
     _PACKAGES = %(packages)r
     _TARGET = %(target)r
     _edges = set()
+    _gc_codes = set()  # code of the gc.callbacks: the interpreter runs them inside any allocation, not a call
 
     def _relative(path):
         for name in _PACKAGES:
@@ -57,6 +60,8 @@ if _OUT:
 
     def _hook(frame, event, arg):
         if event != "call" or frame.f_back is None:
+            return
+        if frame.f_code in _gc_codes:
             return
         callee = _relative(frame.f_code.co_filename)
         if callee is None:
@@ -77,6 +82,7 @@ if _OUT:
 
     def _traced(run_step):
         def run_step_traced(self, *args, **kwargs):
+            _gc_codes.update(getattr(getattr(cb, "__func__", cb), "__code__", None) for cb in gc.callbacks)
             sys.setprofile(_hook)
             try:
                 return run_step(self, *args, **kwargs)
