@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 
 from rl_engines.training._forward import forward_micro_batch
+from rl_engines.training._micro_batches import select_rows
 from rl_engines.training._packing import InputLayout
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn
 
@@ -38,10 +39,6 @@ def inert_mask(loss_fn: LossFn, micro_batch: Batch) -> torch.Tensor | None:
     if inert.dtype != torch.bool or tuple(inert.shape) != (rows,):
         raise ValueError(f"inert_rows must return a ({rows},) bool tensor, got {inert.dtype} {tuple(inert.shape)}")
     return inert if bool(inert.any()) else None
-
-
-def _rows(micro_batch: Batch, index: torch.Tensor) -> dict[str, torch.Tensor]:
-    return {key: tensor[index.to(tensor.device)] for key, tensor in micro_batch.items()}
 
 
 def _merge(
@@ -73,11 +70,20 @@ def forward_without_inert_grad(
     if bool(inert.all()):
         inert[0] = False
     active, idle = (~inert).nonzero().squeeze(-1), inert.nonzero().squeeze(-1)
+    device = inert.device  # the micro-batch's: `select_rows` only picks rows here
     live = forward_micro_batch(
-        network, _rows(micro_batch, active), spec, input_layout=input_layout, chunk_size=chunk_size
+        network,
+        select_rows(micro_batch, active.tolist(), device),
+        spec,
+        input_layout=input_layout,
+        chunk_size=chunk_size,
     )
     with torch.no_grad():
         frozen = forward_micro_batch(
-            network, _rows(micro_batch, idle), spec, input_layout=input_layout, chunk_size=chunk_size
+            network,
+            select_rows(micro_batch, idle.tolist(), device),
+            spec,
+            input_layout=input_layout,
+            chunk_size=chunk_size,
         )
     return ForwardOutput(*(_merge(a, b, active, idle, rows) for a, b in zip(live, frozen, strict=True)))
