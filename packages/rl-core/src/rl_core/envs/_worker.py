@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import math
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import NamedTuple, cast
 
@@ -91,7 +91,11 @@ def send_answers(conn: Connection, answers: Sequence[SlotAnswer], shared: torch.
     frame, video = answers[0].frame, answers[0].video
     states = [a.state for a in answers]
     flags = torch.tensor([(a.active, a.complete, a.finish_step) for a in answers], dtype=torch.int64)
-    groups = [[flags], [a.frame for a in answers], [a.video for a in answers]]
+    # Each answer tensor after the flags: how it is made from the envs' parts, and its dtype and shape.
+    parts: list[tuple[Callable[..., torch.Tensor], list[torch.Tensor]]] = [
+        (torch.stack, [a.frame for a in answers]),
+        (torch.cat, [a.video for a in answers]),
+    ]
     specs = [
         (flags.dtype, tuple(flags.shape)),
         (frame.dtype, (len(answers), *frame.shape)),
@@ -99,24 +103,17 @@ def send_answers(conn: Connection, answers: Sequence[SlotAnswer], shared: torch.
     ]
     if all(s is not None for s in states):
         stacked = cast("list[torch.Tensor]", states)
-        groups.append(stacked)
+        parts.append((torch.stack, stacked))
         specs.append((stacked[0].dtype, (len(answers), *stacked[0].shape)))
     header: AnswerHeader = (specs, [a.video.shape[0] for a in answers], [a.instruction for a in answers])
     offsets, used = _offsets(specs)
     if shared is not None and used <= shared.numel():
-        for i, (group, offset, (dtype, shape)) in enumerate(zip(groups, offsets, specs, strict=True)):
-            out = _view(shared, offset, dtype, shape)
-            if i == 0:
-                out.copy_(flags)
-            elif i == 2:
-                torch.cat(group, out=out)
-            else:
-                torch.stack(group, out=out)
+        _view(shared, offsets[0], *specs[0]).copy_(flags)
+        for (make, group), offset, (dtype, shape) in zip(parts, offsets[1:], specs[1:], strict=True):
+            make(group, out=_view(shared, offset, dtype, shape))
         conn.send(("shared", header))
         return
-    tensors = [flags, torch.stack(groups[1]), torch.cat(groups[2])]
-    if len(groups) > 3:
-        tensors.append(torch.stack(groups[3]))
+    tensors = [flags, *(make(group) for make, group in parts)]  # built before the header goes out
     conn.send(("ok", header))
     for tensor in tensors:
         conn.send_bytes(_raw(tensor.contiguous()))
