@@ -4,8 +4,8 @@ Runs `rl-recipes train grpo placement.colocate=false algorithm.max_staleness=<et
 generation (`algorithm.async_generation=step`) and eta = 1, 2 with continuous generation
 (`algorithm.async_generation=continuous`), alternating (that order, then reversed, ... for
 `--rounds`), each run `--steps` steps with no validation or checkpoint in between (the pipeline drains only at the
-end), in one work folder whose short SFT warm start is made once. eta > 0 runs use `decoupled_ppo`, eta = 0 the
-recipe's `ppo`.
+end), in one work folder whose short SFT warm start is made once. Every run keeps the recipe's
+`policy_loss: auto`, as a user's would: `decoupled_ppo` at eta > 0, `ppo` at eta = 0.
 
 Workload (issue 25's heavy-tailed one): the embedded recipe's model, prompts and reward, 64 prompts x 8 samples a
 step, but each response's length is drawn, not left to the model: each group draws a log-median from
@@ -62,9 +62,9 @@ GOAL = 1.6
 PROMPTS_PER_STEP, GROUP_SIZE = 64, 8
 SAMPLES_PER_STEP = PROMPTS_PER_STEP * GROUP_SIZE
 STEPS_PER_CALL = 5
+"""`trainer.steps_per_call` of every run (the recipe's own): the steady window is whole calls of this many steps."""
 RECIPE_SEED = 0
 """The grpo recipe's `trainer.seed`, which the drawn lengths follow."""
-"""`trainer.steps_per_call` of every run (the recipe's own): the steady window is whole calls of this many steps."""
 MEDIAN_LEN, GROUP_SIGMA, SAMPLE_SIGMA, MAX_LEN = 12, 0.5, 0.6, 96
 """The grouped lognormal response lengths (tokens): cap 8x the median, as bench/async_sim.py's 256 / 2048."""
 ROLLOUT_NODES = ("rollout_actor", "function_reward", "staleness_buffer", "receive_weights")
@@ -184,8 +184,6 @@ def _run(workdir: Path, mode: str, eta: int, steps: int, index: int) -> Path:
         "warm_start=null",
         f"trainer.steps_per_call={STEPS_PER_CALL}",
     ]
-    if eta > 0:
-        overrides.append("algorithm.policy_loss=decoupled_ppo")
     _cli(workdir, "train", "grpo", *overrides)
     found = sorted(out.rglob("metrics.jsonl"))
     if not found:
