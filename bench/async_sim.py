@@ -261,10 +261,13 @@ ENGINE_ROWS = 256
 """HFEngineConfig.max_batch_size's default: the rows the 2-slot run's rollout engine decoded at once."""
 
 
-def two_slot_continuous(costs: Costs, train_s: float, eta: int, seed: int, count: int, rows: int) -> float:
+def two_slot_continuous(
+    costs: Costs, train_s: float, eta: int, seed: int, count: int, rows: int
+) -> tuple[float, PoolRun]:
     """The model's continuous generation over sync for the 2-slot split run (one rollout worker, bench/async.py's
-    workload, `train_s` a step): `rows` engine rows, the decode step cost set so the sync loop's generation is the
-    calibration's (`decode_step_s` x the step's longest response when every row of the share decodes at once)."""
+    workload, `train_s` a step), and the run: `rows` engine rows, the decode step cost set so the sync loop's
+    generation is the calibration's (`decode_step_s` x the step's longest response when every row of the share
+    decodes at once)."""
     rng = random.Random(seed)
     steps = [draw_step(rng, BENCH_GROUPS, GROUP_SIZE, BENCH_SHAPE) for _ in range(count)]
     lengths = [[length for group in groups for length in group] for groups in steps]
@@ -283,7 +286,7 @@ def two_slot_continuous(costs: Costs, train_s: float, eta: int, seed: int, count
         train_s=lambda _: train_s,
         sync_s=costs.sync_s,
     )
-    return run.samples_per_s / base
+    return run.samples_per_s / base, run
 
 
 def _makespan(lengths: list[int], rows: int) -> float:
@@ -343,13 +346,14 @@ def main() -> None:
     measured = "not given" if args.measured_ratio is None else f"{args.measured_ratio:.2f}x"
     print(f"2 slots split, eta=1 over eta=0 with the calibration's batch: model {two:.2f}x; measured {measured}")
     train_s = med["timing_s/update_actor"] * args.slots
-    whole = two_slot_continuous(costs, train_s, 1, args.seed, args.steps, BENCH_GROUPS * GROUP_SIZE)
-    rows = two_slot_continuous(costs, train_s, 1, args.seed, args.steps, ENGINE_ROWS)
+    whole, whole_run = two_slot_continuous(costs, train_s, 1, args.seed, args.steps, BENCH_GROUPS * GROUP_SIZE)
+    rows, _ = two_slot_continuous(costs, train_s, 1, args.seed, args.steps, ENGINE_ROWS)
     measured_c = "not given" if args.measured_continuous_ratio is None else f"{args.measured_continuous_ratio:.2f}x"
     print(
         f"2 slots split, continuous eta=1 over eta=0 (bench/async.py's workload): model {whole:.2f}x with the share's "
         f"{BENCH_GROUPS * GROUP_SIZE} rows decoding at once (as the calibration assumes), {rows:.2f}x with the "
-        f"engine's {ENGINE_ROWS} rows (HFEngine's max_batch_size, what the run had); measured {measured_c}"
+        f"engine's {ENGINE_ROWS} rows (HFEngine's max_batch_size, what the run had); measured {measured_c}; the model "
+        f"drops {whole_run.dropped} samples in {args.steps} steps"
     )
     what_ifs = sensitivity(costs, 64, 1, args.seed, args.steps)
     print("W=64 eta=1 continuous speed-up, one input changed: " + ", ".join(f"{k} {v:.2f}x" for k, v in what_ifs))
