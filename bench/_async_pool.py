@@ -6,13 +6,18 @@ rollout worker:
                (memory-bound decoding, the model's standing assumption); submitted requests queue first in, first
                out and join as rows free (HFEngine's continuous batching); a request's first-token version is the
                version the engine holds when it starts.
-  take         rollout step k tops the pool up to POOL_STEPS shares of prompt groups (submitted at the step's start:
-               `continuous_rollouts`), waits until `share` groups are finished and takes the first `share` finished
-               ones in submission order (`GenerationPool.take`): a long response holds only its own group.
+  take         rollout step k tops the pool up to POOL_STEPS shares of prompt groups (submitted at the step's start,
+               a whole share, one loader draw, at a time: `continuous_rollouts`; after a refill took groups from the
+               pool it can so hold up to one share more), waits until `share` groups are finished and takes the first
+               `share` finished ones in submission order (`GenerationPool.take`): a long response holds only its own
+               group.
   buffer       the taken groups enter the worker's staleness buffer, which serves the share oldest version first,
                drops a group whose oldest first-token version is more than eta behind k (`async/dropped_stale`)
-               and, while short, draws a fresh share batch-at-a-time (`top_up`: its requests queue behind the
-               pool's and the step waits for all of them), at most MAX_TOP_UP_DRAWS times.
+               and, while short, takes the next groups to finish from the pool, as many as it is short of
+               (`refill_from_pool`; a new share is submitted first only when the pool holds fewer), at most
+               MAX_TOP_UP_DRAWS times; a refill group that is itself too stale is dropped in turn. Until 2026-11-27
+               17:10 the runtime drew a fresh share batch-at-a-time instead (`top_up`: its requests queue behind the
+               pool's and the step waits for all of them), kept as the what-if `refill="share"`.
   weights      `receive_weights` then waits for version max(held, k + 2 - eta) (the rollout runs eta - 1 steps
                ahead under continuous generation, `rollout_steps_ahead`) and loads each version up to it: requests
                running then are parked for `sync_s` (load and cache recompute, `pause("keep")`) and keep their
@@ -153,15 +158,16 @@ def continuous_pool(
     sync_s: float,
     pool_steps: int = POOL_STEPS,
     drop_stale: bool = True,
-    refill_from_pool: bool = False,
+    refill: str = "pool",
 ) -> PoolRun:
     """Samples/s of continuous generation as this repository runs it (module doc), over `steps` training steps.
 
     `draw_group()` gives the next prompt group's response lengths; `train_s(lengths)` the seconds training step k
-    takes on the lengths every worker served for it; `pool_steps` the shares a pool is topped up to; `drop_stale=False`
-    serves stale groups instead of dropping them, `refill_from_pool=True` replaces dropped groups by submitting as
-    many to the pool and taking its next finished ones instead of a fresh share's batch (what-ifs: the runtime
-    drops stale groups and draws a share)."""
+    takes on the lengths every worker served for it; `pool_steps` the shares a pool is topped up to; `refill` how
+    dropped groups are replaced: "pool" the runtime's (the pool's next to finish, a share submitted first only when
+    the pool holds too few), what-ifs "share" (a fresh share generated batch-at-a-time, the runtime before
+    2026-11-27 17:10) and "pool_submit" (submit as many groups as are short, then take the pool's next to finish);
+    `drop_stale=False` serves stale groups instead of dropping them (a what-if)."""
     if eta < 1:
         raise ValueError(f"continuous generation runs at eta >= 1; got eta={eta}")
     pool = [_Worker(_Engine(slots, decode_step_s)) for _ in range(workers)]
@@ -177,9 +183,8 @@ def continuous_pool(
         ready = 0.0
         for worker in pool:
             engine = worker.engine
-            missing = pool_steps * share_groups - len(worker.pool)
-            if missing > 0:
-                fresh = new_groups(missing)
+            while len(worker.pool) < pool_steps * share_groups:  # whole loader draws, as `continuous_rollouts`
+                fresh = new_groups(share_groups)
                 engine.submit(fresh, worker.clock)
                 worker.pool += fresh
             taken, t = engine.wait(worker.pool, share_groups, worker.clock)
@@ -195,16 +200,19 @@ def continuous_pool(
                 if made == MAX_TOP_UP_DRAWS:
                     raise RuntimeError(f"step {k}: still short after {made} top-up draws at eta={eta}")
                 short = share_groups - len(worker.buffer)
-                if refill_from_pool:
-                    fresh = new_groups(short)
-                    engine.submit(fresh, t)
-                    worker.pool += fresh
+                if refill in ("pool", "pool_submit"):
+                    if refill == "pool_submit" or len(worker.pool) < short:
+                        fresh = new_groups(short if refill == "pool_submit" else share_groups)
+                        engine.submit(fresh, t)
+                        worker.pool += fresh
                     more, t = engine.wait(worker.pool, short, t)
                     worker.pool = [group for group in worker.pool if group not in more]
-                else:
+                elif refill == "share":
                     more = new_groups(share_groups)
                     engine.submit(more, t)
                     _, t = engine.wait(more, share_groups, t)
+                else:
+                    raise ValueError(f"refill must be 'pool', 'share' or 'pool_submit'; got {refill!r}")
                 worker.buffer += more
                 made += 1
             draws += made

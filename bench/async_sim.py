@@ -24,8 +24,14 @@ Designs:
                          rows at once with a first-in-first-out queue; each rollout step tops the worker's pool up to
                          POOL_STEPS (2) shares of groups and takes the first share of groups to finish; partial
                          rollouts carry the rest across the weight update; the staleness buffer drops a group whose
-                         first token is more than eta versions behind the training step and draws a fresh share in
-                         its place; the rollout runs eta - 1 steps ahead.
+                         first token is more than eta versions behind the training step and replaces it by the next
+                         group to finish in the pool (a share submitted first only when the pool holds too few); the
+                         rollout runs eta - 1 steps ahead.
+Why the refill changed (2026-11-27 17:10): the runtime replaced a dropped group by a fresh share generated
+batch-at-a-time, which the step waited for whole (longest response included); it now takes the pool's next groups to
+finish, already in flight (rl_runtime/nodes/_staleness_buffer.py, `refill_from_pool`), and the model follows it. The
+fresh-share refill is printed as a labelled what-if ("fresh-share refill"), beside the earlier what-if that submitted
+as many groups as were short before taking from the pool.
 Why continuous changed (2026-11-27 16:40): until then it modelled AReaL's admission count (a sample may start only
 while fewer than (version + eta + 1) x B have started) with training step k waiting for the whole of batch k in
 submission order, so each batch was held by its longest response and the speed-up stayed near eta + 1. Neither
@@ -34,15 +40,16 @@ system does that: AReaL's trainer takes the first B results to finish (areal/inf
 two shares submitted, i.e. rollout concurrency above the batch), whose partial rollouts let the long responses run on
 across weight updates; but the runtime also enforces eta per sample (drops, then a batch-at-a-time top-up draw),
 which AReaL does not (its bound is the admission count only). The old model is still printed, labelled as a what-if
-("previous model"), beside what-ifs of the pool's size, of serving stale groups instead of dropping them, and of
-refilling the dropped groups from the pool instead of a fresh share.
+("previous model"), beside what-ifs of the pool's size, of serving stale groups instead of dropping them, and of the
+two other refills.
 
 Prints the calibration, then for W = 8, 64, 512 the samples/s of each design and eta, the speed-up over sync and the
 continuous design's share of samples dropped as stale, then the model's 2-slot predictions (W = 1: the pipelined
 loop with the calibration's own batch, and continuous generation on bench/async.py's workload) beside the measured
 ratios, then the W = 64, eta = 1 continuous speed-up with one input changed at a time (costs scaled, the workload's
 sigmas and cap) and the labelled what-ifs. Last line:
-RESULT async_sim speedup_eta1_w64=<continuous> pipelined=<pipelined> previous_model=<old model> goal=2.5 met|missed
+RESULT async_sim speedup_eta1_w64=<continuous> pipelined=<pipelined> previous_model=<old model>
+fresh_share_refill=<the refill before 17:10> goal=2.5 met|missed
 Run: python bench/async_sim.py --metrics <run folder>/metrics.jsonl [--slots 2] [--steps 40] [--measured-ratio R]
      [--measured-continuous-ratio C]   (about 15 s; calibrate from bench/async.py's eta = 0 run with `--slots 1`: in
      split placement one slot trains every token; R and C its steady eta = 1 step and continuous ratios)
@@ -232,12 +239,12 @@ def runtime_continuous(
     shape: Shape = ISSUE_SHAPE,
     pool_steps: int = 0,
     drop_stale: bool = True,
-    refill_from_pool: bool = False,
+    refill: str = "pool",
 ) -> PoolRun:
     """Samples/s (and drops) of this repository's continuous generation (bench/_async_pool.py) at `workers`
     workers, each with PER_WORKER rows and a share of PER_WORKER samples a step; what-ifs: `pool_steps` > 0 replaces
-    the runtime's POOL_STEPS, `drop_stale=False` serves stale groups instead of dropping them, `refill_from_pool`
-    replaces dropped groups from the pool instead of by a fresh share generated batch-at-a-time."""
+    the runtime's POOL_STEPS, `drop_stale=False` serves stale groups instead of dropping them, `refill` "share" or
+    "pool_submit" replaces dropped groups otherwise than the runtime (bench/_async_pool.py's `continuous_pool`)."""
     return continuous_pool(
         group_stream(seed, shape),
         workers=workers,
@@ -250,7 +257,7 @@ def runtime_continuous(
         sync_s=costs.sync_s,
         pool_steps=pool_steps or POOL_STEPS,
         drop_stale=drop_stale,
-        refill_from_pool=refill_from_pool,
+        refill=refill,
     )
 
 
@@ -372,18 +379,24 @@ def main() -> None:
         f"(no per-sample bound, as AReaL's admission rule alone): {kept.samples_per_s / base64:.2f}x, staleness max "
         f"{kept.staleness_max}"
     )
-    refills = [
-        (eta, runtime_continuous(costs, 64, eta, args.seed, args.steps, refill_from_pool=True)) for eta in (1, 2)
-    ]
-    print(
-        "what-if, not what the runtime does: W=64 continuous replacing dropped groups from the pool (submit as many, "
-        "take the next to finish) instead of a fresh share generated batch-at-a-time: "
-        + ", ".join(
-            f"eta={eta} {run.samples_per_s / base64:.2f}x (dropped {run.dropped_share:.1%}, staleness max "
-            f"{run.staleness_max})"
-            for eta, run in refills
+    refills = {
+        refill: [(eta, runtime_continuous(costs, 64, eta, args.seed, args.steps, refill=refill)) for eta in (1, 2)]
+        for refill in ("share", "pool_submit")
+    }
+    labels = {
+        "share": "by a fresh share generated batch-at-a-time, the step waiting for all of it (the runtime before "
+        "2026-11-27 17:10, the fresh-share refill)",
+        "pool_submit": "from the pool after submitting as many groups as are short (the earlier what-if)",
+    }
+    for refill, runs in refills.items():
+        print(
+            f"what-if, not what the runtime does: W=64 continuous replacing dropped groups {labels[refill]}: "
+            + ", ".join(
+                f"eta={eta} {run.samples_per_s / base64:.2f}x (dropped {run.dropped_share:.1%}, {run.top_up_draws} "
+                f"top-up draws, staleness max {run.staleness_max})"
+                for eta, run in runs
+            )
         )
-    )
     print(
         f"what-if, not what the runtime does: the previous model (AReaL's admission count, each batch trained whole "
         f"in submission order, so held by its longest response) at W=64: {result[('previous', 64, 1)]:.2f}x at eta=1, "
@@ -393,7 +406,8 @@ def main() -> None:
     status = "met" if speedup >= GOAL else "missed"
     print(
         f"RESULT async_sim speedup_eta1_w64={speedup:.2f} pipelined={result[('pipelined', 64, 1)]:.2f} "
-        f"previous_model={result[('previous', 64, 1)]:.2f} goal={GOAL} {status}"
+        f"previous_model={result[('previous', 64, 1)]:.2f} "
+        f"fresh_share_refill={refills['share'][0][1].samples_per_s / base64:.2f} goal={GOAL} {status}"
     )
 
 
