@@ -14,10 +14,10 @@ rollout worker:
   buffer       the taken groups enter the worker's staleness buffer, which serves the share oldest version first,
                drops a group whose oldest first-token version is more than eta behind k (`async/dropped_stale`)
                and, while short, takes the next groups to finish from the pool, as many as it is short of
-               (`refill_from_pool`; a new share is submitted first only when the pool holds fewer), at most
-               MAX_TOP_UP_DRAWS times; a refill group that is itself too stale is dropped in turn. Until 2026-11-27
-               17:10 the runtime drew a fresh share batch-at-a-time instead (`top_up`: its requests queue behind the
-               pool's and the step waits for all of them), kept as the what-if `refill="share"`.
+               (`refill_from_pool`; a new share is submitted first only when the pool holds fewer, at most
+               MAX_TOP_UP_DRAWS times a step); a refill group that is itself too stale is dropped in turn. Until
+               2026-11-27 17:10 the runtime drew a fresh share batch-at-a-time instead (`top_up`: its requests queue
+               behind the pool's and the step waits for all of them), kept as the what-if `refill="share"`.
   weights      `receive_weights` then waits for version max(held, k + 2 - eta) (the rollout runs eta - 1 steps
                ahead under continuous generation, `rollout_steps_ahead`) and loads each version up to it: requests
                running then are parked for `sync_s` (load and cache recompute, `pause("keep")`) and keep their
@@ -190,27 +190,29 @@ def continuous_pool(
             taken, t = engine.wait(worker.pool, share_groups, worker.clock)
             worker.pool = [group for group in worker.pool if group not in taken]
             worker.buffer += taken
-            made = 0
+            made = submitted = 0  # refill rounds; fresh draws among them (what MAX_TOP_UP_DRAWS bounds)
             while True:
                 stale = [group for group in worker.buffer if drop_stale and k - group.version() > eta]
                 dropped += sum(len(group.requests) for group in stale)
                 worker.buffer = [group for group in worker.buffer if group not in stale]
                 if len(worker.buffer) >= share_groups:
                     break
-                if made == MAX_TOP_UP_DRAWS:
-                    raise RuntimeError(f"step {k}: still short after {made} top-up draws at eta={eta}")
+                if submitted == MAX_TOP_UP_DRAWS:
+                    raise RuntimeError(f"step {k}: still short after {submitted} top-up draws at eta={eta}")
                 short = share_groups - len(worker.buffer)
                 if refill in ("pool", "pool_submit"):
                     if refill == "pool_submit" or len(worker.pool) < short:
                         fresh = new_groups(short if refill == "pool_submit" else share_groups)
                         engine.submit(fresh, t)
                         worker.pool += fresh
+                        submitted += 1
                     more, t = engine.wait(worker.pool, short, t)
                     worker.pool = [group for group in worker.pool if group not in more]
                 elif refill == "share":
                     more = new_groups(share_groups)
                     engine.submit(more, t)
                     _, t = engine.wait(more, share_groups, t)
+                    submitted += 1
                 else:
                     raise ValueError(f"refill must be 'pool', 'share' or 'pool_submit'; got {refill!r}")
                 worker.buffer += more

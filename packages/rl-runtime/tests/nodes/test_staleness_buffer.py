@@ -20,6 +20,7 @@ from rl_runtime.nodes._seeds import sample_uid
 from rl_runtime.nodes._staleness_buffer import (
     BUFFERED_METRIC,
     DROPPED_METRIC,
+    MAX_TOP_UP_DRAWS,
     REGENERATE_PARAM,
     TOP_UP_FIRST_DRAW,
     TOP_UP_METRIC,
@@ -194,6 +195,26 @@ def test_under_continuous_generation_a_dropped_group_is_replaced_from_the_pool(
     left = res.generation_pool.flush(timeout_s=5.0)  # what a checkpoint would put into the buffer
     assert left is not None and _uids(left) == groups[1] + groups[4]
     assert sorted(_uids(out) + groups[2] + _uids(left)) == sorted(uid for group in groups for uid in group)
+
+
+def test_refills_from_the_pool_are_not_bounded_as_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    # More stale groups in the pool than MAX_TOP_UP_DRAWS: each refill round takes one and drops it, and the step
+    # still fills from the pool (the bound is on fresh draws; rounds end once the pool is spent).
+    monkeypatch.setattr(_staleness_buffer, "score_batch", lambda res, data, node: data)
+    engine, res = HeldEngine(), _continuous_res(eta=1)
+    stale = MAX_TOP_UP_DRAWS + 2
+    groups = _pooled(res, engine, step=3, draw=0, prompts=stale + 2)
+    for uid in groups[0]:
+        engine.finish(uid, ((4, 2),))
+    data = res.generation_pool.take(1, timeout_s=5.0)
+    for group in groups[1 : stale + 1]:
+        for uid in group:
+            engine.finish(uid, ((2, 2),))
+    for uid in groups[-1]:
+        engine.finish(uid, ((3, 2),))
+    out = _step(_context(4, res), data)
+    assert _uids(out) == groups[0] + groups[-1] and len(res.generation_pool) == 0
+    assert out.metrics == {DROPPED_METRIC: 2.0 * stale, BUFFERED_METRIC: 0.0, TOP_UP_METRIC: stale + 1.0}
 
 
 def test_a_refill_from_an_empty_pool_submits_a_top_up_draw_first(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,7 +55,8 @@ TOP_UP_METRIC = "async/top_up_draws"
 """Extra rounds this step made to replace dropped samples: fresh prompt draws (`top_up`), or refills from the slot's
 GenerationPool under continuous generation (`refill_from_pool`)."""
 MAX_TOP_UP_DRAWS = 8
-"""A step that is still short after this many extra draws fails (the rollout cannot keep up with eta)."""
+"""A step that is still short after this many extra draws of prompts fails (the rollout cannot keep up with eta);
+refills that only take groups already in the pool do not count (each takes at least one, so they end)."""
 TOP_UP_FIRST_DRAW = (1 << DRAW_BITS) - MAX_TOP_UP_DRAWS
 """Top-up draws number their samples from here down to the id layout's last draw, clear of dynamic sampling's."""
 _EDGE = "rollout"
@@ -183,15 +184,18 @@ def top_up(res: NodeResources, step: int, rank: int, draw: int, node: str) -> St
     return _scored(res, draw_rollouts(res, step, rank, draw=TOP_UP_FIRST_DRAW + draw), node)
 
 
-def refill_from_pool(res: NodeResources, step: int, rank: int, draw: int, groups: int, node: str) -> StepData:
+def refill_from_pool(
+    res: NodeResources, step: int, rank: int, draw: int, groups: int, node: str
+) -> tuple[StepData, bool]:
     """What replaces dropped stale groups under continuous generation: the next `groups` prompt groups to finish in
-    this slot's GenerationPool, already in flight (a new loader draw, numbered `draw` among the top-ups, is submitted
-    first only when the pool holds fewer), scored and filtered as `top_up`. The next step's top-up restores the pool.
-    """
+    this slot's GenerationPool, already in flight, scored and filtered as `top_up`, and whether a new loader draw
+    (numbered `draw` among the top-ups) had to be submitted first, which happens only when the pool holds fewer. The
+    next step's top-up restores the pool."""
     pool = slot_pool(res)
-    if len(pool) < groups:
+    drew = len(pool) < groups
+    if drew:
         submit_draw(res, pool, step, rank, TOP_UP_FIRST_DRAW + draw)
-    return _scored(res, pool.take(groups, res.config.trainer.step_timeout_s), node)
+    return _scored(res, pool.take(groups, res.config.trainer.step_timeout_s), node), drew
 
 
 def flush_into_buffer(res: NodeResources) -> int:
@@ -230,7 +234,7 @@ def staleness_buffer(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepD
     buffer.put(data)
     target = res.plan.samples_per_rollout_rank
     parts: list[StepData] = []
-    got = dropped = draws = 0
+    got = dropped = draws = rounds = 0
     while True:
         served, lost = buffer.take(target - got, ctx.step)
         dropped += lost
@@ -248,10 +252,13 @@ def staleness_buffer(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepD
             )
         if res.config.algorithm.async_generation == CONTINUOUS:
             short = -(-(target - got) // res.config.batch.samples_per_prompt)  # whole groups
-            buffer.put(refill_from_pool(res, ctx.step, ctx.dp.rank, draws, short, ctx.node.id))
+            more, drew = refill_from_pool(res, ctx.step, ctx.dp.rank, draws, short, ctx.node.id)
+            buffer.put(more)
+            draws += drew
         else:
             buffer.put(top_up(res, ctx.step, ctx.dp.rank, draws, ctx.node.id))
-        draws += 1
+            draws += 1
+        rounds += 1
     out = parts[0] if len(parts) == 1 else concat_samples(parts)
-    metrics = {DROPPED_METRIC: float(dropped), BUFFERED_METRIC: float(len(buffer)), TOP_UP_METRIC: float(draws)}
+    metrics = {DROPPED_METRIC: float(dropped), BUFFERED_METRIC: float(len(buffer)), TOP_UP_METRIC: float(rounds)}
     return StepData(out.batch, out.extras, metrics)
