@@ -13,27 +13,46 @@ each group draws a log-median from Normal(log(MEDIAN_LEN), GROUP_SIGMA), each sa
 clipped to [1, MAX_LEN]; PROMPT_LEN prompt tokens per sample. W rollout workers and W training slots (a 1:1 split,
 as the 2-slot split placement).
 
-Three designs:
+Designs:
   sync        (eta = 0)  every step: all workers generate their share of the batch (a worker's time is its longest
                          response), then the trainer trains, then the weights sync.
   pipelined   (eta >= 1) this repository's loop (PipelinedDriver): the same batch-at-a-time generation per step, but
                          rollout step k may start once the weights of version k - eta are synced, so generation of
                          step k overlaps training of steps k-eta .. k-1.
-  continuous  (eta >= 1) AReaL-style generation (`algorithm.async_generation: continuous` is this repository's
-                         version of it): every worker slot starts a new sample as soon as one finishes,
-                         with the version at its first token; a sample may start only while fewer than
-                         (version + eta + 1) x B samples have started (AReaL's staleness control); training step k
-                         takes the first B samples of whole finished groups.
+  continuous  (eta >= 1) this repository's continuous generation (`algorithm.async_generation: continuous`) as the
+                         runtime runs it, modelled in bench/_async_pool.py: each worker's engine decodes PER_WORKER
+                         rows at once with a first-in-first-out queue; each rollout step tops the worker's pool up to
+                         POOL_STEPS (2) shares of groups and takes the first share of groups to finish; partial
+                         rollouts carry the rest across the weight update; the staleness buffer drops a group whose
+                         first token is more than eta versions behind the training step and replaces it by the next
+                         group to finish in the pool (a share submitted first only when the pool holds too few); the
+                         rollout runs eta - 1 steps ahead.
+Why the refill changed (2026-11-27 17:10): the runtime replaced a dropped group by a fresh share generated
+batch-at-a-time, which the step waited for whole (longest response included); it now takes the pool's next groups to
+finish, already in flight (rl_runtime/nodes/_staleness_buffer.py, `refill_from_pool`), and the model follows it. The
+fresh-share refill is printed as a labelled what-if ("fresh-share refill"), beside the earlier what-if that submitted
+as many groups as were short before taking from the pool.
+Why continuous changed (2026-11-27 16:40): until then it modelled AReaL's admission count (a sample may start only
+while fewer than (version + eta + 1) x B have started) with training step k waiting for the whole of batch k in
+submission order, so each batch was held by its longest response and the speed-up stayed near eta + 1. Neither
+system does that: AReaL's trainer takes the first B results to finish (areal/infra/workflow_executor.py,
+`wait_results`), and so does this runtime (`GenerationPool.take`: the first share of groups to finish, from a pool of
+two shares submitted, i.e. rollout concurrency above the batch), whose partial rollouts let the long responses run on
+across weight updates; but the runtime also enforces eta per sample (drops, then a batch-at-a-time top-up draw),
+which AReaL does not (its bound is the admission count only). The old model is still printed, labelled as a what-if
+("previous model"), beside what-ifs of the pool's size, of serving stale groups instead of dropping them, and of the
+two other refills.
 
-Prints the calibration, then for W = 8, 64, 512 the samples/s of each design and eta and the speed-up over sync,
-then the model's prediction for the 2-slot run (W = 1) with the calibration's own batch, then the W = 64, eta = 1
-continuous speed-up with one input changed at a time (costs scaled, the workload's sigmas and cap), which shows what
-decides it: the staleness rule keeps at most eta + 1 batches in flight and each waits for its longest response, so
-the speed-up stays near eta + 1 (2 at eta = 1) whatever the calibration. Last line:
-RESULT async_sim speedup_eta1_w64=<continuous> pipelined=<pipelined> goal=2.5 met|missed
+Prints the calibration, then for W = 8, 64, 512 the samples/s of each design and eta, the speed-up over sync and the
+continuous design's share of samples dropped as stale, then the model's 2-slot predictions (W = 1: the pipelined
+loop with the calibration's own batch, and continuous generation on bench/async.py's workload) beside the measured
+ratios, then the W = 64, eta = 1 continuous speed-up with one input changed at a time (costs scaled, the workload's
+sigmas and cap) and the labelled what-ifs. Last line:
+RESULT async_sim speedup_eta1_w64=<continuous> pipelined=<pipelined> previous_model=<old model>
+fresh_share_refill=<the refill before 17:10> goal=2.5 met|missed
 Run: python bench/async_sim.py --metrics <run folder>/metrics.jsonl [--slots 2] [--steps 40] [--measured-ratio R]
-     (a few seconds; calibrate from bench/async.py's eta = 0 run with `--slots 1`: in split placement one slot trains
-     every token; `--measured-ratio` its steady eta = 1 ratio)
+     [--measured-continuous-ratio C]   (about 15 s; calibrate from bench/async.py's eta = 0 run with `--slots 1`: in
+     split placement one slot trains every token; R and C its steady eta = 1 step and continuous ratios)
 """
 
 from __future__ import annotations
@@ -44,8 +63,11 @@ import json
 import math
 import random
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
+
+from _async_pool import POOL_STEPS, PoolRun, continuous_pool
 
 GROUP_SIZE, PER_WORKER = 8, 16
 """Samples per group; concurrent sequences per rollout worker (its share of a step's batch: B = W x PER_WORKER)."""
@@ -61,6 +83,7 @@ class Shape(NamedTuple):
     group_sigma: float = GROUP_SIGMA
     sample_sigma: float = SAMPLE_SIGMA
     max_len: int = MAX_LEN
+    median: int = MEDIAN_LEN
 
 
 ISSUE_SHAPE = Shape()
@@ -99,7 +122,7 @@ def draw_step(rng: random.Random, groups: int, size: int, shape: Shape = ISSUE_S
     """One step's response lengths, group by group (grouped lognormal, see the module doc)."""
     out = []
     for _ in range(groups):
-        centre = rng.gauss(math.log(MEDIAN_LEN), shape.group_sigma)
+        centre = rng.gauss(math.log(shape.median), shape.group_sigma)
         out.append(
             [max(1, min(shape.max_len, round(rng.lognormvariate(centre, shape.sample_sigma)))) for _ in range(size)]
         )
@@ -129,12 +152,12 @@ SENSITIVITY = (
 
 def sensitivity(costs: Costs, workers: int, eta: int, seed: int, count: int) -> list[tuple[str, float]]:
     """Continuous generation's speed-up over sync at `workers` and `eta` with each of SENSITIVITY's inputs changed
-    alone: which input decides the figure."""
+    alone (this repository's continuous generation, `runtime_continuous`): which input decides the figure."""
     out = []
     for label, factors, shape in SENSITIVITY:
         scaled = costs._replace(**{name: getattr(costs, name) * factor for name, factor in factors.items()})
-        steps = draw_steps(seed, workers, count, shape)
-        out.append((label, continuous(scaled, steps, workers, eta) / sync_and_pipelined(scaled, steps, workers, 0)))
+        base = sync_and_pipelined(scaled, draw_steps(seed, workers, count, shape), workers, 0)
+        out.append((label, runtime_continuous(scaled, workers, eta, seed, count, shape).samples_per_s / base))
     return out
 
 
@@ -169,8 +192,9 @@ def sync_and_pipelined(costs: Costs, steps: list[list[list[int]]], workers: int,
     return samples / pipeline(gens, trains, costs.sync_s, eta)
 
 
-def continuous(costs: Costs, steps: list[list[list[int]]], workers: int, eta: int) -> float:
-    """Samples/s of AReaL-style continuous generation with staleness control (see the module doc).
+def previous_model(costs: Costs, steps: list[list[list[int]]], workers: int, eta: int) -> float:
+    """Samples/s of the model's continuous design before 2026-11-27 16:40, now a labelled what-if (module doc): AReaL's
+    admission count, but each training batch waits for the whole of its submission-order batch.
 
     Samples start in order on whichever worker slot frees first; sample i (of rollout batch i // B) may start once
     version i // B - eta exists. Training step v takes batch v (its groups whole) once all its samples finished and
@@ -200,6 +224,86 @@ def continuous(costs: Costs, steps: list[list[list[int]]], workers: int, eta: in
     return len(batches) * batch / version_time[-1]
 
 
+def group_stream(seed: int, shape: Shape = ISSUE_SHAPE) -> Callable[[], list[int]]:
+    """An endless stream of prompt groups' response lengths (the workload of the module doc), from `seed`."""
+    rng = random.Random(seed)
+    return lambda: draw_step(rng, 1, GROUP_SIZE, shape)[0]
+
+
+def runtime_continuous(
+    costs: Costs,
+    workers: int,
+    eta: int,
+    seed: int,
+    count: int,
+    shape: Shape = ISSUE_SHAPE,
+    pool_steps: int = 0,
+    drop_stale: bool = True,
+    refill: str = "pool",
+) -> PoolRun:
+    """Samples/s (and drops) of this repository's continuous generation (bench/_async_pool.py) at `workers`
+    workers, each with PER_WORKER rows and a share of PER_WORKER samples a step; what-ifs: `pool_steps` > 0 replaces
+    the runtime's POOL_STEPS, `drop_stale=False` serves stale groups instead of dropping them, `refill` "share" or
+    "pool_submit" replaces dropped groups otherwise than the runtime (bench/_async_pool.py's `continuous_pool`)."""
+    return continuous_pool(
+        group_stream(seed, shape),
+        workers=workers,
+        share_groups=PER_WORKER // GROUP_SIZE,
+        slots=PER_WORKER,
+        eta=eta,
+        steps=count,
+        decode_step_s=costs.decode_step_s,
+        train_s=lambda lengths: _train_s(costs, lengths, workers),
+        sync_s=costs.sync_s,
+        pool_steps=pool_steps or POOL_STEPS,
+        drop_stale=drop_stale,
+        refill=refill,
+    )
+
+
+BENCH_SHAPE, BENCH_GROUPS = Shape(median=12, max_len=96), 64
+"""bench/async.py's workload: median 12, cap 96, the same sigmas; 64 prompt groups of GROUP_SIZE a step (one rollout
+slot)."""
+ENGINE_ROWS = 256
+"""HFEngineConfig.max_batch_size's default: the rows the 2-slot run's rollout engine decoded at once."""
+
+
+def two_slot_continuous(
+    costs: Costs, train_s: float, eta: int, seed: int, count: int, rows: int
+) -> tuple[float, PoolRun]:
+    """The model's continuous generation over sync for the 2-slot split run (one rollout worker, bench/async.py's
+    workload, `train_s` a step), and the run: `rows` engine rows, the decode step cost set so the sync loop's
+    generation is the calibration's (`decode_step_s` x the step's longest response when every row of the share
+    decodes at once)."""
+    rng = random.Random(seed)
+    steps = [draw_step(rng, BENCH_GROUPS, GROUP_SIZE, BENCH_SHAPE) for _ in range(count)]
+    lengths = [[length for group in groups for length in group] for groups in steps]
+    made = [_makespan(step, rows) for step in lengths]
+    decode_step_s = costs.decode_step_s * statistics.median(map(max, lengths)) / statistics.median(made)
+    gens = [decode_step_s * steps_ for steps_ in made]
+    base = sum(map(len, lengths)) / pipeline(gens, [train_s] * count, costs.sync_s, 0)
+    run = continuous_pool(
+        group_stream(seed, BENCH_SHAPE),
+        workers=1,
+        share_groups=BENCH_GROUPS,
+        slots=rows,
+        eta=eta,
+        steps=count,
+        decode_step_s=decode_step_s,
+        train_s=lambda _: train_s,
+        sync_s=costs.sync_s,
+    )
+    return run.samples_per_s / base, run
+
+
+def _makespan(lengths: list[int], rows: int) -> float:
+    """Decode steps `rows` rows take for `lengths` submitted together (first in, first out)."""
+    free = [0] * rows
+    for length in lengths:
+        heapq.heappush(free, heapq.heappop(free) + length)
+    return max(free)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--metrics", type=Path, required=True, help="a run folder's metrics.jsonl to calibrate from")
@@ -207,6 +311,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measured-ratio", type=float, default=None, help="bench/async.py's eta=1 / eta=0 ratio")
+    parser.add_argument(
+        "--measured-continuous-ratio", type=float, default=None, help="bench/async.py's continuous eta=1 / eta=0 ratio"
+    )
     args = parser.parse_args()
     costs, med = calibrate(args.metrics, args.slots)
     print(f"calibration from {args.metrics}:")
@@ -217,7 +324,8 @@ def main() -> None:
     )
     print(
         f"workload: W x {PER_WORKER} samples a step in groups of {GROUP_SIZE}, lengths grouped lognormal median "
-        f"{MEDIAN_LEN} sigma {GROUP_SIGMA}/{SAMPLE_SIGMA} cap {MAX_LEN}, prompts {PROMPT_LEN}; {args.steps} steps"
+        f"{MEDIAN_LEN} sigma {GROUP_SIGMA}/{SAMPLE_SIGMA} cap {MAX_LEN}, prompts {PROMPT_LEN}; {args.steps} steps; "
+        f"continuous: {PER_WORKER} engine rows a worker, pool of {POOL_STEPS} shares"
     )
     result: dict[tuple[str, int, int], float] = {}
     for workers in WORKERS:
@@ -226,12 +334,16 @@ def main() -> None:
         print(f"W={workers:4d}  sync {base:10.2f} samples/s")
         for eta in ETAS[1:]:
             piped = sync_and_pipelined(costs, steps, workers, eta)
-            cont = continuous(costs, steps, workers, eta)
+            run = runtime_continuous(costs, workers, eta, args.seed, args.steps)
+            held = previous_model(costs, steps, workers, eta)
             result[("pipelined", workers, eta)] = piped / base
-            result[("continuous", workers, eta)] = cont / base
+            result[("continuous", workers, eta)] = run.samples_per_s / base
+            result[("previous", workers, eta)] = held / base
             print(
-                f"        eta={eta}  pipelined {piped:10.2f} ({piped / base:4.2f}x)  "
-                f"continuous {cont:10.2f} ({cont / base:4.2f}x)"
+                f"        eta={eta}  pipelined {piped:10.2f} ({piped / base:4.2f}x)  continuous "
+                f"{run.samples_per_s:10.2f} ({run.samples_per_s / base:4.2f}x; dropped {run.dropped_share:5.1%} of the "
+                f"samples made, {run.top_up_draws} top-up draws, staleness max {run.staleness_max})  "
+                f"[previous model: {held / base:4.2f}x]"
             )
     # The 2-slot split run: the rollout slot generates the calibration's whole batch (memory-bound decoding: in the
     # time one slot took for its share), the training slot trains all of its tokens.
@@ -240,18 +352,62 @@ def main() -> None:
     two = pipeline(gens, trains, costs.sync_s, 0) / pipeline(gens, trains, costs.sync_s, 1)
     measured = "not given" if args.measured_ratio is None else f"{args.measured_ratio:.2f}x"
     print(f"2 slots split, eta=1 over eta=0 with the calibration's batch: model {two:.2f}x; measured {measured}")
+    train_s = med["timing_s/update_actor"] * args.slots
+    whole, whole_run = two_slot_continuous(costs, train_s, 1, args.seed, args.steps, BENCH_GROUPS * GROUP_SIZE)
+    rows, _ = two_slot_continuous(costs, train_s, 1, args.seed, args.steps, ENGINE_ROWS)
+    measured_c = "not given" if args.measured_continuous_ratio is None else f"{args.measured_continuous_ratio:.2f}x"
+    print(
+        f"2 slots split, continuous eta=1 over eta=0 (bench/async.py's workload): model {whole:.2f}x with the share's "
+        f"{BENCH_GROUPS * GROUP_SIZE} rows decoding at once (as the calibration assumes), {rows:.2f}x with the "
+        f"engine's {ENGINE_ROWS} rows (HFEngine's max_batch_size, what the run had); measured {measured_c}; the model "
+        f"drops {whole_run.dropped} samples in {args.steps} steps"
+    )
     what_ifs = sensitivity(costs, 64, 1, args.seed, args.steps)
     print("W=64 eta=1 continuous speed-up, one input changed: " + ", ".join(f"{k} {v:.2f}x" for k, v in what_ifs))
+    base64 = sync_and_pipelined(costs, draw_steps(args.seed, 64, args.steps), 64, 0)
+    pools = [
+        (shares, runtime_continuous(costs, 64, 1, args.seed, args.steps, pool_steps=shares).samples_per_s / base64)
+        for shares in (1, 3, 4, 8)
+    ]
     print(
-        "  the staleness rule keeps at most eta + 1 batches in flight, each held by its longest response: the "
-        f"speed-up stays near eta + 1 = 2 at eta = 1 ({min(v for _, v in what_ifs):.2f}-"
-        f"{max(v for _, v in what_ifs):.2f}x above), so eta, not the calibration, decides it"
+        "what-if, not what the runtime does: W=64 eta=1 continuous with a pool of N shares instead of "
+        f"{POOL_STEPS}: " + ", ".join(f"N={n} {v:.2f}x" for n, v in pools)
+    )
+    kept = runtime_continuous(costs, 64, 1, args.seed, args.steps, drop_stale=False)
+    print(
+        "what-if, not what the runtime does: W=64 eta=1 continuous serving stale groups instead of dropping them "
+        f"(no per-sample bound, as AReaL's admission rule alone): {kept.samples_per_s / base64:.2f}x, staleness max "
+        f"{kept.staleness_max}"
+    )
+    refills = {
+        refill: [(eta, runtime_continuous(costs, 64, eta, args.seed, args.steps, refill=refill)) for eta in (1, 2)]
+        for refill in ("share", "pool_submit")
+    }
+    labels = {
+        "share": "by a fresh share generated batch-at-a-time, the step waiting for all of it (the runtime before "
+        "2026-11-27 17:10, the fresh-share refill)",
+        "pool_submit": "from the pool after submitting as many groups as are short (the earlier what-if)",
+    }
+    for refill, runs in refills.items():
+        print(
+            f"what-if, not what the runtime does: W=64 continuous replacing dropped groups {labels[refill]}: "
+            + ", ".join(
+                f"eta={eta} {run.samples_per_s / base64:.2f}x (dropped {run.dropped_share:.1%}, {run.top_up_draws} "
+                f"top-up draws, staleness max {run.staleness_max})"
+                for eta, run in runs
+            )
+        )
+    print(
+        f"what-if, not what the runtime does: the previous model (AReaL's admission count, each batch trained whole "
+        f"in submission order, so held by its longest response) at W=64: {result[('previous', 64, 1)]:.2f}x at eta=1, "
+        f"{result[('previous', 64, 2)]:.2f}x at eta=2"
     )
     speedup = result[("continuous", 64, 1)]
     status = "met" if speedup >= GOAL else "missed"
     print(
         f"RESULT async_sim speedup_eta1_w64={speedup:.2f} pipelined={result[('pipelined', 64, 1)]:.2f} "
-        f"goal={GOAL} {status}"
+        f"previous_model={result[('previous', 64, 1)]:.2f} "
+        f"fresh_share_refill={refills['share'][0][1].samples_per_s / base64:.2f} goal={GOAL} {status}"
     )
 
 
