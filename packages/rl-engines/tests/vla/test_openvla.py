@@ -1,6 +1,7 @@
 """The OpenVLA-OFT path on a tiny random test-double checkpoint (`_fake_openvla`, not OpenVLA): loading through the
 remote-code loader, the prompt and action-block layout, log-probs over exactly the 256 action-token ids at the
-sampling temperature, and decoding bins to LIBERO actions with the checkpoint's statistics.
+sampling temperature, decoding bins to LIBERO actions with the checkpoint's statistics, and one PPO step of the train
+engine whose weights the policy then receives (checksum verified) and samples with the engine's log-probs.
 
 `RL_ENGINES_TEST_DEVICE=cuda` runs the model on the GPU in bfloat16 (the CPU runs float32).
 """
@@ -15,12 +16,25 @@ from pathlib import Path
 import pytest
 import torch
 from _fake_openvla import BASE_VOCAB, BINS, CHUNK, DIMS, MASK, Q01, Q99, write_fake_openvla
+from test_vla_engine import ppo_loss_fn
 
+from rl_engines.sync import ReferenceTransport, WeightSync, WeightSyncConfig
+from rl_engines.training import (
+    ForwardSpec,
+    FSDPEngine,
+    MicroBatchConfig,
+    ModelConfig,
+    OptimizerConfig,
+    PrecisionConfig,
+    TrainConfigError,
+    TrainEngineConfig,
+)
 from rl_engines.vla import (
     ActionTokenizer,
     OpenVLAActions,
     OpenVLAPrompt,
     VLAError,
+    VLAPolicy,
     action_log_probs,
     check_policy_matches_env,
     load_openvla,
@@ -167,3 +181,64 @@ def test_a_missing_extra_is_named(tmp_path: Path, checkpoint: Path) -> None:
     code.write_text("import timm_is_not_installed_here\n" + code.read_text())
     with pytest.raises(VLAError, match=r"pip install 'rl-engines\[openvla\]'"):
         load_openvla(broken, torch.float32)
+
+
+def _engine_config(checkpoint: Path, **model: object) -> TrainEngineConfig:
+    return TrainEngineConfig(
+        model=ModelConfig(path=str(checkpoint), **model),  # pyright: ignore[reportArgumentType]
+        optimizer=OptimizerConfig(lr=1e-3, max_grad_norm=None),
+        micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=80),  # about one trajectory per micro-batch
+        precision=PrecisionConfig(param_dtype="bfloat16" if TEST_DEVICE == "cuda" else "float32"),
+        device=TEST_DEVICE,
+    )
+
+
+def test_settings_the_path_does_not_build_are_refused_at_load(checkpoint: Path) -> None:
+    for name in ("value_head", "gradient_checkpointing", "broadcast_from_rank0"):
+        with pytest.raises(TrainConfigError, match=f"ModelConfig.{name}=True is not built for an OpenVLA-OFT"):
+            ModelConfig(path=str(checkpoint), **{name: True})  # pyright: ignore[reportArgumentType]
+
+
+def test_a_train_step_moves_the_weights_and_the_policy_receives_them(checkpoint: Path) -> None:
+    engine = FSDPEngine.from_config(_engine_config(checkpoint))
+    prompt = OpenVLAPrompt(checkpoint)
+    ids, mask = prompt.encode_batch(INSTRUCTIONS)
+    steps, width = 2, CHUNK * DIMS
+    g = torch.Generator().manual_seed(5)
+    finish = torch.tensor([4, 1, 3])  # env steps: a trajectory's valid tokens are the first finish_step * D
+    response_mask = (torch.arange(steps * width) < finish[:, None] * DIMS).long()
+    batch = {
+        "instruction_ids": ids,
+        "instruction_mask": mask,
+        "pixel_values": torch.randint(0, 256, (3, steps, 3, 32, 32), generator=g, dtype=torch.uint8),
+        "action_tokens": torch.randint(0, BINS, (3, steps, width), generator=g),
+        "response_mask": response_mask,
+    }
+    before = engine.forward(batch, ForwardSpec(temperature=1.6)).log_probs
+    assert before is not None and before.shape == (3, steps * width)
+    assert bool((before[response_mask.bool()] < 0).all()) and bool((before[~response_mask.bool()] == 0).all())
+    advantages = torch.where(torch.arange(3)[:, None] == 0, 1.0, -1.0) * response_mask
+    engine.train_step(
+        {**batch, "old_log_probs": before, "advantages": advantages}, ppo_loss_fn, ForwardSpec(temperature=1.6)
+    )
+    after = engine.forward(batch, ForwardSpec(temperature=1.6)).log_probs
+    assert after is not None
+    # The step ascends the PPO surrogate: advantage-weighted log-probs rise.
+    assert float((advantages * (after - before)).sum()) > 0
+
+    policy = VLAPolicy.from_pretrained(checkpoint, device=TEST_DEVICE, dtype=DTYPE)
+    stale = policy.weights_checksum()
+    sync = WeightSync([policy], ReferenceTransport(), WeightSyncConfig(inline_calls=True))  # pyright: ignore[reportArgumentType]
+    report = sync.sync(engine.export_weights(), version=1)
+    sync.close()
+    assert report.checksum == policy.weights_checksum() != stale and policy.weight_version() == 1
+    bins, log_probs = policy.act(
+        ids, mask, batch["pixel_values"][:, 0], 1.6, torch.Generator(TEST_DEVICE).manual_seed(0)
+    )
+    assert bins.shape == (3, CHUNK, DIMS)
+    check = {**batch, "pixel_values": batch["pixel_values"][:, :1], "action_tokens": bins.view(3, 1, width).cpu()}
+    check["response_mask"] = torch.ones(3, width, dtype=torch.int64)
+    engine_log_probs = engine.forward(check, ForwardSpec(temperature=1.6)).log_probs
+    torch.testing.assert_close(log_probs.cpu(), engine_log_probs, atol=TOL, rtol=0)
+    actions = policy.config.decode_actions(bins.cpu())  # pyright: ignore[reportAttributeAccessIssue]
+    assert actions.shape == (3, CHUNK, DIMS) and bool((actions[..., -1].abs() <= 1).all())

@@ -13,7 +13,9 @@ tokens, so a row's logits do not depend on how much padding its batch needed.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,12 +35,10 @@ INSTALL_HINT = "pip install 'rl-engines[openvla]'"
 _MODEL_CLASS_KEYS = ("AutoModelForVision2Seq", "AutoModelForImageTextToText", "AutoModelForCausalLM")
 
 
-def is_openvla_folder(folder: str | Path | None) -> bool:
+def is_openvla_folder(folder: str | os.PathLike[str] | None) -> bool:
     """Whether `folder` holds a checkpoint whose `config.json` says `model_type: openvla`."""
     if folder is None or not (Path(folder) / "config.json").is_file():
         return False
-    import json
-
     return json.loads((Path(folder) / "config.json").read_text()).get("model_type") == OPENVLA_MODEL_TYPE
 
 
@@ -57,7 +57,9 @@ def _model_class(folder: Path) -> type:
     )
 
 
-def load_openvla(folder: str | Path, dtype: torch.dtype = torch.bfloat16) -> tuple[torch.nn.Module, OpenVLASpec]:
+def load_openvla(
+    folder: str | os.PathLike[str], dtype: torch.dtype = torch.bfloat16
+) -> tuple[torch.nn.Module, OpenVLASpec]:
     """The checkpoint's Prismatic model (its remote code, weights in `dtype`, on the CPU, in eval mode) and its spec.
 
     Raises:
@@ -170,7 +172,7 @@ class OpenVLAActions:
 class OpenVLAPrompt:
     """Instruction text -> OpenVLA prompt token ids with the checkpoint's own tokenizer (read from its folder)."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
         from transformers import AutoTokenizer
 
         self.tokenizer: Any = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=True)
