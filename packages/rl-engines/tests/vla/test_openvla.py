@@ -25,7 +25,6 @@ from rl_engines.training import (
     MicroBatchConfig,
     ModelConfig,
     OptimizerConfig,
-    PrecisionConfig,
     TrainConfigError,
     TrainEngineConfig,
 )
@@ -44,7 +43,7 @@ from rl_engines.vla import (
 
 TEST_DEVICE = os.environ.get("RL_ENGINES_TEST_DEVICE", "cpu")
 DTYPE = torch.bfloat16 if TEST_DEVICE == "cuda" else torch.float32
-TOL = 2e-2 if TEST_DEVICE == "cuda" else 1e-5
+TOL = 5e-2 if TEST_DEVICE == "cuda" else 1e-5  # bfloat16 logits of two layouts differ by rounding
 INSTRUCTIONS = ["put the bowl on the plate", "open the top drawer and put the bowl on it", "open it"]
 
 
@@ -188,7 +187,6 @@ def _engine_config(checkpoint: Path, **model: object) -> TrainEngineConfig:
         model=ModelConfig(path=str(checkpoint), **model),  # pyright: ignore[reportArgumentType]
         optimizer=OptimizerConfig(lr=1e-3, max_grad_norm=None),
         micro_batch=MicroBatchConfig(max_tokens_per_micro_batch=80),  # about one trajectory per micro-batch
-        precision=PrecisionConfig(param_dtype="bfloat16" if TEST_DEVICE == "cuda" else "float32"),
         device=TEST_DEVICE,
     )
 
@@ -199,7 +197,7 @@ def test_settings_the_path_does_not_build_are_refused_at_load(checkpoint: Path) 
             ModelConfig(path=str(checkpoint), **{name: True})  # pyright: ignore[reportArgumentType]
 
 
-def test_a_train_step_moves_the_weights_and_the_policy_receives_them(checkpoint: Path) -> None:
+def test_a_train_step_moves_the_weights_and_the_policy_receives_them(checkpoint: Path, tmp_path: Path) -> None:
     engine = FSDPEngine.from_config(_engine_config(checkpoint))
     prompt = OpenVLAPrompt(checkpoint)
     ids, mask = prompt.encode_batch(INSTRUCTIONS)
@@ -228,7 +226,9 @@ def test_a_train_step_moves_the_weights_and_the_policy_receives_them(checkpoint:
 
     policy = VLAPolicy.from_pretrained(checkpoint, device=TEST_DEVICE, dtype=DTYPE)
     stale = policy.weights_checksum()
-    sync = WeightSync([policy], ReferenceTransport(), WeightSyncConfig(inline_calls=True))  # pyright: ignore[reportArgumentType]
+    # The engine keeps float32 weights (bfloat16 would round lr-sized steps away); the sync sends the policy's dtype.
+    sync_config = WeightSyncConfig(inline_calls=True, dtype=str(DTYPE).removeprefix("torch."))
+    sync = WeightSync([policy], ReferenceTransport(), sync_config)  # pyright: ignore[reportArgumentType]
     report = sync.sync(engine.export_weights(), version=1)
     sync.close()
     assert report.checksum == policy.weights_checksum() != stale and policy.weight_version() == 1
@@ -242,3 +242,6 @@ def test_a_train_step_moves_the_weights_and_the_policy_receives_them(checkpoint:
     torch.testing.assert_close(log_probs.cpu(), engine_log_probs, atol=TOL, rtol=0)
     actions = policy.config.decode_actions(bins.cpu())  # pyright: ignore[reportAttributeAccessIssue]
     assert actions.shape == (3, CHUNK, DIMS) and bool((actions[..., -1].abs() <= 1).all())
+    # The exported folder reloads through the same path (remote code and side files copied) with the same weights.
+    exported = engine.export_hf(tmp_path / "export", dtype=DTYPE)
+    assert VLAPolicy.from_pretrained(exported, dtype=DTYPE).weights_checksum() == policy.weights_checksum()
