@@ -226,6 +226,8 @@ def test_a_train_step_moves_the_weights_and_the_policy_receives_them(checkpoint:
 
     policy = VLAPolicy.from_pretrained(checkpoint, device=TEST_DEVICE, dtype=DTYPE)
     stale = policy.weights_checksum()
+    # What the Trainer hands the rollout side (the actor's config) selects the same path and folder.
+    assert VLAPolicy(engine.hf_config, dtype=DTYPE).weights_checksum() == stale
     # The engine keeps float32 weights (bfloat16 would round lr-sized steps away); the sync sends the policy's dtype.
     sync_config = WeightSyncConfig(inline_calls=True, dtype=str(DTYPE).removeprefix("torch."))
     sync = WeightSync([policy], ReferenceTransport(), sync_config)  # pyright: ignore[reportArgumentType]

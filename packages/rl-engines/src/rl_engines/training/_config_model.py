@@ -93,8 +93,12 @@ class ModelConfig:
 
 
 def _folder_model_type(folder: str) -> str | None:
-    file = Path(folder) / "config.json"
-    return json.loads(file.read_text()).get(HF_MODEL_TYPE_KEY) if file.is_file() else None
+    """The `model_type` in `folder`'s config.json; None without one (the engine's folder checks say what is wrong)."""
+    try:
+        fields = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return fields.get(HF_MODEL_TYPE_KEY) if isinstance(fields, dict) else None
 
 
 def check_openvla_settings(config: ModelConfig) -> None:
