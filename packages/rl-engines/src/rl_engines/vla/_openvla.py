@@ -37,9 +37,13 @@ _MODEL_CLASS_KEYS = ("AutoModelForVision2Seq", "AutoModelForImageTextToText", "A
 
 def is_openvla_folder(folder: str | os.PathLike[str] | None) -> bool:
     """Whether `folder` holds a checkpoint whose `config.json` says `model_type: openvla`."""
-    if folder is None or not (Path(folder) / "config.json").is_file():
+    if folder is None:
         return False
-    return json.loads((Path(folder) / "config.json").read_text()).get("model_type") == OPENVLA_MODEL_TYPE
+    try:
+        fields = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False  # no readable config: whatever loads the folder says what is wrong with it
+    return isinstance(fields, dict) and fields.get("model_type") == OPENVLA_MODEL_TYPE
 
 
 def _model_class(folder: Path) -> type:
@@ -120,7 +124,6 @@ class OpenVLAActions:
         model: Any = self.model  # the checkpoint's own class: its submodules are known by name only
         spec = self.config
         embed = model.get_input_embeddings()
-        dtype = embed.weight.dtype
         device = input_ids.device
         batch, width = input_ids.shape[0], spec.action_tokens_per_chunk
         mask = attention_mask.bool()
@@ -134,14 +137,13 @@ class OpenVLAActions:
         order = torch.argsort(mask.to(torch.int8), dim=1, stable=True)
         ids = input_ids.gather(1, order)
         mask = mask.gather(1, order)
-        pixels = prismatic_pixels(pixel_values, spec, dtype)
-        patches = model.projector(model.vision_backbone(pixels)).to(dtype)
+        prompt = embed(ids)
+        dtype = prompt.dtype  # the compute dtype (under FSDP2 mixed precision, not the stored weights')
+        patches = model.projector(model.vision_backbone(prismatic_pixels(pixel_values, spec, dtype))).to(dtype)
         num_patches = patches.shape[1]
         stop = torch.full((batch, 1), spec.stop_token_id, dtype=ids.dtype, device=device)
-        sequence = torch.cat(
-            [embed(ids), patches, torch.zeros(batch, width, patches.shape[2], dtype=dtype, device=device), embed(stop)],
-            dim=1,
-        )
+        placeholders = torch.zeros(batch, width, prompt.shape[2], dtype=dtype, device=device)
+        sequence = torch.cat([prompt, patches, placeholders, embed(stop)], dim=1)
         # Positions as OFT's unpadded sequence <s>, patches, prompt[1:], actions, stop: <s> is the row's first real
         # token; its other prompt tokens come after the patches.
         rank = mask.long().cumsum(dim=1) - 1  # 0 for <s>
