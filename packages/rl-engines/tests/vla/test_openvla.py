@@ -195,6 +195,8 @@ def test_settings_the_path_does_not_build_are_refused_at_load(checkpoint: Path) 
     for name in ("value_head", "gradient_checkpointing", "broadcast_from_rank0"):
         with pytest.raises(TrainConfigError, match=f"ModelConfig.{name}=True is not built for an OpenVLA-OFT"):
             ModelConfig(path=str(checkpoint), **{name: True})  # pyright: ignore[reportArgumentType]
+    with pytest.raises(TrainConfigError, match=r"set model\.path to the checkpoint folder"):
+        ModelConfig(hf_config={"model_type": "openvla"})  # a random init cannot run the checkpoint's own code
 
 
 def test_a_train_step_moves_the_weights_and_the_policy_receives_them(checkpoint: Path, tmp_path: Path) -> None:

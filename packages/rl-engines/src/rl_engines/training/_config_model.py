@@ -126,6 +126,14 @@ def _check_model_type(model_type: str) -> None:
     """Refuse a `model_type` transformers has no config class for, before any engine is built."""
     if model_type in CONFIG_MAPPING:
         return
+    if model_type == OPENVLA_MODEL_TYPE:
+        raise invalid(
+            "ModelConfig",
+            f"hf_config.{HF_MODEL_TYPE_KEY}",
+            "a model type transformers builds from a config alone",
+            model_type,
+            "an OpenVLA-OFT model runs its checkpoint's own code: set model.path to the checkpoint folder instead",
+        )
     near = nearest_name(model_type, list(CONFIG_MAPPING.keys()))
     raise invalid(
         "ModelConfig",
