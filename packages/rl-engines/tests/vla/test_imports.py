@@ -6,8 +6,12 @@ import rl_engines.vla as vla
 
 PUBLIC_API = [
     "MODEL_TYPE",
+    "OPENVLA_MODEL_TYPE",
     "TOKENIZER_FILE",
     "ActionTokenizer",
+    "OpenVLAActions",
+    "OpenVLAPrompt",
+    "OpenVLASpec",
     "TinyVLAConfig",
     "TinyVLAForActionChunking",
     "VLAError",
@@ -15,7 +19,11 @@ PUBLIC_API = [
     "WordTokenizer",
     "action_log_probs",
     "check_policy_matches_env",
+    "is_openvla_folder",
+    "load_openvla",
     "normalize",
+    "prismatic_pixels",
+    "read_openvla_spec",
     "unnormalize",
 ]
 

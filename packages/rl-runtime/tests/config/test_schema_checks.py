@@ -173,3 +173,10 @@ def test_configs_built_in_code_are_validated_too() -> None:
 def test_a_cosine_schedule_takes_the_runs_length(minimal_data: dict[str, Any]) -> None:
     config = config_from_dict(RunConfig, minimal_data, ["actor.schedule.kind=cosine", "actor.schedule.warmup_steps=2"])
     assert config.actor.schedule.total_steps is None  # filled in from the run's steps when the engine is built
+
+
+def test_an_embodied_run_refuses_an_openvla_actor_at_load(minimal_data: dict[str, Any], tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"model_type": "openvla"}')
+    overrides = ["pipeline=embodied_srpo", f"actor.model.path={tmp_path}"]
+    with pytest.raises(ConfigError, match=r"actor.model.path: expected a tiny_vla folder: .*built for tiny VLAs only"):
+        config_from_dict(RunConfig, minimal_data, overrides)

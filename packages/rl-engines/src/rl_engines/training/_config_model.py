@@ -4,8 +4,10 @@ config) and how it is built."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
@@ -14,6 +16,8 @@ from rl_core import nearest_name
 from rl_engines.training._config_checks import check_bool, invalid
 from rl_engines.training._errors import TrainConfigError
 
+OPENVLA_MODEL_TYPE = "openvla"
+"""`rl_engines.vla.OPENVLA_MODEL_TYPE`, repeated here so the config module needs no model code."""
 HF_MODEL_TYPE_KEY = "model_type"
 """The key of an `hf_config` mapping that picks the transformers config class (`AutoConfig.for_model`)."""
 
@@ -84,12 +88,52 @@ class ModelConfig:
             )
         for name in ("gradient_checkpointing", "fast_forward", "value_head", "broadcast_from_rank0"):
             check_bool("ModelConfig", name, getattr(self, name))
+        if self.path is not None and _folder_model_type(self.path) == OPENVLA_MODEL_TYPE:
+            check_openvla_settings(self)
+
+
+def _folder_model_type(folder: str) -> str | None:
+    """The `model_type` in `folder`'s config.json; None without one (the engine's folder checks say what is wrong)."""
+    try:
+        fields = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return fields.get(HF_MODEL_TYPE_KEY) if isinstance(fields, dict) else None
+
+
+def check_openvla_settings(config: ModelConfig) -> None:
+    """Refuse the settings the OpenVLA-OFT path does not build: a value head, activation checkpointing, and the
+    rank-0 broadcast (it needs a meta-device skeleton of the checkpoint's remote code)."""
+    refused = (
+        ("value_head", "SRPO/GRPO need no critic"),
+        ("gradient_checkpointing", "not built for the OpenVLA-OFT path"),
+        ("broadcast_from_rank0", "the checkpoint's remote code is not built on the meta device; every rank reads it"),
+    )
+    for name, reason in refused:
+        if getattr(config, name):
+            raise invalid(
+                "ModelConfig",
+                name,
+                "false for an OpenVLA-OFT checkpoint (model_type openvla)",
+                True,
+                f"set model.{name}: false",
+                message=f"ModelConfig.{name}=True is not built for an OpenVLA-OFT checkpoint ({reason}); set it to "
+                "false",
+            )
 
 
 def _check_model_type(model_type: str) -> None:
     """Refuse a `model_type` transformers has no config class for, before any engine is built."""
     if model_type in CONFIG_MAPPING:
         return
+    if model_type == OPENVLA_MODEL_TYPE:
+        raise invalid(
+            "ModelConfig",
+            f"hf_config.{HF_MODEL_TYPE_KEY}",
+            "a model type transformers builds from a config alone",
+            model_type,
+            "an OpenVLA-OFT model runs its checkpoint's own code: set model.path to the checkpoint folder instead",
+        )
     near = nearest_name(model_type, list(CONFIG_MAPPING.keys()))
     raise invalid(
         "ModelConfig",

@@ -48,8 +48,12 @@ COPIED_FILES = (
     "chat_template.jinja",
     "generation_config.json",
     "word_tokenizer.json",
+    "preprocessor_config.json",
+    "dataset_statistics.json",
+    "rl_vla.json",
 )
-"""Files beside the weights in a source folder that a reloaded model needs (tokenizer, generation defaults)."""
+"""Files beside the weights in a source folder that a reloaded model needs (tokenizer, generation defaults, an
+OpenVLA-OFT checkpoint's image preprocessing, action statistics and `rl_vla.json` settings)."""
 
 
 def hf_named_tensors(backbone: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -96,11 +100,14 @@ def _gathered(planned: list[tuple[str, torch.Tensor]], dtype: torch.dtype | None
     return [(name, full) for (name, _), full in zip(planned, fulls, strict=True)]
 
 
-def _copy_side_files(source: Path | None, target: Path) -> None:
+def _copy_side_files(source: Path | None, target: Path, hf_config: Any) -> None:
     if source is None:
         return
-    for name in COPIED_FILES:
-        if (source / name).is_file():
+    # A remote-code model (an OpenVLA-OFT checkpoint) reloads only with the modules its config's auto_map names.
+    auto_map = getattr(hf_config, "auto_map", None) or {}
+    modules = {f"{reference.split('--')[-1].split('.')[0]}.py" for reference in auto_map.values()}
+    for name in (*COPIED_FILES, *sorted(modules)):
+        if (source / name).is_file() and not (target / name).is_file():
             shutil.copy2(source / name, target / name)
 
 
@@ -155,7 +162,7 @@ def export_hf(
     if staging is not None:
         _name_shards(staging, shard_maps)
         _write_config(hf_config, staging, stored_dtype or torch.float32)
-        _copy_side_files(source_folder, staging)
+        _copy_side_files(source_folder, staging, hf_config)
         publish(final)
         logger.info("exported %d weight files to %s", len(shard_maps), final)
     barrier(layout)

@@ -31,10 +31,10 @@ _FROM_RANK0 = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
 
 
 def build_network(config: ModelConfig, dtype: torch.dtype, *, meta: bool = False) -> PolicyNetwork | VLANetwork:
-    """The causal LM and its optional value head in `dtype` (or, for a `model_type: tiny_vla` model, the VLA): real
-    weights on the CPU, or (with `meta`) a skeleton on the meta device."""
+    """The causal LM and its optional value head in `dtype` (or, for a `model_type` tiny_vla or openvla model, the
+    VLA): real weights on the CPU, or (with `meta`) a skeleton on the meta device."""
     if is_vla(config):
-        return VLANetwork(build_vla(config, dtype, meta=meta))
+        return build_vla(config, dtype, meta=meta)
     backbone = build_causal_lm(config, dtype, meta=meta)
     if not meta:
         return PolicyNetwork(backbone, value_head=config.value_head, init_seed=config.init_seed)

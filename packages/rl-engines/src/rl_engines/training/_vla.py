@@ -1,4 +1,5 @@
-"""The train engine's VLA path: a `TinyVLAForActionChunking` built from `ModelConfig` (recognised by its config's
+"""The train engine's VLA path: a `TinyVLAForActionChunking` (`model_type: tiny_vla`) or an OpenVLA-OFT checkpoint
+(`model_type: openvla`, `rl_engines.vla.load_openvla`) built from `ModelConfig` (recognised by its config's
 `model_type`), its network wrapper, its per-micro-batch forward and its micro-batch cost.
 
 A VLA batch carries the instruction in `instruction_ids`/`instruction_mask` `(B, L)`, the frames `pixel_values`
@@ -12,17 +13,28 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from rl_core.schema import ACTION_TOKENS, INSTRUCTION_IDS, INSTRUCTION_MASK, PIXEL_VALUES, RESPONSE_MASK
-from rl_engines.training._config_model import ModelConfig
+from rl_engines.training._config_model import ModelConfig, check_openvla_settings
 from rl_engines.training._errors import BatchError, ModelSourceError, TrainConfigError
 from rl_engines.training._model import load_hf_config
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec
-from rl_engines.vla import MODEL_TYPE, TOKENIZER_FILE, TinyVLAConfig, TinyVLAForActionChunking, WordTokenizer
+from rl_engines.vla import (
+    MODEL_TYPE,
+    OPENVLA_MODEL_TYPE,
+    TOKENIZER_FILE,
+    OpenVLAActions,
+    OpenVLASpec,
+    TinyVLAConfig,
+    TinyVLAForActionChunking,
+    WordTokenizer,
+    load_openvla,
+)
 from rl_engines.vla import action_log_probs as vla_action_log_probs
 
 logger = logging.getLogger(__name__)
@@ -40,12 +52,19 @@ def model_type(config: ModelConfig) -> str | None:
     return getattr(config.hf_config, "model_type", None)
 
 
+VLA_MODEL_TYPES = (MODEL_TYPE, OPENVLA_MODEL_TYPE)
+"""The `model_type`s the engine builds as a VLA: the tiny VLA and OpenVLA-OFT checkpoints."""
+
+
 def is_vla(config: ModelConfig) -> bool:
-    """Whether `config` names a tiny VLA (`model_type: tiny_vla`)."""
-    return model_type(config) == MODEL_TYPE
+    """Whether `config` names a VLA (`model_type` tiny_vla or openvla)."""
+    return model_type(config) in VLA_MODEL_TYPES
 
 
 def _check_supported(config: ModelConfig) -> None:
+    if model_type(config) == OPENVLA_MODEL_TYPE:
+        check_openvla_settings(config)
+        return
     if config.value_head:
         raise TrainConfigError(
             "ModelConfig.value_head=True: a tiny VLA has no value head (SRPO/GRPO need no critic); set it to false",
@@ -77,10 +96,15 @@ def _check_tokenizer(config: ModelConfig, vla_config: TinyVLAConfig) -> None:
         )
 
 
-def build_vla(config: ModelConfig, dtype: torch.dtype, *, meta: bool = False) -> TinyVLAForActionChunking:
-    """The tiny VLA on the CPU in `dtype` (read from `path`, or initialised under `init_seed` from `hf_config`); with
-    `meta`, its skeleton on the meta device."""
+def build_vla(config: ModelConfig, dtype: torch.dtype, *, meta: bool = False) -> VLANetwork:
+    """The VLA network on the CPU in `dtype`: the tiny VLA read from `path` or initialised under `init_seed` from
+    `hf_config` (with `meta`, its skeleton on the meta device), or an OpenVLA-OFT checkpoint read from `path`."""
     _check_supported(config)
+    if model_type(config) == OPENVLA_MODEL_TYPE:
+        if meta or config.path is None:
+            raise ModelSourceError("an OpenVLA-OFT model is read from its checkpoint folder (model.path), in full")
+        model, spec = load_openvla(config.path, dtype)
+        return VLANetwork(model, OpenVLAActions(model, spec), spec)
     vla_config = load_hf_config(config)
     if not isinstance(vla_config, TinyVLAConfig):
         raise ModelSourceError(
@@ -99,15 +123,27 @@ def build_vla(config: ModelConfig, dtype: torch.dtype, *, meta: bool = False) ->
             model = TinyVLAForActionChunking(vla_config)
     torch.nn.Module.to(model, dtype)
     logger.info("built %s with %d parameters", type(model).__name__, sum(p.numel() for p in model.parameters()))
-    return model
+    return VLANetwork(model, model, model.config)
 
 
 class VLANetwork(torch.nn.Module):
-    """A tiny VLA as the engine's FSDP2 root (`backbone`); it has no value head."""
+    """A VLA as the engine's FSDP2 root: `backbone` is the Hugging Face model (its weights, under their names),
+    `actions` the `(ids, mask, pixels) -> (N, A, bins)` logits callable over it (the tiny VLA itself, or
+    `OpenVLAActions`), `spec` its action head's description (`TinyVLAConfig` or `OpenVLASpec`); no value head."""
 
-    def __init__(self, backbone: TinyVLAForActionChunking) -> None:
+    def __init__(
+        self,
+        backbone: torch.nn.Module,
+        actions: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+        spec: TinyVLAConfig | OpenVLASpec,
+    ) -> None:
         super().__init__()
-        self.backbone = backbone
+        self.backbone: Any = backbone
+        # Kept out of the module tree (the tiny VLA *is* the backbone; OpenVLAActions only reads it), so the state
+        # dict and FSDP2 see each weight once, under the backbone's names.
+        self.__dict__["_actions"] = actions
+        self._actions: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+        self.spec = spec
         self.value_head: torch.nn.Module | None = None
 
     def forward(
@@ -121,7 +157,7 @@ class VLANetwork(torch.nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(log_probs, entropy), each `(B, S*A)` float32 (see `rl_engines.vla.action_log_probs`)."""
         return vla_action_log_probs(
-            self.backbone, input_ids, attention_mask, pixel_values, action_tokens, temperature, steps=steps
+            self._actions, input_ids, attention_mask, pixel_values, action_tokens, temperature, steps=steps
         )
 
 
@@ -133,7 +169,7 @@ def check_vla_batch(batch: Batch, network: VLANetwork) -> None:
             f"a VLA batch needs {[INSTRUCTION_IDS, INSTRUCTION_MASK, PIXEL_VALUES, ACTION_TOKENS]}; missing {missing}, "
             f"found {sorted(batch)}"
         )
-    config = network.backbone.config
+    config = network.spec
     actions = batch[ACTION_TOKENS]
     width = config.action_tokens_per_chunk
     if actions.dim() != 3 or actions.shape[2] != width:
@@ -174,7 +210,7 @@ def _computed_steps(batch: Batch, spec: ForwardSpec) -> torch.Tensor | None:
 def token_counts(batch: Batch, network: VLANetwork, spec: ForwardSpec | None = None) -> torch.Tensor:
     """`(B,)` int64: the tokens the trunk processes for each row (computed steps x (patches + words + A)), the cost
     the micro-batch budget counts."""
-    config = network.backbone.config
+    config = network.spec
     steps = _computed_steps(batch, spec or ForwardSpec())
     num_steps = batch[ACTION_TOKENS].shape[1]
     per_row = steps.sum(dim=-1) if steps is not None else torch.full((batch[INSTRUCTION_IDS].shape[0],), num_steps)

@@ -4,6 +4,8 @@ them: the softmax is restricted to the action bins (the tiny VLA's head has only
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from rl_engines.vla._errors import VLAError
@@ -34,7 +36,7 @@ def _check_shapes(
 
 
 def action_log_probs(
-    model: torch.nn.Module,
+    model: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     pixel_values: torch.Tensor,
@@ -47,7 +49,8 @@ def action_log_probs(
     Every policy step runs as one row of a single forward (the instruction repeated per step).
 
     Args:
-        model: a `TinyVLAForActionChunking` (or anything with its forward).
+        model: a `TinyVLAForActionChunking`, an `OpenVLAActions`, or anything with their call:
+            `(input_ids, attention_mask, pixel_values (N, C, H, W)) -> (N, A, action_bins)` logits.
         input_ids: (B, L) instruction word ids.
         attention_mask: (B, L) 1 on real words.
         pixel_values: (B, S, C, H, W) the frame seen at each policy step.

@@ -1,6 +1,7 @@
-"""`VLAPolicy`: the rollout side of the tiny VLA. It samples action chunks for a batch of observations and takes the
-actor's weights through `rl_engines.sync` (the weight-sync subset of `InferenceEngine`: pause, update from tensors
-or disk, flush, version, checksum, resume), so `WeightSync` verifies it exactly as it verifies `HFEngine`.
+"""`VLAPolicy`: the rollout side of a VLA (the tiny VLA, or an OpenVLA-OFT checkpoint). It samples action chunks
+for a batch of observations and takes the actor's weights through `rl_engines.sync` (the weight-sync subset of
+`InferenceEngine`: pause, update from tensors or disk, flush, version, checksum, resume), so `WeightSync` verifies it
+exactly as it verifies `HFEngine`.
 
 Weights that changed since the last `set_weight_version` carry no version, and `act` refuses until one is set
 (`UnversionedWeightsError`), so every sampled chunk is labelled with the weights that produced it.
@@ -13,6 +14,7 @@ import os
 import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import cast
 
 import torch
 from safetensors import safe_open
@@ -29,6 +31,8 @@ from rl_engines.vla._config import TinyVLAConfig
 from rl_engines.vla._errors import VLAError
 from rl_engines.vla._logprobs import action_distribution
 from rl_engines.vla._model import TinyVLAForActionChunking
+from rl_engines.vla._openvla import OpenVLAActions, is_openvla_folder, load_openvla
+from rl_engines.vla._openvla_spec import OPENVLA_MODEL_TYPE, OpenVLASpec
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +42,12 @@ without waiting on anything but its own lock."""
 
 
 class VLAPolicy:
-    """Samples the tiny VLA's action chunks on observations; receives versioned, checksummed weight syncs.
+    """Samples a VLA's action chunks on observations; receives versioned, checksummed weight syncs.
 
     Args:
-        config: the model's config (weights are initialised under `init_seed` until the first sync or load).
+        config: the model's config: a `TinyVLAConfig` (weights are initialised under `init_seed` until the first sync
+            or load), or an OpenVLA-OFT checkpoint's (its remote config, whose `name_or_path` is the folder, or its
+            `OpenVLASpec`): the weights are then read from the folder (`init_seed` is unused).
         device: where the model runs.
         dtype: the stored weights' dtype (a sync must send this dtype for its checksum to match).
         init_seed: seed of the initial weights.
@@ -50,13 +56,22 @@ class VLAPolicy:
 
     def __init__(
         self,
-        config: TinyVLAConfig,
+        config: TinyVLAConfig | OpenVLASpec | object,
         *,
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
         init_seed: int = 0,
         version: int = 0,
     ) -> None:
+        if getattr(config, "model_type", None) == OPENVLA_MODEL_TYPE:
+            folder = config.path if isinstance(config, OpenVLASpec) else getattr(config, "name_or_path", "")
+            model, spec = load_openvla(folder, dtype)
+            self._setup(model, device, dtype, version, OpenVLAActions(model, spec))
+            return
+        if not isinstance(config, TinyVLAConfig):
+            raise VLAError(
+                f"VLAPolicy takes a TinyVLAConfig or an OpenVLA-OFT checkpoint's config, got {type(config).__name__}"
+            )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
             model = TinyVLAForActionChunking(config)
@@ -64,19 +79,40 @@ class VLAPolicy:
 
     @classmethod
     def from_pretrained(
-        cls, folder: str | os.PathLike[str], *, device: str | torch.device = "cpu", version: int = 0
+        cls,
+        folder: str | os.PathLike[str],
+        *,
+        device: str | torch.device = "cpu",
+        version: int = 0,
+        dtype: torch.dtype | None = None,
     ) -> VLAPolicy:
-        """The policy with the weights of a saved (or exported) tiny VLA folder."""
+        """The policy with the weights of a saved (or exported) tiny VLA folder, or of an OpenVLA-OFT checkpoint
+        folder (`model_type: openvla`, loaded by `load_openvla`; `dtype` defaults to bfloat16 there, to the stored
+        dtype for a tiny VLA)."""
         policy = cls.__new__(cls)
+        if is_openvla_folder(folder):
+            model, spec = load_openvla(folder, dtype or torch.bfloat16)
+            policy._setup(model, device, dtype or torch.bfloat16, version, OpenVLAActions(model, spec))
+            return policy
         model = TinyVLAForActionChunking.from_pretrained(str(folder), local_files_only=True)
-        policy._setup(model, device, next(model.parameters()).dtype, version)
+        policy._setup(model, device, dtype or next(model.parameters()).dtype, version)
         return policy
 
-    def _setup(self, model: TinyVLAForActionChunking, device: str | torch.device, dtype: torch.dtype, version: int):
+    def _setup(
+        self,
+        model: torch.nn.Module,
+        device: str | torch.device,
+        dtype: torch.dtype,
+        version: int,
+        actions: OpenVLAActions | None = None,
+    ) -> None:
         torch.nn.Module.to(model, device=torch.device(device), dtype=dtype)
         model.eval().requires_grad_(False)
         self.model = model
-        self.config: TinyVLAConfig = model.config
+        self._actions = actions if actions is not None else model
+        self.config: TinyVLAConfig | OpenVLASpec = (
+            actions.config if actions is not None else cast("TinyVLAConfig", model.config)
+        )
         self.device = torch.device(device)
         self._weights = ModelWeights(model)
         self._lock = threading.Lock()
@@ -101,8 +137,8 @@ class VLAPolicy:
         """Sample one action chunk per observation.
 
         Args:
-            input_ids: (N, L) instruction word ids.
-            attention_mask: (N, L) 1 on real words.
+            input_ids: (N, L) instruction word ids (OpenVLA-OFT: the `OpenVLAPrompt` ids).
+            attention_mask: (N, L) 1 on real tokens.
             pixel_values: (N, C, H, W) uint8 frames.
             temperature: > 0 samples from the restricted softmax at this temperature; 0 takes the argmax (its
                 log-probs are then those of the temperature-1 softmax).
@@ -120,7 +156,7 @@ class VLAPolicy:
                 raise UnversionedWeightsError(
                     "the VLA policy's weights changed since the last set_weight_version; set a version first"
                 )
-            logits = self.model(
+            logits = self._actions(
                 input_ids.to(self.device), attention_mask.to(self.device), pixel_values.to(self.device)
             ).float()
         if temperature == 0:
