@@ -159,6 +159,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "log_probs_from_logits",
     ],
     "rl_core.losses": [
+        "ADVANTAGE_MULTIPLE_LOSSES",
         "AGGREGATIONS",
         "AGGREGATION_DIVISORS",
         "DEFAULT_BEHAV_IMP_WEIGHT_CAP",
@@ -184,6 +185,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "get_policy_loss",
         "gpg",
         "gspo",
+        "is_advantage_multiple",
         "kl_cov",
         "ppo",
         "register_aggregation",
@@ -192,6 +194,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "sapo",
         "with_rollout_correction",
     ],
+    "rl_core.objectives": ["PolicyObjective", "PolicyOutputs"],
     "rl_core.metrics": ["MetricsError", "compute_data_metrics", "count_tokens", "sequence_lengths", "token_counts"],
     "rl_core.shaping": [
         "GroupFilterResult",
@@ -210,6 +213,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "FINISH_STEP",
         "FieldSpec",
         "GROUP_ID",
+        "INERT_ROWS",
         "INPUT_IDS",
         "INSTRUCTION_IDS",
         "INSTRUCTION_MASK",
