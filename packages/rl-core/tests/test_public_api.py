@@ -34,6 +34,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "AdvantageEstimator",
         "AdvantageInputs",
         "AdvantageOutput",
+        "BoundEstimator",
         "cpgd",
         "gae",
         "get_advantage_estimator",
