@@ -195,7 +195,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "sapo",
         "with_rollout_correction",
     ],
-    "rl_core.objectives": ["PolicyObjective", "PolicyOutputs"],
+    "rl_core.objectives": ["PolicyObjective", "PolicyOutputs", "ValueObjective", "ValueOutputs"],
     "rl_core.metrics": ["MetricsError", "compute_data_metrics", "count_tokens", "sequence_lengths", "token_counts"],
     "rl_core.shaping": [
         "GroupFilterResult",
