@@ -28,6 +28,7 @@ WIRE_NAMES = {
     "group_id": ("sequence", False),
     "policy_version": ("sequence", False),
     "baseline_rewards": ("sequence", False),
+    "inert_rows": ("sequence", False),
     "loss_mask": ("token", True),
     "token_policy_version": ("token", True),
     "turn_id": ("token", True),

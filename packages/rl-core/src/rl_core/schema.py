@@ -50,6 +50,7 @@ __all__ = [
     "BASELINE_REWARDS",
     "FINISH_STEP",
     "GROUP_ID",
+    "INERT_ROWS",
     "INPUT_IDS",
     "INSTRUCTION_IDS",
     "INSTRUCTION_MASK",
@@ -94,6 +95,7 @@ UID = "uid"
 GROUP_ID = "group_id"
 POLICY_VERSION = "policy_version"
 BASELINE_REWARDS = "baseline_rewards"
+INERT_ROWS = "inert_rows"
 # Reserved for the next features.
 LOSS_MASK = "loss_mask"
 TOKEN_POLICY_VERSION = "token_policy_version"
@@ -164,6 +166,14 @@ _field(UID, _ID, _SEQUENCE, "sequence", "unique id of the sample")
 _field(GROUP_ID, _ID, _SEQUENCE, "sequence", "id shared by the samples of one prompt (GRPO siblings)")
 _field(POLICY_VERSION, _ID, _SEQUENCE, "sequence", "version of the weights that generated the response")
 _field(BASELINE_REWARDS, _FLOAT, _SEQUENCE, "sequence", "score of a greedy response to the sample's prompt (ReMax)")
+_field(
+    INERT_ROWS,
+    (torch.bool,),
+    _SEQUENCE,
+    "sequence",
+    "true on rows whose loss and gradient are zero whatever the model outputs (the actor's zero-advantage rows "
+    "under a loss that is a multiple of the advantage); a training engine may run their forward without autograd",
+)
 _field(
     LOSS_MASK,
     _MASK,

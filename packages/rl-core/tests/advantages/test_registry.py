@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from rl_core import DuplicateNameError, UnknownNameError
 from rl_core.advantages import (
     ADVANTAGE_ESTIMATORS,
+    AdvantageInputs,
+    BoundEstimator,
     cpgd,
     gae,
     get_advantage_estimator,
@@ -20,6 +23,7 @@ from rl_core.advantages import (
     remax,
     rloo,
 )
+from rl_core.schema import GROUP_ID, RESPONSE_MASK, TOKEN_LEVEL_REWARDS
 
 EXPECTED = {
     "cpgd": cpgd,
@@ -59,3 +63,22 @@ def test_registering_a_taken_name_is_refused() -> None:
     with pytest.raises(DuplicateNameError, match="advantage estimator 'gae' is already registered"):
         register_advantage_estimator("gae")(rloo)
     assert ADVANTAGE_ESTIMATORS["gae"] is gae
+
+
+def test_a_bound_estimator_reads_the_schema_keyed_batch_with_its_own_parameters() -> None:
+    gen = torch.Generator().manual_seed(0)
+    mask = torch.ones(4, 3, dtype=torch.int64)
+    rewards = torch.zeros(4, 3)
+    rewards[:, -1] = torch.rand(4, generator=gen)
+    batch = {TOKEN_LEVEL_REWARDS: rewards, RESPONSE_MASK: mask, GROUP_ID: torch.tensor([0, 0, 1, 1])}
+    params = {"norm_by_std": False}
+    bound = BoundEstimator("grpo", params)
+    params["norm_by_std"] = True  # the estimator keeps its own copy
+    inputs = AdvantageInputs(rewards, mask, batch[GROUP_ID])
+    expected = grpo(inputs, norm_by_std=False)
+    assert bound.fn is grpo and dict(bound.params) == {"norm_by_std": False}
+    torch.testing.assert_close(bound(batch).advantages, expected.advantages)
+    with pytest.raises(KeyError, match=r"advantage estimation needs batch fields \['group_id'\]"):
+        bound({TOKEN_LEVEL_REWARDS: rewards, RESPONSE_MASK: mask})
+    with pytest.raises(UnknownNameError, match=r"unknown advantage estimator 'grop'"):
+        BoundEstimator("grop")

@@ -6,6 +6,7 @@ import pytest
 
 from rl_core import DuplicateNameError, UnknownNameError
 from rl_core.losses import (
+    ADVANTAGE_MULTIPLE_LOSSES,
     POLICY_LOSSES,
     cispo,
     clip_cov,
@@ -15,6 +16,7 @@ from rl_core.losses import (
     get_policy_loss,
     gpg,
     gspo,
+    is_advantage_multiple,
     kl_cov,
     ppo,
     register_policy_loss,
@@ -53,3 +55,17 @@ def test_registering_a_name_twice_is_refused() -> None:
     with pytest.raises(DuplicateNameError, match="policy loss 'ppo' is already registered"):
         register_policy_loss("ppo")(gpg)
     assert POLICY_LOSSES["ppo"] is ppo
+
+
+def test_only_losses_registered_as_advantage_multiples_say_so() -> None:
+    # ppo's clipped surrogate (and decoupled PPO's, times a detached weight) is 0 with a zero gradient where A = 0.
+    assert {name for name in EXPECTED if is_advantage_multiple(name)} == {"ppo", "decoupled_ppo"}
+    assert {"ppo", "decoupled_ppo"} == ADVANTAGE_MULTIPLE_LOSSES
+    assert not is_advantage_multiple("not-a-loss")
+    name = "_test_scaled_ppo"
+    try:
+        register_policy_loss(name, advantage_multiple=True)(ppo)
+        assert POLICY_LOSSES[name] is ppo and is_advantage_multiple(name)
+    finally:
+        POLICY_LOSSES.pop(name, None)
+        ADVANTAGE_MULTIPLE_LOSSES.discard(name)

@@ -1,6 +1,6 @@
-"""Rows a loss declares inert (zero advantage under PPO's loss) run their forward without autograd: the step's
-gradients, loss, metrics and reported outputs equal the whole batch's to float rounding, and the backward sees only
-the other rows."""
+"""Rows the batch marks inert (`inert_rows`: zero advantage under PPO's loss) run their forward without autograd: the
+step's gradients, loss, metrics and reported outputs equal the whole batch's to float rounding, and the backward sees
+only the other rows."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from _training_helpers import engine_config, ppo_loss_fn, rollout_batch
 
-from rl_core.schema import ADVANTAGES, RESPONSE_MASK
-from rl_engines.training import ForwardOutput, ForwardSpec, FSDPEngine, LossOutput, NormalizedLoss
+from rl_core.schema import ADVANTAGES, INERT_ROWS, RESPONSE_MASK
+from rl_engines.training import BatchError, ForwardOutput, ForwardSpec, FSDPEngine, LossOutput, NormalizedLoss
 from rl_engines.training import _inert_rows as inert_module
 from rl_engines.training import _step as step_module
 from rl_engines.training._forward import forward_micro_batch
@@ -23,8 +23,8 @@ def _batch() -> dict[str, torch.Tensor]:
     return batch
 
 
-def _zero_advantage(micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return ~(micro_batch[ADVANTAGES].ne(0) & micro_batch[RESPONSE_MASK].bool()).any(dim=-1)
+def _zero_advantage(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return ~(batch[ADVANTAGES].ne(0) & batch[RESPONSE_MASK].bool()).any(dim=-1)
 
 
 class _Recording:
@@ -43,11 +43,15 @@ class _Recording:
         return ppo_loss_fn(outputs, micro_batch, normalizer)
 
 
-def _run(inert: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, _Recording, list[list[int]]]:
+def _run(
+    inert: bool, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict, dict, _Recording, list[list[int]], ForwardOutput | None]:
     engine = FSDPEngine.from_config(engine_config())
     batch = {**_batch(), "row": torch.arange(6)}
+    if inert:
+        batch[INERT_ROWS] = _zero_advantage(batch)
     record = _Recording()
-    loss = NormalizedLoss(record, "token-mean", _zero_advantage if inert else None)
+    loss = NormalizedLoss(record, "token-mean")
     grad_rows: list[list[int]] = []
 
     def counting(network, micro_batch, spec, **kwargs):
@@ -58,13 +62,14 @@ def _run(inert: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, _Rec
     monkeypatch.setattr(inert_module, "forward_micro_batch", counting)
     monkeypatch.setattr(step_module, "forward_micro_batch", counting)
     gradients = engine.compute_gradients(batch, loss, ForwardSpec(entropy=True))
-    result = engine.train_step(batch, loss, ForwardSpec(entropy=True))
-    return gradients, {"loss": result.loss, "norm": result.grad_norm, **result.metrics}, record, grad_rows
+    result = engine.train_step(batch, loss, ForwardSpec(entropy=True, return_outputs=True))
+    metrics = {"loss": result.loss, "norm": result.grad_norm, **result.metrics}
+    return gradients, metrics, record, grad_rows, result.outputs
 
 
 def test_inert_rows_skip_the_backward_and_keep_gradients_loss_and_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
-    whole_grads, whole, whole_record, whole_rows = _run(False, monkeypatch)
-    split_grads, split, split_record, split_rows = _run(True, monkeypatch)
+    whole_grads, whole, whole_record, whole_rows, _ = _run(False, monkeypatch)
+    split_grads, split, split_record, split_rows, split_outputs = _run(True, monkeypatch)
     assert whole_grads.keys() == split_grads.keys()
     for name, grad in whole_grads.items():
         assert grad.abs().max() > 0, name
@@ -75,6 +80,11 @@ def test_inert_rows_skip_the_backward_and_keep_gradients_loss_and_outputs(monkey
     assert split_record.log_probs.keys() == whole_record.log_probs.keys() == set(range(6))
     for row, values in whole_record.log_probs.items():
         torch.testing.assert_close(split_record.log_probs[row], values, atol=1e-6, rtol=1e-5)
+    # ForwardSpec.return_outputs: the training forward's outputs, merged in the batch's row order, without grad.
+    assert split_outputs is not None and split_outputs.log_probs is not None and split_outputs.values is None
+    assert split_outputs.entropy is not None and not split_outputs.log_probs.requires_grad
+    for row, values in split_record.log_probs.items():
+        torch.testing.assert_close(split_outputs.log_probs[row], values.float())
     # Two steps (compute_gradients, train_step): the whole batch ran every row with autograd; the split one ran
     # a zero-advantage row with autograd only as the one row kept of a micro-batch of nothing but such rows.
     assert sorted(row for rows in whole_rows for row in rows) == sorted(2 * list(range(6)))
@@ -88,7 +98,8 @@ def test_a_micro_batch_of_only_inert_rows_keeps_one_row_in_the_graph() -> None:
     engine = FSDPEngine.from_config(engine_config())
     batch = _batch()
     batch[ADVANTAGES].zero_()
-    loss = NormalizedLoss(ppo_loss_fn, "token-mean", _zero_advantage)
+    batch[INERT_ROWS] = _zero_advantage(batch)
+    loss = NormalizedLoss(ppo_loss_fn, "token-mean")
     gradients = engine.compute_gradients(batch, loss, ForwardSpec())
     assert gradients and all(float(g.abs().max()) == 0.0 for g in gradients.values())
     result = engine.train_step(batch, loss, ForwardSpec())
@@ -97,6 +108,7 @@ def test_a_micro_batch_of_only_inert_rows_keeps_one_row_in_the_graph() -> None:
 
 def test_inert_rows_must_be_a_bool_per_row() -> None:
     engine = FSDPEngine.from_config(engine_config())
-    loss = NormalizedLoss(ppo_loss_fn, "token-mean", lambda micro_batch: micro_batch[ADVANTAGES] == 0)
-    with pytest.raises(ValueError, match="inert_rows must return a"):
-        engine.train_step(_batch(), loss, ForwardSpec())
+    batch = _batch()
+    batch[INERT_ROWS] = batch[ADVANTAGES] == 0  # (B, T), not one flag per row
+    with pytest.raises(BatchError, match=r"the batch's 'inert_rows' must be a \(\d+,\) bool tensor"):
+        engine.train_step(batch, NormalizedLoss(ppo_loss_fn, "token-mean"), ForwardSpec())

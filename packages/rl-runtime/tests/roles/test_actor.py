@@ -124,7 +124,7 @@ def test_on_policy_update_places_each_micro_batch_by_its_rows() -> None:
     assert result.num_micro_batches > 1
     torch.testing.assert_close(forward.log_probs, before.log_probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(forward.entropy, before.entropy, atol=1e-5, rtol=0)
-    assert "_update_on_policy_row" not in batch  # the caller's batch is left as it was
+    assert "inert_rows" not in batch  # the caller's batch is left as it was
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_only_a_loss_that_is_a_multiple_of_the_advantage_skips_zero_advantage_ro
     config: AlgorithmConfig, inert: bool
 ) -> None:
     actor = ActorRole(FSDPEngine.from_config(engine_config()), config)
-    assert (actor._inert_rows is zero_advantage_rows) is inert
+    assert actor.objective.inert_on_zero_advantage is inert
     batch = rollout_batch(3, seed=0)
     batch["advantages"][1] = 0.0
     batch["advantages"][2, batch["response_mask"][2].bool().nonzero()[0]] = 0.0  # one token only: not inert
@@ -207,16 +207,16 @@ def test_actor_keeps_its_own_read_only_parameters() -> None:
     params = {"clip_ratio": 0.3}
     actor = ActorRole(FSDPEngine.from_config(engine_config()), algorithm(policy_loss_params=params))
     params["clip_ratio"] = 0.9
-    assert actor._policy_loss_params["clip_ratio"] == 0.3
+    assert actor.objective.params["clip_ratio"] == 0.3
     with pytest.raises(TypeError):
-        actor._policy_loss_params["clip_ratio"] = 0.5  # pyright: ignore[reportIndexIssue]
+        actor.objective.params["clip_ratio"] = 0.5  # pyright: ignore[reportIndexIssue]
 
 
 @pytest.mark.parametrize(("max_staleness", "loss"), [(0, "ppo"), (1, "decoupled_ppo")])
 def test_actor_runs_the_loss_the_default_auto_resolves_to(max_staleness: int, loss: str) -> None:
     # policy_loss=auto: synchronous runs keep ppo (their figures unchanged), stale samples get decoupled_ppo.
     actor = ActorRole(FSDPEngine.from_config(engine_config()), algorithm(max_staleness=max_staleness))
-    assert actor._policy_loss is get_policy_loss(loss)
+    assert actor.objective.loss_fn is get_policy_loss(loss)
 
 
 def test_actor_needs_a_trainable_engine() -> None:

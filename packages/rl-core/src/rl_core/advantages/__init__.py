@@ -1,7 +1,9 @@
 """Advantage estimators: GAE, GRPO/Dr. GRPO, RLOO, REINFORCE++, ReMax, OPO, GPG, CPGD and pass@k GRPO.
 
 Every estimator is one function `fn(inputs: AdvantageInputs, *, <its parameters>) -> AdvantageOutput`,
-registered by name in `ADVANTAGE_ESTIMATORS`; `get_advantage_estimator(name)` looks one up.
+registered by name in `ADVANTAGE_ESTIMATORS`; `get_advantage_estimator(name)` looks one up, and
+`BoundEstimator(name, params)` binds one to its parameters once and reads a schema-keyed batch
+(`AdvantageInputs.from_batch`).
 """
 
 from rl_core.advantages._cpgd import cpgd
@@ -10,7 +12,12 @@ from rl_core.advantages._gpg import gpg
 from rl_core.advantages._grpo import grpo
 from rl_core.advantages._opo import opo
 from rl_core.advantages._passk import grpo_passk
-from rl_core.advantages._registry import ADVANTAGE_ESTIMATORS, get_advantage_estimator, register_advantage_estimator
+from rl_core.advantages._registry import (
+    ADVANTAGE_ESTIMATORS,
+    BoundEstimator,
+    get_advantage_estimator,
+    register_advantage_estimator,
+)
 from rl_core.advantages._reinforce import reinforce_plus_plus, reinforce_plus_plus_baseline
 from rl_core.advantages._remax import remax
 from rl_core.advantages._rloo import rloo
@@ -22,6 +29,7 @@ __all__ = [
     "AdvantageEstimator",
     "AdvantageInputs",
     "AdvantageOutput",
+    "BoundEstimator",
     "cpgd",
     "gae",
     "get_advantage_estimator",

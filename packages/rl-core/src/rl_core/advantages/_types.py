@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import torch
 
 from rl_core._validation import as_bool_mask, check_same_device, check_tensor
-from rl_core.schema import BASELINE_REWARDS, RESPONSE_MASK, TOKEN_LEVEL_REWARDS, VALUES
+from rl_core.schema import BASELINE_REWARDS, GROUP_ID, RESPONSE_MASK, TOKEN_LEVEL_REWARDS, VALUES
 
 _GROUP_ID_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
@@ -52,6 +53,21 @@ class AdvantageInputs:
         )
         # The dataclass is frozen; the derived bool mask is set once here and never changes.
         object.__setattr__(self, "mask", as_bool_mask(RESPONSE_MASK, self.response_mask))
+
+    @classmethod
+    def from_batch(cls, batch: Mapping[str, torch.Tensor]) -> AdvantageInputs:
+        """The inputs from a batch keyed by the sample-schema names: `token_level_rewards`, `response_mask` `(B, T)`,
+        `group_id` `(B,)`, and `values` / `baseline_rewards` where the batch has them."""
+        missing = [name for name in (TOKEN_LEVEL_REWARDS, RESPONSE_MASK, GROUP_ID) if name not in batch]
+        if missing:
+            raise KeyError(f"advantage estimation needs batch fields {missing}; found {sorted(batch)}")
+        return cls(
+            token_level_rewards=batch[TOKEN_LEVEL_REWARDS],
+            response_mask=batch[RESPONSE_MASK],
+            group_ids=batch[GROUP_ID],
+            values=batch.get(VALUES),
+            baseline_rewards=batch.get(BASELINE_REWARDS),
+        )
 
     def require(self, name: str, estimator: str) -> torch.Tensor:
         """Return the optional input `name`, or raise `ValueError` saying which estimator needs it."""

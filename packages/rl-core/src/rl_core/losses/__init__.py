@@ -4,7 +4,9 @@ Every policy loss is one function `fn(inputs: PolicyLossInputs, *, aggregation="
 normalizer=None, <its parameters>) -> PolicyLossOutput`, registered by name in `POLICY_LOSSES`:
 ppo, decoupled_ppo (AReaL's, for asynchronous training), gspo, cispo, sapo, gpg, clip_cov, kl_cov,
 geo_mean and cpgd. `with_rollout_correction` wraps any
-of them with the rollout importance-sampling correction (`rollout_correction`).
+of them with the rollout importance-sampling correction (`rollout_correction`). A loss registered with
+`advantage_multiple=True` (ppo, decoupled_ppo) is 0, with a zero gradient, where the advantage is 0
+(`is_advantage_multiple`); `rl_core.objectives.PolicyObjective` composes a policy loss with KL and entropy terms.
 """
 
 from rl_core.losses._aggregation import (
@@ -25,7 +27,13 @@ from rl_core.losses._gpg import gpg
 from rl_core.losses._gspo import gspo
 from rl_core.losses._kl_cov import kl_cov
 from rl_core.losses._ppo import ppo
-from rl_core.losses._registry import POLICY_LOSSES, get_policy_loss, register_policy_loss
+from rl_core.losses._registry import (
+    ADVANTAGE_MULTIPLE_LOSSES,
+    POLICY_LOSSES,
+    get_policy_loss,
+    is_advantage_multiple,
+    register_policy_loss,
+)
 from rl_core.losses._rollout_correction import (
     DEFAULT_UPPER as ROLLOUT_CORRECTION_DEFAULT_UPPER,
 )
@@ -45,6 +53,7 @@ from rl_core.losses._types import PolicyLoss, PolicyLossInputs, PolicyLossOutput
 from rl_core.losses._value import ValueLossOutput, clipped_value_loss
 
 __all__ = [
+    "ADVANTAGE_MULTIPLE_LOSSES",
     "AGGREGATIONS",
     "AGGREGATION_DIVISORS",
     "DEFAULT_BEHAV_IMP_WEIGHT_CAP",
@@ -70,6 +79,7 @@ __all__ = [
     "get_policy_loss",
     "gpg",
     "gspo",
+    "is_advantage_multiple",
     "kl_cov",
     "ppo",
     "register_aggregation",

@@ -29,7 +29,7 @@ DEFAULT_BEHAV_IMP_WEIGHT_CAP = 5.0
 """AReaL's `behav_imp_weight_cap` in its asynchronous GRPO examples: tokens with weight > 5 are dropped."""
 
 
-@register_policy_loss("decoupled_ppo")
+@register_policy_loss("decoupled_ppo", advantage_multiple=True)
 def decoupled_ppo(
     inputs: PolicyLossInputs,
     *,

@@ -16,7 +16,7 @@ DEFAULT_CLIP_RATIO_C = 3.0
 """Dual-clip bound on the loss of negative-advantage tokens (https://arxiv.org/abs/1912.09729; verl's default)."""
 
 
-@register_policy_loss("ppo")
+@register_policy_loss("ppo", advantage_multiple=True)
 def ppo(
     inputs: PolicyLossInputs,
     *,

@@ -13,14 +13,14 @@ Metrics of such a loss must not read the normaliser (the actor's and critic's ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from rl_core.losses import AGGREGATION_DIVISORS, LossNormalizer, aggregation_divisor
 from rl_engines.training._errors import BatchError
-from rl_engines.training._types import Batch, ForwardOutput, LossOutput
+from rl_engines.training._types import Batch, ForwardOutput, LossFn
 
 _SPLIT = 4096.0
 """Counts travel as `count // 4096` and `count % 4096`: both stay exact in a float32 sum far past 2**24."""
@@ -39,18 +39,17 @@ class NormalizedLoss:
     learn the global counts after the backward.
 
     Attributes:
-        fn: the loss function, `fn(outputs, micro_batch, normalizer) -> LossOutput`.
+        fn: the loss function, `fn(outputs, micro_batch, normalizer) -> (loss, metrics)` (a `LossFn`, such as
+            rl-core's `PolicyObjective`).
         aggregation: the `rl_core.losses.AGGREGATIONS` mode every term of `fn` uses.
-        inert_rows: optional `inert_rows(micro_batch) -> (B,)` bool, the rows whose loss and gradient are zero
-            whatever the forward gives (zero advantage under a loss that is a multiple of it): the engine may run
-            their forward without autograd (`_inert_rows`). None: every row runs the backward.
     """
 
-    fn: Callable[[ForwardOutput, Batch, LossNormalizer], LossOutput]
+    fn: LossFn
     aggregation: str
-    inert_rows: Callable[[Batch], torch.Tensor] | None = None
 
-    def __call__(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
+    def __call__(
+        self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer
+    ) -> tuple[torch.Tensor, Mapping[str, torch.Tensor]]:
         """`fn`'s loss of the micro-batch."""
         return self.fn(outputs, micro_batch, normalizer)
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from rl_core.losses import LossNormalizer
-from rl_core.schema import INPUT_IDS, INSTRUCTION_IDS, RESPONSE_MASK, VALUES
+from rl_core.schema import INPUT_IDS, INSTRUCTION_IDS, RESPONSE_MASK
 from rl_engines._attention import SDPA, full_attention_only
 from rl_engines.training import _checkpoint, _export
 from rl_engines.training._config import TrainEngineConfig
@@ -30,7 +30,7 @@ from rl_engines.training._fsdp import (
     shard,
 )
 from rl_engines.training._meta_init import build_network, build_sharded_from_rank0
-from rl_engines.training._micro_batches import plan_micro_batches, select_rows
+from rl_engines.training._micro_batches import OutputRecorder, plan_micro_batches, select_rows
 from rl_engines.training._optim import build_optimizer, build_scheduler
 from rl_engines.training._packing import InputLayout
 from rl_engines.training._replicate import broadcast_rank0_weights
@@ -160,11 +160,7 @@ class FSDPEngine:
         engine's own micro-batches (see `TrainEngine.forward`); for a VLA, `(B, S*A)` over the action tokens."""
         self._require_onloaded("run a forward")
         plan = self._plan(batch, spec)
-        if self._vla is None:
-            out_device, shape = batch[INPUT_IDS].device, tuple(batch[INPUT_IDS].shape)
-        else:
-            out_device, shape = batch[INSTRUCTION_IDS].device, output_shape(batch)
-        merged: dict[str, torch.Tensor] = {}
+        record = self._recorder(batch)
         self.network.eval()
         with torch.no_grad():
             for rows in plan:
@@ -176,13 +172,16 @@ class FSDPEngine:
                     input_layout=self.input_layout,
                     chunk_size=self.config.micro_batch.logprob_chunk_size,
                 )
-                index = torch.as_tensor(rows, device=out_device)
-                for name, value in outputs._asdict().items():
-                    if value is not None:
-                        target = merged.setdefault(name, torch.zeros(shape, dtype=torch.float32, device=out_device))
-                        target[index] = value.to(out_device)
+                record.add(rows, outputs)
         reshard(self.network)
-        return ForwardOutput(merged.get("log_probs"), merged.get("entropy"), merged.get(VALUES))
+        return record.merged()
+
+    def _recorder(self, batch: Batch) -> OutputRecorder:
+        """Where a forward's per-micro-batch outputs are assembled: `(B, T)` on the batch's device (a VLA's
+        `(B, S*A)`)."""
+        if self._vla is None:
+            return OutputRecorder(tuple(batch[INPUT_IDS].shape), batch[INPUT_IDS].device)
+        return OutputRecorder(output_shape(batch), batch[INSTRUCTION_IDS].device)
 
     def global_normalizer(self, response_mask: torch.Tensor, *, horizon: float | None = None) -> LossNormalizer:
         """The counts of this rank's `response_mask` `(B, T)` summed over every rank (a collective): what
@@ -232,6 +231,7 @@ class FSDPEngine:
             max_grad_norm=None if self.config.optimizer is None else self.config.optimizer.max_grad_norm,
             keep_gradients=keep_gradients,
             deferred=deferred,
+            record=self._recorder(batch) if spec.return_outputs else None,
         )
 
     def _deferred_counts(self, response_mask: torch.Tensor, loss_fn: LossFn) -> DeferredCounts | None:

@@ -2,8 +2,9 @@
 
 A GRPO group whose samples all scored alike has advantage 0 on every token, and a loss that is a multiple of the
 advantage (PPO's clipped surrogate without KL or entropy terms) gives those rows a zero loss and a zero gradient
-whatever the model outputs: their backward multiplies zeros through every layer. A loss that says which rows are
-like that (`NormalizedLoss.inert_rows`) lets the engine split each micro-batch: the other rows run forward and
+whatever the model outputs: their backward multiplies zeros through every layer. A batch that marks such rows (the
+sample field `inert_rows`, `(B,)` bool, which the actor role sets from its loss's registered property; the engine
+does not judge losses) lets the engine split each micro-batch: the other rows run forward and
 backward as before, the inert rows run their forward without autograd (their log-probs, entropy and values are
 still computed and reported), and the loss sees the merged `(B, T)` outputs, so its value and metrics are those
 of the whole micro-batch. The gradient equals the whole micro-batch's up to floating-point reduction order (the
@@ -15,29 +16,28 @@ forward all-gathers parameters, so ranks with different splits would run differe
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
+from rl_core.schema import INERT_ROWS
+from rl_engines.training._errors import BatchError
 from rl_engines.training._forward import forward_micro_batch
 from rl_engines.training._micro_batches import select_rows
 from rl_engines.training._packing import InputLayout
-from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn
-
-InertRows = Callable[[Batch], torch.Tensor]
-"""`inert_rows(micro_batch) -> (B,)` bool: the rows whose loss and gradient are zero whatever the forward gives."""
+from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec
 
 
-def inert_mask(loss_fn: LossFn, micro_batch: Batch) -> torch.Tensor | None:
-    """The micro-batch's inert rows `(B,)` bool as `loss_fn` declares them (an `inert_rows` attribute), or None when
-    it declares none or no row is inert."""
-    declare: InertRows | None = getattr(loss_fn, "inert_rows", None)
-    if declare is None:
+def inert_mask(micro_batch: Batch) -> torch.Tensor | None:
+    """The micro-batch's inert rows `(B,)` bool as its `inert_rows` field marks them, or None when it has no such
+    field or no row is inert."""
+    inert = micro_batch.get(INERT_ROWS)
+    if inert is None:
         return None
-    inert = declare(micro_batch)
     rows = next(iter(micro_batch.values())).shape[0]
     if inert.dtype != torch.bool or tuple(inert.shape) != (rows,):
-        raise ValueError(f"inert_rows must return a ({rows},) bool tensor, got {inert.dtype} {tuple(inert.shape)}")
+        raise BatchError(
+            f"the batch's {INERT_ROWS!r} must be a ({rows},) bool tensor, got {inert.dtype} {tuple(inert.shape)}; "
+            "mark each row True or False"
+        )
     return inert if bool(inert.any()) else None
 
 

@@ -16,7 +16,7 @@ from rl_core.balancing import plan_micro_batches as balanced_micro_batches
 from rl_core.schema import ATTENTION_MASK, INPUT_IDS
 from rl_engines.training._errors import BatchError, MicroBatchError
 from rl_engines.training._fsdp import ProcessLayout, all_gather_rows, collective_device
-from rl_engines.training._types import Batch
+from rl_engines.training._types import Batch, ForwardOutput
 
 _SHOWN_LENGTHS = 8
 """Row indices quoted in a message before it elides the rest."""
@@ -87,3 +87,28 @@ def select_rows(batch: Batch, rows: Sequence[int], device: torch.device) -> dict
     by `plan_micro_batches`."""
     index = torch.as_tensor(rows, dtype=torch.int64)
     return {key: tensor[index.to(tensor.device)].to(device, non_blocking=True) for key, tensor in batch.items()}
+
+
+class OutputRecorder:
+    """A batch's per-token outputs assembled from its micro-batches: each micro-batch's detached outputs land at its
+    rows of `(B, ...)` float32 tensors of `shape` on `device` (zeros where nothing was computed)."""
+
+    def __init__(self, shape: tuple[int, ...], device: torch.device) -> None:
+        self._shape = shape
+        self._device = device
+        self._merged: dict[str, torch.Tensor] = {}
+
+    def add(self, rows: Sequence[int], outputs: ForwardOutput) -> None:
+        """Place `outputs` (each `(len(rows), ...)` or None) at `rows` of the batch."""
+        index = torch.as_tensor(rows, device=self._device)
+        for name, value in outputs._asdict().items():
+            if value is not None:
+                target = self._merged.get(name)
+                if target is None:
+                    target = torch.zeros(self._shape, dtype=torch.float32, device=self._device)
+                    self._merged[name] = target
+                target[index] = value.detach().to(self._device)
+
+    def merged(self) -> ForwardOutput:
+        """The batch's outputs so far, None for an output no micro-batch computed."""
+        return ForwardOutput(*(self._merged.get(name) for name in ForwardOutput._fields))

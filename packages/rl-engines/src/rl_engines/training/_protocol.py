@@ -79,7 +79,9 @@ class TrainEngine(Protocol):
         under its token budget and computes the step's global `LossNormalizer` from `response_mask` `(B, T)` over
         every rank, then runs forward and backward on every micro-batch (`loss_fn(outputs, micro_batch,
         normalizer)`), clips and applies the gradient (skipped and reported when the loss or gradient is not
-        finite). The result carries the normaliser it used."""
+        finite). The result carries the normaliser it used, and with `spec.return_outputs` the training forward's
+        detached outputs. Rows the batch marks in `inert_rows` `(B,)` bool (zero loss and gradient whatever the
+        forward gives) may run their forward without autograd."""
         ...
 
     def step_lr_scheduler(self) -> float:

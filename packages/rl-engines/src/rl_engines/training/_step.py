@@ -25,7 +25,7 @@ from rl_engines.training._errors import BatchError
 from rl_engines.training._forward import forward_micro_batch
 from rl_engines.training._fsdp import ProcessLayout, all_reduce_sum, collective_device, full_tensor
 from rl_engines.training._inert_rows import forward_without_inert_grad, inert_mask
-from rl_engines.training._micro_batches import select_rows
+from rl_engines.training._micro_batches import OutputRecorder, select_rows
 from rl_engines.training._packing import InputLayout
 from rl_engines.training._replicate import all_reduce_gradients
 from rl_engines.training._types import Batch, ForwardSpec, LossFn, StepResult
@@ -45,21 +45,24 @@ def backward_micro_batches(
     input_layout: InputLayout,
     chunk_size: int,
     skip_inert: bool = False,
+    record: OutputRecorder | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Forward and backward every micro-batch, accumulating gradients; return this rank's summed loss and
-    its metrics averaged over micro-batches. With `skip_inert`, the rows `loss_fn` declares inert run their forward
-    without autograd (`_inert_rows`)."""
+    its metrics averaged over micro-batches. With `skip_inert`, the rows the batch marks `inert_rows` run their forward
+    without autograd (`_inert_rows`); `record` keeps each micro-batch's detached outputs at its rows."""
     local_loss = torch.zeros((), dtype=torch.float64, device=device)
     metric_sums: dict[str, torch.Tensor] = {}
     for rows in plan:
         micro_batch = select_rows(batch, rows, device)
-        inert = inert_mask(loss_fn, micro_batch) if skip_inert else None
+        inert = inert_mask(micro_batch) if skip_inert else None
         if inert is None:
             outputs = forward_micro_batch(network, micro_batch, spec, input_layout=input_layout, chunk_size=chunk_size)
         else:
             outputs = forward_without_inert_grad(
                 network, micro_batch, inert, spec, input_layout=input_layout, chunk_size=chunk_size
             )
+        if record is not None:
+            record.add(rows, outputs)
         loss, metrics = loss_fn(outputs, micro_batch, normalizer)
         if loss.dim() != 0:
             raise BatchError(f"loss_fn must return a 0-dim loss, got shape {tuple(loss.shape)}")
@@ -140,12 +143,14 @@ def train_step(
     max_grad_norm: float | None,
     keep_gradients: bool = False,
     deferred: DeferredCounts | None = None,
+    record: OutputRecorder | None = None,
 ) -> StepResult:
     """Accumulate the micro-batches' gradients and apply one optimizer step (see the module docstring).
 
     `keep_gradients` leaves the summed gradients in `.grad` and does not step (for checks against a reference).
     `deferred` (ddp only): `normalizer` is provisional and the global counts ride on the gradient all-reduce
     (`_deferred_norm`); the gradients are rescaled before clipping, so the clip sees today's gradient.
+    `record` (`ForwardSpec.return_outputs`): the training forward's outputs come back in `StepResult.outputs`.
     """
     network.train()
     optimizer.zero_grad(set_to_none=True)
@@ -161,13 +166,15 @@ def train_step(
         chunk_size=chunk_size,
         # An FSDP2 forward is a collective: every rank must run the same forwards (`_inert_rows`).
         skip_inert=not layout.sharded,
+        record=record,
     )
     loss, global_normalizer = _sum_gradients_and_loss(network, local_loss, layout, deferred)
     if global_normalizer is not None:
         normalizer = global_normalizer
     lr = float(optimizer.param_groups[0]["lr"])
+    outputs = None if record is None else record.merged()
     if keep_gradients:
-        return StepResult(loss, math.nan, True, lr, len(plan), normalizer, metrics)
+        return StepResult(loss, math.nan, True, lr, len(plan), normalizer, metrics, outputs)
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     norm, skipped = apply_gradients(parameters, optimizer, loss, max_grad_norm)
-    return StepResult(loss, norm, skipped, lr, len(plan), normalizer, metrics)
+    return StepResult(loss, norm, skipped, lr, len(plan), normalizer, metrics, outputs)

@@ -31,6 +31,8 @@ class ForwardSpec:
         temperature: divides the logits before the softmax, as the sampler did.
         response_only: compute only where `response_mask` is set (when the batch has one); otherwise at
             every token with a preceding token in its sequence.
+        return_outputs: `train_step` only: also return the training forward's detached outputs, merged over the
+            micro-batches in the batch's row order (`StepResult.outputs`); `forward` always returns them.
     """
 
     log_probs: bool = True
@@ -38,6 +40,7 @@ class ForwardSpec:
     values: bool = False
     temperature: float = 1.0
     response_only: bool = True
+    return_outputs: bool = False
 
     def __post_init__(self) -> None:
         if not (self.log_probs or self.entropy or self.values):
@@ -62,9 +65,10 @@ class LossOutput(NamedTuple):
     metrics: dict[str, torch.Tensor]
 
 
-LossFn = Callable[[ForwardOutput, Batch, LossNormalizer], LossOutput]
+LossFn = Callable[[ForwardOutput, Batch, LossNormalizer], tuple[torch.Tensor, Mapping[str, torch.Tensor]]]
 """`loss_fn(outputs, micro_batch, normalizer)`: the micro-batch's model outputs (with grad), its tensors,
-and the step's global normaliser -> `LossOutput`. Summed over micro-batches and ranks it is the step's loss."""
+and the step's global normaliser -> `(loss, metrics)`, as `LossOutput` (or any pair such as rl-core's
+`PolicyObjective` returns). Summed over micro-batches and ranks it is the step's loss."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ class StepResult:
         num_micro_batches: micro-batches run on this rank (the engine's plan under its token budget).
         normalizer: the step's global counts over every rank that each micro-batch's loss was divided by.
         metrics: the loss function's metrics, averaged over this rank's micro-batches.
+        outputs: with `ForwardSpec.return_outputs`, the training forward's detached outputs, each `(B, T)` float32 on
+            the batch's device in the batch's row order (as `forward` returns them before the step); else None.
     """
 
     loss: float
@@ -88,3 +94,4 @@ class StepResult:
     num_micro_batches: int
     normalizer: LossNormalizer
     metrics: dict[str, float] = field(default_factory=dict)
+    outputs: ForwardOutput | None = None

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rl_core.advantages import AdvantageInputs
 from rl_core.kl import REWARD_KL_METRIC, apply_kl_penalty
 from rl_core.schema import (
-    BASELINE_REWARDS,
     GROUP_ID,
     OLD_LOG_PROBS,
     REF_LOG_PROBS,
     RESPONSE_MASK,
     ROLLOUT_LOG_PROBS,
+    TOKEN_LEVEL_REWARDS,
     TOKEN_LEVEL_SCORES,
-    VALUES,
 )
 from rl_runtime.config import KLMode
 from rl_runtime.metrics._timer import timed
@@ -67,12 +65,6 @@ def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, Step
             rewards = penalty.token_level_rewards
             metrics.update(penalty.metrics)
             controller.update(penalty.metrics[REWARD_KL_METRIC], n_steps=int(rewards.shape[0]))
-        advantage_inputs = AdvantageInputs(
-            token_level_rewards=rewards,
-            response_mask=batch[RESPONSE_MASK],
-            group_ids=batch[GROUP_ID],
-            values=batch.get(VALUES),
-            baseline_rewards=batch.get(BASELINE_REWARDS),
-        )
-        output = res.require_advantage_estimator()(advantage_inputs, **algorithm.adv_params)
+        # The estimator reads the batch by the schema's names (values and baseline rewards where present).
+        output = res.require_advantage_estimator()({**batch, TOKEN_LEVEL_REWARDS: rewards})
     return with_fields(data, metrics, token_level_rewards=rewards, advantages=output.advantages, returns=output.returns)

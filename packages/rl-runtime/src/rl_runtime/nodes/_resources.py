@@ -9,7 +9,7 @@ import attrs
 import torch.distributed as dist
 
 from rl_coordinator.loading import ShardedLoader
-from rl_core.advantages import AdvantageEstimator, get_advantage_estimator
+from rl_core.advantages import BoundEstimator
 from rl_core.kl import KLController
 from rl_core.workflows import RolloutWorkflow
 from rl_engines.judge import GenerativeJudge
@@ -50,6 +50,11 @@ class WeightSubscriber(Protocol):
     def close(self) -> None:
         """Release groups and threads."""
         ...
+
+
+def bound_estimator(config: RunConfig) -> BoundEstimator:
+    """`config.algorithm`'s advantage estimator bound to its `adv_params`."""
+    return BoundEstimator(config.algorithm.adv_estimator, config.algorithm.adv_params)
 
 
 @attrs.define
@@ -107,9 +112,9 @@ class NodeResources:
     generation_pool: GenerationPool | None = None
     """Continuous generation (`algorithm.async_generation=continuous`), rollout side: the requests in flight across
     steps; flushed into `staleness_buffer` at a checkpoint."""
-    advantage_estimator: AdvantageEstimator | None = None
-    """`algorithm.adv_estimator`'s function, looked up once rather than in every step, as the actor role resolves
-    its policy loss once: the trainer's resources factory passes it; None looks it up at the first
+    advantage_estimator: BoundEstimator | None = None
+    """`algorithm.adv_estimator` with its `adv_params`, bound once rather than in every step, as the actor role builds
+    its objective once: the trainer's resources factory passes it; None binds it at the first
     `require_advantage_estimator`."""
 
     def require_actor(self, node_id: str) -> ActorRole:
@@ -121,10 +126,11 @@ class NodeResources:
             )
         return self.actor
 
-    def require_advantage_estimator(self) -> AdvantageEstimator:
-        """The `algorithm.adv_estimator` function (`advantage_estimator`, looked up here the first time if unset)."""
+    def require_advantage_estimator(self) -> BoundEstimator:
+        """The `algorithm.adv_estimator` estimator with its `adv_params` (`advantage_estimator`, bound here the first
+        time if unset)."""
         if self.advantage_estimator is None:
-            self.advantage_estimator = get_advantage_estimator(self.config.algorithm.adv_estimator)
+            self.advantage_estimator = bound_estimator(self.config)
         return self.advantage_estimator
 
     def require_env(self, node_id: str) -> VectorEnv:

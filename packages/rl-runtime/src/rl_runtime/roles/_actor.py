@@ -1,28 +1,22 @@
-"""The actor role: the policy's loss (a registered policy loss, KL to the reference, entropy bonus) around its
-engine, its old log-probs, and its PPO-style updates.
+"""The actor role: the policy's objective (rl-core's `PolicyObjective`: a registered policy loss, KL to the
+reference, entropy bonus) handed to its engine, its old log-probs, and its PPO-style updates.
 
-The loss is the run config's `algorithm` section (`AlgorithmConfig`: policy_loss, policy_loss_params, loss_agg_mode,
-entropy_coef, kl), read as is: the role has no config class of its own to mirror it."""
+The objective is built once from the run config's `algorithm` section (`AlgorithmConfig`: policy_loss,
+policy_loss_params, loss_agg_mode, entropy_coef, kl, rollout_correction), read as is: the role has no config class of
+its own to mirror it, and the engine calls the rl-core objective directly, never back into the runtime."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import attrs
 import torch
 
-from rl_core.kl import get_kl_estimator, kl_loss
-from rl_core.losses import (
-    LossNormalizer,
-    PolicyLossInputs,
-    aggregate_loss,
-    get_policy_loss,
-    with_rollout_correction,
-)
-from rl_core.schema import ADVANTAGES, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
+from rl_core.losses import LossNormalizer
+from rl_core.objectives import PolicyObjective
+from rl_core.schema import ADVANTAGES, INERT_ROWS, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK
 from rl_engines.training import (
     Batch,
     ForwardOutput,
@@ -38,26 +32,16 @@ from rl_runtime.roles._common import (
     check_ppo_epochs,
     check_temperature,
     forward_output,
-    masked_mean,
     require_keys,
     run_update,
 )
 from rl_runtime.roles._errors import RoleConfigError, RoleError
 
-_CORRECTION_METRIC_PREFIX = "rollout_is_"
-"""Metrics of `rl_core.losses.rollout_correction`; reported under verl's `rollout_corr/`, not `actor/`."""
-_ROW_KEY = "_update_on_policy_row"
-"""`(B,)` int64 row index `ActorRole.update_on_policy` adds to its batch, to place each micro-batch's outputs."""
-ADVANTAGE_MULTIPLE_LOSSES = frozenset({"ppo", "decoupled_ppo"})
-"""Policy losses whose per-token loss is the token's advantage times a finite factor: 0, with a zero gradient, where
-the advantage is 0 (PPO's clipped surrogate, dual clip included; decoupled PPO's is that surrogate times a detached
-behaviour weight)."""
 
-
-def zero_advantage_rows(micro_batch: Batch) -> torch.Tensor:
+def zero_advantage_rows(batch: Batch) -> torch.Tensor:
     """`(B,)` bool: the rows whose advantage is 0 on every response token (a GRPO group that scored alike)."""
-    response = micro_batch[RESPONSE_MASK].bool()
-    return ~(micro_batch[ADVANTAGES].ne(0) & response).any(dim=-1)
+    response = batch[RESPONSE_MASK].bool()
+    return ~(batch[ADVANTAGES].ne(0) & response).any(dim=-1)
 
 
 class ActorRole(EngineRole):
@@ -79,24 +63,22 @@ class ActorRole(EngineRole):
         self.ppo_epochs = ppo_epochs
         self.kl_coef = algorithm.kl.coef if algorithm.kl.mode is KLMode.AS_LOSS else 0.0
         """Weight of the KL-to-reference loss: `algorithm.kl.coef` when the KL is a loss term, else 0."""
-        # A read-only copy, so the caller's dict cannot change the loss later.
-        self._policy_loss_params = MappingProxyType(dict(algorithm.policy_loss_params))
-        loss_name = resolve_policy_loss(algorithm)
-        self._policy_loss = get_policy_loss(loss_name)
-        if algorithm.rollout_correction is not None:
-            settings = attrs.asdict(algorithm.rollout_correction)
-            self._policy_loss = with_rollout_correction(self._policy_loss, **settings)
-        # Zero-advantage rows add nothing to a loss with no other terms: the engine skips their backward.
-        inert = (
-            loss_name in ADVANTAGE_MULTIPLE_LOSSES
-            and algorithm.rollout_correction is None
-            and self.kl_coef == 0
-            and algorithm.entropy_coef == 0
+        correction = algorithm.rollout_correction
+        self.objective = PolicyObjective(
+            policy_loss=resolve_policy_loss(algorithm),
+            params=algorithm.policy_loss_params,
+            aggregation=algorithm.loss_agg_mode,
+            kl_coef=self.kl_coef,
+            kl_estimator=algorithm.kl.estimator,
+            entropy_coef=algorithm.entropy_coef,
+            rollout_correction=None if correction is None else attrs.asdict(correction),
         )
-        self._inert_rows = zero_advantage_rows if inert else None
+        """The loss the engine runs on every micro-batch (rl-core's, resolved once here)."""
+        # Every term is aggregated with loss_agg_mode: a replicated engine may learn the counts after the backward.
+        self._loss = NormalizedLoss(self.objective, algorithm.loss_agg_mode)
         self._train_spec = ForwardSpec(entropy=algorithm.entropy_coef > 0, temperature=temperature)
-        # update_on_policy reports the forward's entropy too; both specs are fixed for the role's life.
-        self._on_policy_spec = ForwardSpec(entropy=True, temperature=temperature)
+        # update_on_policy reports the forward's entropy and takes its outputs back; both specs are fixed for life.
+        self._on_policy_spec = ForwardSpec(entropy=True, temperature=temperature, return_outputs=True)
 
     @classmethod
     def from_config(cls, config: RunConfig, engine: TrainEngine) -> ActorRole:
@@ -109,49 +91,32 @@ class ActorRole(EngineRole):
         spec = ForwardSpec(entropy=with_entropy, temperature=self.temperature)
         return self._engine.forward(batch, spec)
 
+    def _require_loss_keys(self, batch: Batch) -> None:
+        require_keys(batch, (ADVANTAGES, RESPONSE_MASK), "actor")
+        if self.kl_coef > 0:
+            require_keys(batch, (REF_LOG_PROBS,), "actor's KL loss (kl_coef > 0)")
+
     def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
-        """Policy loss + `kl_coef` * KL loss - `algorithm.entropy_coef` * entropy, each over the step's global counts.
+        """Policy loss + `kl_coef` * KL loss - `algorithm.entropy_coef` * entropy, each over the step's global counts:
+        `objective` on one micro-batch, what the engine runs in `update`.
 
         Without `old_log_probs` in the micro-batch (`update_on_policy`) the old log-probs are the detached
         log-probs of this very forward: the ratio is exactly 1 and the gradient is the on-policy one.
         """
-        algorithm = self.algorithm
-        require_keys(micro_batch, (ADVANTAGES, RESPONSE_MASK), "actor")
-        mask = micro_batch[RESPONSE_MASK]
-        log_probs = forward_output(outputs.log_probs, "log_probs", "actor")
-        old_log_probs = micro_batch.get(OLD_LOG_PROBS)
-        inputs = PolicyLossInputs(
-            log_probs,
-            log_probs.detach() if old_log_probs is None else old_log_probs,
-            micro_batch[ADVANTAGES],
-            mask,
-            rollout_log_probs=micro_batch.get(ROLLOUT_LOG_PROBS),
-        )
-        loss, policy_metrics = self._policy_loss(
-            inputs, aggregation=algorithm.loss_agg_mode, normalizer=normalizer, **self._policy_loss_params
-        )
-        metrics = {
-            f"{'rollout_corr' if name.startswith(_CORRECTION_METRIC_PREFIX) else 'actor'}/{name}": value
-            for name, value in policy_metrics.items()
-        }
-        if self.kl_coef > 0:
-            require_keys(micro_batch, (REF_LOG_PROBS,), "actor's KL loss (kl_coef > 0)")
-            ref = micro_batch[REF_LOG_PROBS]
-            kl = kl_loss(
-                log_probs,
-                ref,
-                mask,
-                estimator=algorithm.kl.estimator,
-                aggregation=algorithm.loss_agg_mode,
-                normalizer=normalizer,
-            )
-            loss = loss + self.kl_coef * kl
-            metrics["actor/kl_loss"] = masked_mean(get_kl_estimator(algorithm.kl.estimator)(log_probs, ref), mask)
-        if algorithm.entropy_coef > 0:
-            entropy = forward_output(outputs.entropy, "entropy", "actor's entropy bonus (entropy_coef > 0)")
-            loss = loss - algorithm.entropy_coef * aggregate_loss(entropy, mask, algorithm.loss_agg_mode, normalizer)
-            metrics["actor/entropy"] = masked_mean(entropy, mask)
+        self._require_loss_keys(micro_batch)
+        forward_output(outputs.log_probs, "log_probs", "actor")
+        if self.objective.entropy_coef > 0:
+            forward_output(outputs.entropy, "entropy", "actor's entropy bonus (entropy_coef > 0)")
+        loss, metrics = self.objective(outputs, micro_batch, normalizer)
         return LossOutput(loss, metrics)
+
+    def _with_inert_rows(self, batch: Batch) -> Batch:
+        """`batch` for the engine: with the loss's inert rows marked (`inert_rows`: zero-advantage rows add nothing to
+        a lone advantage-multiple loss, so the engine may skip their backward); the caller's batch is not changed."""
+        self._require_loss_keys(batch)
+        if not self.objective.inert_on_zero_advantage:
+            return batch
+        return {**batch, INERT_ROWS: zero_advantage_rows(batch)}
 
     def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
         """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
@@ -165,9 +130,8 @@ class ActorRole(EngineRole):
                 "the batch of the actor's update has no 'old_log_probs'; compute them with compute_log_probs before "
                 "the update, or, for one on-policy mini-batch, call update_on_policy"
             )
-        # Every term is aggregated with loss_agg_mode: a replicated engine may learn the counts after the backward.
-        loss = NormalizedLoss(self.loss, self.algorithm.loss_agg_mode, self._inert_rows)
-        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, loss, self._train_spec)
+        batch = self._with_inert_rows(batch)
+        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, self._loss, self._train_spec)
 
     def update_on_policy(self, batch: Batch) -> tuple[StepResult, ForwardOutput]:
         """The step's one optimizer step (one mini-batch, one epoch), with the old log-probs taken from its own
@@ -179,7 +143,8 @@ class ActorRole(EngineRole):
 
         Returns:
             The step's result, and that forward's detached `(B, T)` float32 log-probs and entropy (what
-            `compute_log_probs(..., with_entropy=True)` returns before the step; values None).
+            `compute_log_probs(..., with_entropy=True)` returns before the step; values None), which the engine
+            returns for `ForwardSpec.return_outputs`.
         """
         if self.ppo_epochs != 1:
             raise RoleConfigError(
@@ -191,25 +156,12 @@ class ActorRole(EngineRole):
                 "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
                 "against them, or leave them out"
             )
-        # The log-probs cover the response mask's columns: the whole sequence for a causal LM, the flattened action
-        # tokens (B, S*A) for a VLA, whose input_ids hold only the instruction.
-        shape = tuple(batch[RESPONSE_MASK].shape)
-        device = batch[RESPONSE_MASK].device
-        log_probs = torch.zeros(shape, dtype=torch.float32, device=device)
-        entropy = torch.zeros(shape, dtype=torch.float32, device=device)
-
-        def recording_loss(outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
-            rows = micro_batch[_ROW_KEY].to(device)
-            log_probs[rows] = forward_output(outputs.log_probs, "log_probs", "actor").detach().to(device)
-            entropy[rows] = forward_output(outputs.entropy, "entropy", "actor").detach().to(device)
-            return self.loss(outputs, micro_batch, normalizer)
-
-        # Each sample's row index rides along into its micro-batch, so the forward's rows land in place.
-        tagged = {**batch, _ROW_KEY: torch.arange(shape[0], device=device)}
-        loss = NormalizedLoss(recording_loss, self.algorithm.loss_agg_mode, self._inert_rows)
-        result = self._engine.train_step(tagged, loss, self._on_policy_spec)
+        result = self._engine.train_step(self._with_inert_rows(batch), self._loss, self._on_policy_spec)
         self._engine.step_lr_scheduler()
-        return result, ForwardOutput(log_probs, entropy, None)
+        forward = result.outputs
+        if forward is None or forward.log_probs is None or forward.entropy is None:
+            raise RoleError("the actor's engine returned no training-forward outputs for ForwardSpec.return_outputs")
+        return result, ForwardOutput(forward.log_probs, forward.entropy, None)
 
     @property
     def hf_config(self) -> Any:

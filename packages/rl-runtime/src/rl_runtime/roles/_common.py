@@ -1,5 +1,4 @@
-"""What the roles share: argument checks, batch-key checks, a masked mean for metrics, the mini-batch split and the
-update loop."""
+"""What the roles share: argument checks, batch-key checks, the mini-batch split and the update loop."""
 
 from __future__ import annotations
 
@@ -43,12 +42,6 @@ def forward_output(value: torch.Tensor | None, name: str, role: str) -> torch.Te
     if value is None:
         raise RoleError(f"the {role} needs the forward's {name}, which it returned as None; ask for it in ForwardSpec")
     return value
-
-
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The detached 0-dim mean of `values` `(B, T)` where `mask` `(B, T)` is set (0 without any)."""
-    mask = mask.bool()
-    return torch.where(mask, values, 0.0).sum().detach() / mask.sum().clamp(min=1)
 
 
 def mini_batch_rows(num_samples: int, num_mini_batches: int) -> list[list[int]]:

@@ -1,12 +1,15 @@
-"""The critic role: the value model's clipped value loss around its engine, its values, and its updates.
+"""The critic role: the value model's clipped value loss (rl-core's `ValueObjective`) handed to its engine, its values,
+and its updates.
 
-The loss reads the run config's `algorithm` section (`value_clip`, `loss_agg_mode`) as is."""
+The objective is built once from the run config's `algorithm` section (`value_clip`, `loss_agg_mode`) as is; the
+engine calls it directly, never back into the runtime."""
 
 from __future__ import annotations
 
 import torch
 
-from rl_core.losses import LossNormalizer, clipped_value_loss
+from rl_core.losses import LossNormalizer
+from rl_core.objectives import ValueObjective
 from rl_core.schema import RESPONSE_MASK, RETURNS, VALUES
 from rl_engines.training import (
     Batch,
@@ -22,7 +25,6 @@ from rl_runtime.roles._common import (
     EngineRole,
     check_ppo_epochs,
     forward_output,
-    masked_mean,
     require_keys,
     run_update,
 )
@@ -48,6 +50,10 @@ class CriticRole(EngineRole):
         self.ppo_epochs = ppo_epochs
         self.clip_range = algorithm.value_clip if algorithm.value_clip is not None else float("inf")
         """How far a prediction may move from the batch's `values` before its error stops shrinking (inf: no clip)."""
+        self.objective = ValueObjective(self.clip_range, algorithm.loss_agg_mode)
+        """The loss the engine runs on every micro-batch (rl-core's, built once here)."""
+        # One mode for every term: the counts may come after the backward.
+        self._loss = NormalizedLoss(self.objective, algorithm.loss_agg_mode)
 
     @classmethod
     def from_config(cls, config: RunConfig, engine: TrainEngine) -> CriticRole:
@@ -61,24 +67,15 @@ class CriticRole(EngineRole):
         return values
 
     def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
-        """`rl_core.losses.clipped_value_loss` of the predictions against `returns`, around the batch's `values`."""
+        """`rl_core.losses.clipped_value_loss` of the predictions against `returns`, around the batch's `values`:
+        `objective` on one micro-batch, what the engine runs in `update`."""
         require_keys(micro_batch, (VALUES, RETURNS, RESPONSE_MASK), "critic")
-        mask = micro_batch[RESPONSE_MASK]
-        values = forward_output(outputs.values, VALUES, "critic")
-        loss, clipfrac = clipped_value_loss(
-            values,
-            micro_batch[VALUES],
-            micro_batch[RETURNS],
-            mask,
-            clip_range=self.clip_range,
-            aggregation=self.algorithm.loss_agg_mode,
-            normalizer=normalizer,
-        )
-        return LossOutput(loss, {"critic/vf_clipfrac": clipfrac, "critic/vpred_mean": masked_mean(values, mask)})
+        forward_output(outputs.values, VALUES, "critic")
+        loss, metrics = self.objective(outputs, micro_batch, normalizer)
+        return LossOutput(loss, metrics)
 
     def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
         """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
         optimizer step each), then one schedule step."""
-        # One mode for every term: the counts may come after the backward.
-        loss = NormalizedLoss(self.loss, self.algorithm.loss_agg_mode)
-        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, loss, self._SPEC)
+        require_keys(batch, (VALUES, RETURNS, RESPONSE_MASK), "critic")
+        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, self._loss, self._SPEC)

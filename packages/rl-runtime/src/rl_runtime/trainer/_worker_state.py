@@ -16,7 +16,6 @@ import torch
 import torch.distributed as dist
 
 from rl_coordinator.loading import RowSource, ShardedLoader
-from rl_core.advantages import get_advantage_estimator
 from rl_core.graph import NodeRole
 from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_core.schema import POLICY_VERSION
@@ -27,7 +26,7 @@ from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
 from rl_runtime.nodes._continuous import continuous_generation
-from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber
+from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber, bound_estimator
 from rl_runtime.nodes._staleness_buffer import RolloutBuffer, flush_into_buffer
 from rl_runtime.nodes._train import catch_up_weights, receive_rollout_weights, sync_rollout_weights
 from rl_runtime.planning import WorkerAssignment
@@ -176,7 +175,7 @@ class RunResourcesFactory:
             critic=build_critic(config, self.total_steps) if engines.critic else None,
             group=group,
             kl_controller=_kl_controller(config),
-            advantage_estimator=get_advantage_estimator(config.algorithm.adv_estimator),
+            advantage_estimator=bound_estimator(config),
             weight_receiver=receiver,
             env=env,
             embedder=embedder,
