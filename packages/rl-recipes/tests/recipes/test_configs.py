@@ -47,7 +47,7 @@ def test_the_packaged_srpo_config_loads_and_passes_its_checks() -> None:
     assert isinstance(config, SRPORecipeConfig)
     assert (config.pipeline, config.algorithm.adv_estimator) == EMBODIED["srpo"]
     assert config.algorithm.reward is RewardKind.SRPO and config.embedder is not None
-    assert config.env is not None and config.env.tasks == ("GoToRedBallGrey",)
+    assert config.env is not None and config.env.tasks == ("GoToRedBallNoDists",)
     assert config.warm_start is not None and config.actor.model.path == str(config.warm_start.model_dir)
     assert config_path("srpo.yaml").read_text().splitlines()[0].startswith("# rl-recipes train srpo")
     baseline = load_recipe_config("srpo", overrides=["algorithm.reward=binary"])
