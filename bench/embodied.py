@@ -32,7 +32,8 @@ from rl_core.envs import EnvConfig, EnvPool, LocalVectorEnv, VectorEnv
 from rl_recipes.environments import babyai_factory, babyai_spec
 
 DEFAULT_LEVEL = "GoToLocal"
-"""The SRPO recipe's level (configs/srpo.yaml)."""
+"""The pool rows' default level (bench/README.md's figures were taken on it); the SRPO step runs the recipe's own
+env (configs/srpo.yaml)."""
 
 GOAL = 1.6
 ROLLOUT_KEY = "timing_s/rollout_actor"
@@ -104,7 +105,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 16], help="env counts")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="pool worker counts")
-    parser.add_argument("--level", default="GoToLocal", help="BabyAI level")
+    parser.add_argument("--level", default=DEFAULT_LEVEL, help="BabyAI level of the pool rows")
     parser.add_argument("--chunk", type=int, default=4, help="env steps per policy step (action chunk K)")
     parser.add_argument("--max-steps", type=int, default=64, help="episode length limit")
     parser.add_argument("--rounds", type=int, default=3, help="alternating measurements per side")
@@ -148,7 +149,7 @@ def main() -> None:
     rate, ratio = headline
     shares = ""
     if args.srpo_steps > 1:
-        print(f"SRPO step (BabyAI {DEFAULT_LEVEL}, 16 envs), medians of steps 2..{args.srpo_steps}")
+        print(f"SRPO step (the recipe's env, configs/srpo.yaml; 16 envs), medians of steps 2..{args.srpo_steps}")
         print(f"{'env loop':>16} {'rollout s':>10} {'step s':>8} {'rollout share':>14}")
         for workers, label in ((0, "local"), (2, "pool2")):
             rollout, step, share = _srpo_rollout_share(args.srpo_steps, workers)
