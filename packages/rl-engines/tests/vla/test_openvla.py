@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from _fake_openvla import BASE_VOCAB, BINS, CHUNK, DIMS, MASK, Q01, Q99, write_fake_openvla
+from _vla_helpers import small_config, small_model
 from test_vla_engine import ppo_loss_fn
 
 from rl_engines.sync import ReferenceTransport, WeightSync, WeightSyncConfig
@@ -34,8 +35,11 @@ from rl_engines.vla import (
     OpenVLAPrompt,
     VLAError,
     VLAPolicy,
+    WordInstructions,
+    WordTokenizer,
     action_log_probs,
     check_policy_matches_env,
+    instruction_encoder,
     load_openvla,
     prismatic_pixels,
     read_openvla_spec,
@@ -114,6 +118,19 @@ def test_the_prompt_is_openvlas_with_the_empty_token_last(checkpoint: Path) -> N
     input_ids, mask = prompt.encode_batch(INSTRUCTIONS)
     assert input_ids.shape == mask.shape and tuple(input_ids[0, : len(ids)].tolist()) == ids
     assert int(mask[2].sum()) == len(prompt.encode(INSTRUCTIONS[2]))
+    assert "put the bowl on the plate" in prompt.decode(ids)
+
+
+def test_the_folder_picks_the_instruction_encoder(checkpoint: Path, tmp_path: Path) -> None:
+    encoder = instruction_encoder(checkpoint)
+    assert isinstance(encoder, OpenVLAPrompt)
+    assert encoder.encode(INSTRUCTIONS[0]) == OpenVLAPrompt(checkpoint).encode(INSTRUCTIONS[0])
+    tiny = tmp_path / "tiny"
+    small_model().save_pretrained(tiny)
+    WordTokenizer.from_texts(["go to the red ball"]).save_pretrained(tiny)
+    words = instruction_encoder(tiny)
+    assert isinstance(words, WordInstructions) and words.max_length == small_config().max_instruction_len
+    assert words.decode(words.encode("Go to the red ball")) == "go to the red ball"
 
 
 @torch.no_grad()

@@ -175,8 +175,9 @@ def test_a_cosine_schedule_takes_the_runs_length(minimal_data: dict[str, Any]) -
     assert config.actor.schedule.total_steps is None  # filled in from the run's steps when the engine is built
 
 
-def test_an_embodied_run_refuses_an_openvla_actor_at_load(minimal_data: dict[str, Any], tmp_path: Path) -> None:
+def test_an_embodied_run_takes_an_openvla_actor_at_load(full_embodied_data: dict[str, Any], tmp_path: Path) -> None:
+    # The Trainer's embodied rollout encodes instructions for an OpenVLA-OFT actor (OpenVLAPrompt) and its driver
+    # checks read the checkpoint's OpenVLASpec: the folder's kind is no longer refused at load.
     (tmp_path / "config.json").write_text('{"model_type": "openvla"}')
-    overrides = ["pipeline=embodied_srpo", f"actor.model.path={tmp_path}"]
-    with pytest.raises(ConfigError, match=r"actor.model.path: expected a tiny_vla folder: .*built for tiny VLAs only"):
-        config_from_dict(RunConfig, minimal_data, overrides)
+    config = config_from_dict(RunConfig, full_embodied_data, [f"actor.model.path={tmp_path}"])
+    assert config.pipeline == "embodied_srpo" and config.actor.model.path is not None

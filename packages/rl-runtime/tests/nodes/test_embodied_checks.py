@@ -10,6 +10,7 @@ import pytest
 from rl_coordinator.loading import open_source
 from rl_core.envs import make_env
 from rl_core.testing import TOY_TASKS
+from rl_engines.vla import OpenVLASpec
 from rl_runtime.evaluation._evaluate import reduce_validation
 from rl_runtime.nodes import NodeResources
 from rl_runtime.testing import RandomPolicy, WordTask
@@ -45,6 +46,49 @@ def test_an_unknown_task_is_refused_before_any_worker(tmp_path: Path) -> None:
 def test_a_policy_that_disagrees_with_the_env_is_refused(tmp_path: Path, policy: object, message: str) -> None:
     with pytest.raises(TrainerError, match=message):
         check_embodied_run(embodied_config(tmp_path), policy)
+
+
+def _openvla(**changes: object) -> OpenVLASpec:
+    """An OpenVLA-OFT checkpoint's spec (as `actor_hf_config` reads it from the folder) with the toy env's action
+    space, at its own 28x28 backbone input."""
+    fields: dict[str, object] = {
+        "path": "/checkpoints/openvla",
+        "chunk_size": 4,
+        "action_dims": 1,
+        "action_bins": 3,
+        "vocab_size": 320,
+        "num_patches": 4,
+        "input_sizes": ((3, 28, 28),),
+        "means": ((0.5, 0.5, 0.5),),
+        "stds": ((0.5, 0.5, 0.5),),
+        "stop_token_id": 2,
+        "unnorm_key": "toy",
+        "q01": (-1.0,),
+        "q99": (1.0,),
+        "mask": (True,),
+        "center_crop": False,
+        **changes,
+    }
+    return OpenVLASpec(**fields)  # pyright: ignore[reportArgumentType]
+
+
+def test_an_openvla_actor_matching_the_env_passes_whatever_its_frame_size(tmp_path: Path) -> None:
+    spec = check_embodied_run(embodied_config(tmp_path), _openvla())  # frames are resized to the backbones' input
+    assert spec is not None and (spec.action_dims, spec.action_bins) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"action_bins": 256}, r"actor.model: the VLA's action_bins=256 does not match env 'toy'.*rl_vla.json"),
+        ({"action_dims": 7}, r"actor.model: the VLA's action_dims=7 does not match env 'toy'.*action_dims=1"),
+    ],
+)
+def test_an_openvla_actor_that_disagrees_with_the_env_is_refused(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(TrainerError, match=message):
+        check_embodied_run(embodied_config(tmp_path), _openvla(**changes))
 
 
 def test_an_embedder_whose_dim_disagrees_is_refused(tmp_path: Path) -> None:

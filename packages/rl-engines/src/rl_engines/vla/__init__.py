@@ -3,7 +3,8 @@
 `TinyVLAForActionChunking` (a conv-stem + transformer VLA with an OFT-style parallel action-chunk head, loadable
 by the FSDP2/ddp train engine from a folder whose config has `model_type: tiny_vla`), `action_log_probs`
 (restricted softmax over the action bins at the sampling temperature), OpenVLA's `ActionTokenizer`, a
-`WordTokenizer` for closed instruction vocabularies, `check_policy_matches_env`, and `VLAPolicy`, the rollout side
+`WordTokenizer` for closed instruction vocabularies, `instruction_encoder` (a VLA folder's instruction tokenizer,
+either kind), `check_policy_matches_env`, and `VLAPolicy`, the rollout side
 that samples action chunks and receives the actor's weights through `rl_engines.sync`. The OpenVLA-OFT path
 (`load_openvla`, `OpenVLAActions`, `OpenVLAPrompt`, `OpenVLASpec`) runs a real Prismatic checkpoint folder
 (`model_type: openvla`) through the same log-probs, policy and train engine.
@@ -13,6 +14,7 @@ from rl_engines.vla._action_tokenizer import ActionTokenizer, normalize, unnorma
 from rl_engines.vla._config import MODEL_TYPE, TinyVLAConfig
 from rl_engines.vla._env_check import check_policy_matches_env
 from rl_engines.vla._errors import VLAError
+from rl_engines.vla._instructions import InstructionEncoder, WordInstructions, instruction_encoder
 from rl_engines.vla._logprobs import action_log_probs
 from rl_engines.vla._model import TinyVLAForActionChunking
 from rl_engines.vla._openvla import OpenVLAActions, OpenVLAPrompt, is_openvla_folder, load_openvla
@@ -25,6 +27,7 @@ __all__ = [
     "OPENVLA_MODEL_TYPE",
     "TOKENIZER_FILE",
     "ActionTokenizer",
+    "InstructionEncoder",
     "OpenVLAActions",
     "OpenVLAPrompt",
     "OpenVLASpec",
@@ -32,9 +35,11 @@ __all__ = [
     "TinyVLAForActionChunking",
     "VLAError",
     "VLAPolicy",
+    "WordInstructions",
     "WordTokenizer",
     "action_log_probs",
     "check_policy_matches_env",
+    "instruction_encoder",
     "is_openvla_folder",
     "load_openvla",
     "normalize",

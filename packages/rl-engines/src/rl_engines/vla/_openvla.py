@@ -187,6 +187,10 @@ class OpenVLAPrompt:
             ids.append(self.empty_token_id)
         return tuple(int(i) for i in ids)
 
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """The text of `token_ids` (the whole prompt, special tokens dropped)."""
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
     def encode_batch(self, instructions: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """N instructions -> (input_ids (N, L), attention_mask (N, L)) int64, right-padded with 0."""
         encoded = [self.encode(text) for text in instructions]

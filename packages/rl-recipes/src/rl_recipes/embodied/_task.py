@@ -1,4 +1,5 @@
-"""The embodied task seam: instructions -> word ids with the VLA's own `WordTokenizer` (saved beside the model)."""
+"""The embodied task seam: instructions -> token ids with the VLA's own instruction tokenizer, read from its folder
+(`rl_engines.vla.instruction_encoder`: a tiny VLA's `WordTokenizer`, or an OpenVLA-OFT checkpoint's prompt)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-import torch
 
-from rl_engines.vla import WordTokenizer
+from rl_engines.vla import InstructionEncoder, instruction_encoder
 from rl_runtime.nodes import PromptItem, ResponseSample, ScoreResult
 
 INSTRUCTION_FIELD = "instruction"
@@ -23,14 +23,13 @@ class EmbodiedTask:
     mission depends on the trial's seed, so a prompt row holds only the task and trial ids).
     """
 
-    def __init__(self, tokenizer: WordTokenizer, max_length: int) -> None:
-        self.tokenizer = tokenizer
-        self.max_length = max_length
+    def __init__(self, encoder: InstructionEncoder) -> None:
+        self.encoder = encoder
 
     def encode_instruction(self, text: str) -> tuple[int, ...]:
-        """The word ids of `text` (unknown words -> `<unk>`); at most `max_length` words."""
-        ids, mask = self.tokenizer.encode([text], max_length=self.max_length)
-        return tuple(int(i) for i in ids[0][mask[0].bool()].tolist())
+        """The token ids of `text` for the VLA (a tiny VLA: word ids, unknown words -> `<unk>`, at most its
+        `max_instruction_len`; OpenVLA-OFT: its prompt around `text`)."""
+        return self.encoder.encode(text)
 
     def encode(self, row: Mapping[str, Any], where: str) -> PromptItem:
         """A row that carries its instruction text as `instruction`; `where` names a row without one."""
@@ -45,16 +44,16 @@ class EmbodiedTask:
         return ScoreResult(scores, {"task/success_rate": sum(scores) / max(len(scores), 1)})
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        """The instruction words of `token_ids`."""
-        return self.tokenizer.decode(torch.tensor([list(token_ids)], dtype=torch.int64))[0]
+        """The instruction text of `token_ids`."""
+        return self.encoder.decode(token_ids)
 
 
 @attrs.frozen
 class EmbodiedTaskFactory:
-    """Builds the task in each worker from the tokenizer saved in the VLA's model folder."""
+    """Builds the task in each worker from the VLA folder `model_dir` (the actor's `model.path`), whose kind picks
+    the instruction tokenizer."""
 
-    tokenizer_dir: str
-    max_length: int
+    model_dir: str
 
     def __call__(self) -> EmbodiedTask:
-        return EmbodiedTask(WordTokenizer.from_pretrained(self.tokenizer_dir), self.max_length)
+        return EmbodiedTask(instruction_encoder(self.model_dir))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rl_core.envs import EnvConfig
-from rl_engines.vla import TinyVLAConfig, VLAPolicy, WordTokenizer
+from rl_engines.vla import VLAPolicy, instruction_encoder
 from rl_recipes.embodied import EmbodiedTask, play_episodes, probe_env
 
 
@@ -25,8 +25,7 @@ def evaluate_policy(
 ) -> EmbodiedEvaluation:
     """One episode of the VLA in `model` per (task, trial) of `env`'s tasks and `trials` (greedy by default)."""
     policy = VLAPolicy.from_pretrained(model)
-    max_length = TinyVLAConfig.from_pretrained(str(model)).max_instruction_len
-    task = EmbodiedTask(WordTokenizer.from_pretrained(model), max_length)
+    task = EmbodiedTask(instruction_encoder(model))
     names = probe_env(env)[0].task_names
     tasks = [t for t in range(len(names)) for _ in trials]
     episodes = play_episodes(

@@ -20,7 +20,7 @@ from pathlib import Path
 import attrs
 
 from rl_core.envs import EnvConfig
-from rl_engines.vla import TinyVLAConfig, VLAPolicy
+from rl_engines.vla import VLAPolicy
 from rl_recipes._errors import RecipeError
 from rl_recipes.embodied import (
     EmbodiedTask,
@@ -120,8 +120,7 @@ def run(config: SRPORecipeConfig) -> RecipeResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / CONFIG_FILE).write_text(dump_config_yaml(config))
     model_dir = prepare(config, env)
-    max_length = TinyVLAConfig.from_pretrained(str(model_dir)).max_instruction_len
-    task = EmbodiedTaskFactory(str(model_dir), max_length)
+    task = EmbodiedTaskFactory(str(model_dir))
     before = strip_episodes(config, env, VLAPolicy.from_pretrained(model_dir), task())
     result = Trainer(config, task).fit()
     policy = final_policy(config, result, run_dir)

@@ -11,7 +11,6 @@ from rl_core.graph import EMBODIED_OPERATIONS, PIPELINES, NodeRole, get_pipeline
 from rl_engines.judge import JudgeConfig
 from rl_engines.reward_model import RewardModelConfig
 from rl_engines.training import TrainEngineConfig
-from rl_engines.vla import is_openvla_folder
 from rl_runtime.config._batch_plan import BatchPlan
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._schema_algorithm import AlgorithmConfig, RewardKind
@@ -186,12 +185,6 @@ def _embodied_problems(config: RunConfig) -> list[ConfigProblem]:
             expected = f"0: {where}, and asynchronous training is built for the language pipelines only"
             found = str(config.algorithm.max_staleness)
             problems.append(ConfigProblem("algorithm.max_staleness", expected, found, "set algorithm.max_staleness=0"))
-        if is_openvla_folder(config.actor.model.path):
-            # The engine and VLAPolicy take the checkpoint; the Trainer's embodied rollout does not yet (it encodes
-            # instructions with a tiny VLA's word tokenizer, and its driver checks read a tiny VLA's config).
-            expected = f"a tiny_vla folder: {where}, and the Trainer's embodied rollout is built for tiny VLAs only"
-            fix = "drive an OpenVLA-OFT checkpoint through FSDPEngine and VLAPolicy (docs/srpo.md), or use a tiny VLA"
-            problems.append(ConfigProblem("actor.model.path", expected, repr(config.actor.model.path), fix))
         if EMBODIED_SAMPLING_OPERATION in operations and config.algorithm.embodied_sampling is None:
             expected = f"an embodied_sampling section: pipeline {config.pipeline!r} filters groups by success rate"
             problems.append(

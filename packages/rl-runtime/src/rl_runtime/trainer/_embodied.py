@@ -11,6 +11,7 @@ import torch
 
 from rl_coordinator.loading import RowSource
 from rl_core.envs import EnvSpec, VectorEnv, VideoEmbedder, make_env, make_video_embedder
+from rl_engines.vla import OpenVLASpec, VLAError, check_policy_matches_env
 from rl_runtime.config import RunConfig
 from rl_runtime.evaluation._evaluate import SUM_KEYS
 from rl_runtime.nodes import NodeResources
@@ -32,7 +33,9 @@ _EMBODIED_VALIDATION_TAG = 0xE7B0D1ED
 def check_embodied_run(config: RunConfig, policy_config: Any) -> EnvSpec | None:
     """Before any worker starts: build the env once in this process (its factory checks the tasks and options),
     the embedder against its frames, and compare the policy's action head with the env's action space. Returns the
-    env's spec (None for a run without an env). Raises TrainerError naming the setting and the fix."""
+    env's spec (None for a run without an env). `policy_config` is the actor's VLA config (`actor_hf_config`: a tiny
+    VLA's config, or an OpenVLA-OFT checkpoint's `OpenVLASpec`); the action chunk is the policy's choice, its bins
+    and dims must be the env's. Raises TrainerError naming the setting and the fix."""
     if config.env is None:
         return None
     probe = dataclasses.replace(config.env, num_envs=1, num_workers=0)
@@ -49,10 +52,16 @@ def check_embodied_run(config: RunConfig, policy_config: Any) -> EnvSpec | None:
             make_video_embedder(config.embedder, spec)
         except Exception as error:
             raise TrainerError(f"embedder: {error}") from error
+    if isinstance(policy_config, OpenVLASpec):  # its frames are resized to the backbones': channels only
+        try:
+            check_policy_matches_env(policy_config, spec)
+        except VLAError as error:
+            raise TrainerError(f"actor.model: {error}") from error
+        return spec
     missing = [name for name in _ACTION_SPACE if not hasattr(policy_config, name)]
     if missing:
         raise TrainerError(
-            f"actor.model: an embodied run needs a VLA policy (e.g. model_type tiny_vla) whose config has "
+            f"actor.model: an embodied run needs a VLA policy (model_type tiny_vla or openvla) whose config has "
             f"{list(_ACTION_SPACE)}, found a {type(policy_config).__name__} without {missing}; point actor.model at a "
             "VLA folder"
         )

@@ -22,7 +22,7 @@ from rl_engines.training import (
     TrainEngineConfig,
     load_hf_config,
 )
-from rl_engines.vla import VLAPolicy
+from rl_engines.vla import VLAPolicy, is_openvla_folder, read_openvla_spec
 from rl_runtime.config import DeviceKind, KLMode, RunConfig
 from rl_runtime.config._schema_engines import reference_engine_config
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
@@ -76,7 +76,11 @@ def build_critic(config: RunConfig, total_steps: int) -> CriticRole | None:
 
 
 def actor_hf_config(config: RunConfig) -> Any:
-    """The transformers config of the actor's model, without building it (a split placement's rollout slots)."""
+    """The transformers config of the actor's model, without building it (a split placement's rollout slots); for
+    an OpenVLA-OFT checkpoint folder, its `OpenVLASpec` (what `VLAPolicy` loads it from and the env checks read:
+    the checkpoint's own config class is remote code)."""
+    if is_openvla_folder(config.actor.model.path):
+        return read_openvla_spec(str(config.actor.model.path))
     return load_hf_config(config.actor.model)
 
 
