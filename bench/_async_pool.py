@@ -13,11 +13,12 @@ rollout worker:
                group.
   buffer       the taken groups enter the worker's staleness buffer, which serves the share oldest version first,
                drops a group whose oldest first-token version is more than eta behind k (`async/dropped_stale`)
-               and, while short, takes the next groups to finish from the pool, as many as it is short of
-               (`refill_from_pool`; a new share is submitted first only when the pool holds fewer, at most
-               MAX_TOP_UP_DRAWS times a step); a refill group that is itself too stale is dropped in turn. Until
-               2026-11-27 17:10 the runtime drew a fresh share batch-at-a-time instead (`top_up`: its requests queue
-               behind the pool's and the step waits for all of them), kept as the what-if `refill="share"`.
+               and, while short, draws a fresh share batch-at-a-time (`top_up`: its requests queue behind the
+               pool's and the step waits for all of them), at most MAX_TOP_UP_DRAWS times a step. What-ifs:
+               `refill="pool"` takes the pool's next groups to finish instead (a share submitted first only when the
+               pool holds too few; a refill group that is itself too stale is dropped in turn): the runtime did that
+               from 2026-11-27 17:10 to 18:20, reverted because it slowed bench/async.py's continuous eta = 2 run
+               (docs/async.md); `refill="pool_submit"` submits as many groups as are short, then takes from the pool.
   weights      `receive_weights` then waits for version max(held, k + 2 - eta) (the rollout runs eta - 1 steps
                ahead under continuous generation, `rollout_steps_ahead`) and loads each version up to it: requests
                running then are parked for `sync_s` (load and cache recompute, `pause("keep")`) and keep their
@@ -158,15 +159,15 @@ def continuous_pool(
     sync_s: float,
     pool_steps: int = POOL_STEPS,
     drop_stale: bool = True,
-    refill: str = "pool",
+    refill: str = "share",
 ) -> PoolRun:
     """Samples/s of continuous generation as this repository runs it (module doc), over `steps` training steps.
 
     `draw_group()` gives the next prompt group's response lengths; `train_s(lengths)` the seconds training step k
     takes on the lengths every worker served for it; `pool_steps` the shares a pool is topped up to; `refill` how
-    dropped groups are replaced: "pool" the runtime's (the pool's next to finish, a share submitted first only when
-    the pool holds too few), what-ifs "share" (a fresh share generated batch-at-a-time, the runtime before
-    2026-11-27 17:10) and "pool_submit" (submit as many groups as are short, then take the pool's next to finish);
+    dropped groups are replaced: "share" the runtime's (a fresh share generated batch-at-a-time), what-ifs "pool"
+    (the pool's next to finish, a share submitted first only when the pool holds too few) and "pool_submit" (submit
+    as many groups as are short, then take the pool's next to finish);
     `drop_stale=False` serves stale groups instead of dropping them (a what-if)."""
     if eta < 1:
         raise ValueError(f"continuous generation runs at eta >= 1; got eta={eta}")

@@ -15,10 +15,11 @@ seed, the step, the draw and the sample, so every run sees the same workload (co
 batch of prompts on the first step). This bench replaces the `generate` and `generate_continuous` operations by
 `heavy_tailed_generate` and `heavy_tailed_generate_continuous` below in its own process (the Trainer ships the
 operations it binds to the workers); the runs execute in this process, one after another. Under continuous
-generation a group the staleness buffer drops is replaced from the slot's pool (`refill_from_pool`), whose loader
-draws go through `HeavyTailedPool.submit` too, so replacements follow the same workload (until 2026-11-27 17:10 they
-were a batch-at-a-time top-up, `draw_rollouts`, at the model's own lengths); the step mode drops nothing here (each
-group comes from the version its step allows), so its batch top-up does not run.
+generation a group the staleness buffer drops is replaced by a batch-at-a-time top-up (`top_up`, `draw_rollouts`),
+which generates at the model's own lengths, not the heavy-tailed ones: continuous runs that drop (eta = 2 here) are
+somewhat optimistic. (From 2026-11-27 17:10 to 18:20 the runtime refilled from the slot's pool instead, whose draws
+followed the workload; reverted, docs/async.md.) The step mode drops nothing here (each group comes from the version
+its step allows), so its batch top-up does not run.
 
 Per run, from its metrics.jsonl: `timing_s/step` is the wall time of the driver call that ran the step, shared
 evenly over that call's steps (`trainer.steps_per_call`, set to STEPS_PER_CALL here), so a step's own time is not

@@ -24,14 +24,14 @@ Designs:
                          rows at once with a first-in-first-out queue; each rollout step tops the worker's pool up to
                          POOL_STEPS (2) shares of groups and takes the first share of groups to finish; partial
                          rollouts carry the rest across the weight update; the staleness buffer drops a group whose
-                         first token is more than eta versions behind the training step and replaces it by the next
-                         group to finish in the pool (a share submitted first only when the pool holds too few); the
-                         rollout runs eta - 1 steps ahead.
-Why the refill changed (2026-11-27 17:10): the runtime replaced a dropped group by a fresh share generated
-batch-at-a-time, which the step waited for whole (longest response included); it now takes the pool's next groups to
-finish, already in flight (rl_runtime/nodes/_staleness_buffer.py, `refill_from_pool`), and the model follows it. The
-fresh-share refill is printed as a labelled what-if ("fresh-share refill"), beside the earlier what-if that submitted
-as many groups as were short before taking from the pool.
+                         first token is more than eta versions behind the training step and draws a fresh share
+                         batch-at-a-time in its place (`top_up`); the rollout runs eta - 1 steps ahead.
+Why the refill is a what-if (2026-11-27 18:20): from 17:10 the runtime replaced a dropped group by the pool's next
+groups to finish (`refill_from_pool`), which this model put at 1.93x for W = 64, eta = 1 against 1.40x for the
+fresh share; on the real 2-slot run (bench/async.py) it kept dropping a sixth of every step at continuous eta = 2
+(the refilled pool groups were themselves near the bound) and took that mode from 1.72x to 0.75-0.94x, which the
+model, dropping nothing at 2 slots, did not foresee. The runtime went back to the fresh share; the pool refill is
+printed as a labelled what-if ("pool refill"), beside the one that submitted as many groups as were short first.
 Why continuous changed (2026-11-27 16:40): until then it modelled AReaL's admission count (a sample may start only
 while fewer than (version + eta + 1) x B have started) with training step k waiting for the whole of batch k in
 submission order, so each batch was held by its longest response and the speed-up stayed near eta + 1. Neither
@@ -49,7 +49,7 @@ loop with the calibration's own batch, and continuous generation on bench/async.
 ratios, then the W = 64, eta = 1 continuous speed-up with one input changed at a time (costs scaled, the workload's
 sigmas and cap) and the labelled what-ifs. Last line:
 RESULT async_sim speedup_eta1_w64=<continuous> pipelined=<pipelined> previous_model=<old model>
-fresh_share_refill=<the refill before 17:10> goal=2.5 met|missed
+pool_refill=<the reverted pool refill, a what-if> goal=2.5 met|missed
 Run: python bench/async_sim.py --metrics <run folder>/metrics.jsonl [--slots 2] [--steps 40] [--measured-ratio R]
      [--measured-continuous-ratio C]   (about 15 s; calibrate from bench/async.py's eta = 0 run with `--slots 1`: in
      split placement one slot trains every token; R and C its steady eta = 1 step and continuous ratios)
@@ -239,11 +239,11 @@ def runtime_continuous(
     shape: Shape = ISSUE_SHAPE,
     pool_steps: int = 0,
     drop_stale: bool = True,
-    refill: str = "pool",
+    refill: str = "share",
 ) -> PoolRun:
     """Samples/s (and drops) of this repository's continuous generation (bench/_async_pool.py) at `workers`
     workers, each with PER_WORKER rows and a share of PER_WORKER samples a step; what-ifs: `pool_steps` > 0 replaces
-    the runtime's POOL_STEPS, `drop_stale=False` serves stale groups instead of dropping them, `refill` "share" or
+    the runtime's POOL_STEPS, `drop_stale=False` serves stale groups instead of dropping them, `refill` "pool" or
     "pool_submit" replaces dropped groups otherwise than the runtime (bench/_async_pool.py's `continuous_pool`)."""
     return continuous_pool(
         group_stream(seed, shape),
@@ -381,11 +381,11 @@ def main() -> None:
     )
     refills = {
         refill: [(eta, runtime_continuous(costs, 64, eta, args.seed, args.steps, refill=refill)) for eta in (1, 2)]
-        for refill in ("share", "pool_submit")
+        for refill in ("pool", "pool_submit")
     }
     labels = {
-        "share": "by a fresh share generated batch-at-a-time, the step waiting for all of it (the runtime before "
-        "2026-11-27 17:10, the fresh-share refill)",
+        "pool": "by the pool's next groups to finish (the pool refill, in the runtime 2026-11-27 17:10-18:20, "
+        "reverted after the 2-slot bench)",
         "pool_submit": "from the pool after submitting as many groups as are short (the earlier what-if)",
     }
     for refill, runs in refills.items():
@@ -407,7 +407,7 @@ def main() -> None:
     print(
         f"RESULT async_sim speedup_eta1_w64={speedup:.2f} pipelined={result[('pipelined', 64, 1)]:.2f} "
         f"previous_model={result[('previous', 64, 1)]:.2f} "
-        f"fresh_share_refill={refills['share'][0][1].samples_per_s / base64:.2f} goal={GOAL} {status}"
+        f"pool_refill={refills['pool'][0][1].samples_per_s / base64:.2f} goal={GOAL} {status}"
     )
 
 

@@ -3,20 +3,46 @@ says: whole groups in the order they finish, first-token and per-token versions 
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import pytest
 
 from rl_core.schema import GROUP_ID, POLICY_VERSION, RESPONSE_MASK, TOKEN_POLICY_VERSION, UID
 from rl_core.workflows import NO_VERSION
-from rl_engines.rollout import SamplingParams
+from rl_engines.rollout import GenerateOutput, GenerateRequest, SamplingParams, VersionSpan
 from rl_runtime.nodes import PromptItem
 from rl_runtime.nodes._continuous import GenerationPool
 from rl_runtime.nodes._seeds import sample_uid
 from rl_runtime.workers import StepDataError
 
-from ._held_engine import HeldEngine
-
 N = 2
 """Samples per prompt."""
+
+
+class HeldEngine:
+    """`submit` returns a Future the test completes with `finish`."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, tuple[GenerateRequest, concurrent.futures.Future[GenerateOutput]]] = {}
+
+    def submit(self, request: GenerateRequest) -> concurrent.futures.Future[GenerateOutput]:
+        future: concurrent.futures.Future[GenerateOutput] = concurrent.futures.Future()
+        self.requests[request.rid] = (request, future)
+        return future
+
+    def finish(self, uid: int, spans: tuple[tuple[int, int], ...]) -> None:
+        """Complete request `uid` with one token per (version, count) of `spans`, in order."""
+        request, future = self.requests[str(uid)]
+        tokens, version_spans, start = [], [], 0
+        for version, count in spans:
+            tokens += [7] * count
+            version_spans.append(VersionSpan(version, start, start + count))
+            start += count
+        output = GenerateOutput(
+            request.rid, tuple(tokens), (-0.5,) * len(tokens), "length", spans[-1][0], len(request.input_ids),
+            tuple(version_spans),
+        )  # fmt: skip
+        future.set_result(output)
 
 
 def _pool(engine: HeldEngine, prompts: int, draw: int = 0) -> GenerationPool:

@@ -1,6 +1,5 @@
 """Asynchronous training's rollout-side staleness buffer, without engines or Ray: admission order, whole groups, drop
-counts, the top-up draws that refill a step (from the generation pool under continuous generation), and the
-checkpoint round trip."""
+counts, the top-up draws that refill a step, and the checkpoint round trip."""
 
 from __future__ import annotations
 
@@ -12,17 +11,13 @@ import pytest
 import torch
 
 from rl_core.graph import Node, NodeRole, get_pipeline
-from rl_core.schema import GROUP_ID, INPUT_IDS, POLICY_VERSION, TOKEN_POLICY_VERSION, UID
-from rl_engines.rollout import SamplingParams
-from rl_runtime.nodes import PromptItem, _staleness_buffer
-from rl_runtime.nodes._continuous import GenerationPool
-from rl_runtime.nodes._seeds import sample_uid
+from rl_core.schema import GROUP_ID, INPUT_IDS, POLICY_VERSION, RESPONSE_MASK, TOKEN_POLICY_VERSION, UID
+from rl_runtime.nodes import _staleness_buffer
+from rl_runtime.nodes._rollout_batch import concat_samples
 from rl_runtime.nodes._staleness_buffer import (
     BUFFERED_METRIC,
     DROPPED_METRIC,
-    MAX_TOP_UP_DRAWS,
     REGENERATE_PARAM,
-    TOP_UP_FIRST_DRAW,
     TOP_UP_METRIC,
     RolloutBuffer,
     staleness_buffer,
@@ -30,8 +25,6 @@ from rl_runtime.nodes._staleness_buffer import (
 from rl_runtime.planning._placement import DataParallelInfo
 from rl_runtime.trainer._split import STALENESS_BUFFER_NODE, split_pipeline
 from rl_runtime.workers import NodeContext, StepData, StepDataError
-
-from ._held_engine import HeldEngine
 
 GROUP = 2
 """Samples per group in these tests."""
@@ -122,11 +115,7 @@ def _step(ctx: NodeContext[Any], data: StepData) -> StepData:
 
 
 def _res(eta: int) -> Any:
-    config = SimpleNamespace(
-        algorithm=SimpleNamespace(max_staleness=eta, dynamic_sampling=None, async_generation="step"),
-        batch=SimpleNamespace(samples_per_prompt=GROUP),
-        trainer=SimpleNamespace(step_timeout_s=5.0),
-    )
+    config = SimpleNamespace(algorithm=SimpleNamespace(max_staleness=eta, dynamic_sampling=None))
     return SimpleNamespace(config=config, plan=SimpleNamespace(samples_per_rollout_rank=4), staleness_buffer=None)
 
 
@@ -150,92 +139,26 @@ def test_the_node_draws_more_when_stale_groups_leave_the_step_short(monkeypatch:
     assert _uids(out) == [30, 31, 40, 41] and out.metrics[TOP_UP_METRIC] == 0.0
 
 
-def _pooled(res: Any, engine: HeldEngine, step: int, draw: int, prompts: int) -> list[list[int]]:
-    """Submit `prompts` groups of GROUP requests to `res.generation_pool` (uids of (step, rank 0, draw)): their uids."""
-    items = [PromptItem((1, 2, 3 + j)) for j in range(prompts)]
-    sampling = SamplingParams(max_new_tokens=4)
-    res.generation_pool.submit(engine, items, GROUP, sampling, seed_parts=(0, step, 0, draw), uid_of=(step, 0, draw))
-    return [[sample_uid(step, 0, draw, j * GROUP + k) for k in range(GROUP)] for j in range(prompts)]
-
-
-def _continuous_res(eta: int) -> Any:
-    res = _res(eta)
-    res.config.algorithm.async_generation = "continuous"
-    res.prompts = res.rollout = None  # no loader or engine: a fresh share cannot be drawn here
-    res.generation_pool = GenerationPool()
-    return res
-
-
-def test_under_continuous_generation_a_dropped_group_is_replaced_from_the_pool(
+def test_a_top_up_under_continuous_generation_carries_token_versions_and_joins_its_groups(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The top-up generates a batch at a time; under continuous generation the buffer also holds groups with each
+    # token's version, and the step concatenates both: the top-up gets the field (all tokens its sample's version).
+    def drawn(res: Any, step: int, rank: int, draw: int) -> StepData:
+        data = _groups(3, [7])
+        return StepData({**data.batch, RESPONSE_MASK: torch.tensor([[0, 1], [1, 0]])}, data.extras)
+
+    monkeypatch.setattr(_staleness_buffer, "draw_rollouts", drawn)
     monkeypatch.setattr(_staleness_buffer, "score_batch", lambda res, data, node: data)
-    engine, res = HeldEngine(), _continuous_res(eta=1)
-    groups = _pooled(res, engine, step=3, draw=0, prompts=5)
-    for uid in groups[0]:
-        engine.finish(uid, ((4, 2),))
-    data = res.generation_pool.take(1, timeout_s=5.0)  # the step's input: group 0, from version 4
-    # Group 1 still generating; group 2 finished but began under version 2 (stale at step 4, eta 1, even though its
-    # last token is version 3); groups 3 and 4 finished under version 3.
-    for uid in groups[2]:
-        engine.finish(uid, ((2, 1), (3, 1)))
-    for uid in groups[3] + groups[4]:
-        engine.finish(uid, ((3, 2),))
-    out = _step(_context(4, res), data)
-    # The share is short one group: the next to finish in the pool (group 2) is taken, dropped as stale and counted,
-    # then the next (group 3) fills the share; no fresh share is drawn and nothing waits for group 1.
-    assert _uids(out) == groups[0] + groups[3] and len(engine.requests) == 5 * GROUP
-    assert out.metrics == {DROPPED_METRIC: 2.0, BUFFERED_METRIC: 0.0, TOP_UP_METRIC: 2.0}
-    assert (out.batch[POLICY_VERSION] >= 4 - 1).all() and TOKEN_POLICY_VERSION in out.batch
-    # Uid accounting: every sample submitted is served, dropped (group 2, counted) or still in the pool, none twice.
-    buffer = res.staleness_buffer
-    assert (buffer.served_total, buffer.dropped_total, len(buffer), len(res.generation_pool)) == (4, 2, 0, 2)
-    for uid in groups[1]:
-        engine.finish(uid, ((3, 1), (4, 3)))
-    left = res.generation_pool.flush(timeout_s=5.0)  # what a checkpoint would put into the buffer
-    assert left is not None and _uids(left) == groups[1] + groups[4]
-    assert sorted(_uids(out) + groups[2] + _uids(left)) == sorted(uid for group in groups for uid in group)
-
-
-def test_refills_from_the_pool_are_not_bounded_as_draws(monkeypatch: pytest.MonkeyPatch) -> None:
-    # More stale groups in the pool than MAX_TOP_UP_DRAWS: each refill round takes one and drops it, and the step
-    # still fills from the pool (the bound is on fresh draws; rounds end once the pool is spent).
-    monkeypatch.setattr(_staleness_buffer, "score_batch", lambda res, data, node: data)
-    engine, res = HeldEngine(), _continuous_res(eta=1)
-    stale = MAX_TOP_UP_DRAWS + 2
-    groups = _pooled(res, engine, step=3, draw=0, prompts=stale + 2)
-    for uid in groups[0]:
-        engine.finish(uid, ((4, 2),))
-    data = res.generation_pool.take(1, timeout_s=5.0)
-    for group in groups[1 : stale + 1]:
-        for uid in group:
-            engine.finish(uid, ((2, 2),))
-    for uid in groups[-1]:
-        engine.finish(uid, ((3, 2),))
-    out = _step(_context(4, res), data)
-    assert _uids(out) == groups[0] + groups[-1] and len(res.generation_pool) == 0
-    assert out.metrics == {DROPPED_METRIC: 2.0 * stale, BUFFERED_METRIC: 0.0, TOP_UP_METRIC: stale + 1.0}
-
-
-def test_a_refill_from_an_empty_pool_submits_a_top_up_draw_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_staleness_buffer, "score_batch", lambda res, data, node: data)
-    engine, res = HeldEngine(), _continuous_res(eta=1)
-    drawn: list[list[list[int]]] = []
-
-    def loader_draw(res: Any, pool: GenerationPool, step: int, rank: int, draw: int) -> None:
-        drawn.append(_pooled(res, engine, step, draw, prompts=2))  # a loader batch: one share of 2 prompts
-        for uid in drawn[-1][0] + drawn[-1][1]:
-            engine.finish(uid, ((step, 2),))
-
-    monkeypatch.setattr(_staleness_buffer, "submit_draw", loader_draw)
-    (group,) = _pooled(res, engine, step=4, draw=0, prompts=1)
-    for uid in group:
-        engine.finish(uid, ((4, 2),))
-    out = _step(_context(4, res), res.generation_pool.take(1, timeout_s=5.0))
-    # The pool was empty: one draw numbered after dynamic sampling's (TOP_UP_FIRST_DRAW), its first group taken.
-    assert len(drawn) == 1 and drawn[0][0][0] == sample_uid(4, 0, TOP_UP_FIRST_DRAW, 0)
-    assert _uids(out) == group + drawn[0][0] and len(res.generation_pool) == 1
-    assert out.metrics == {DROPPED_METRIC: 0.0, BUFFERED_METRIC: 0.0, TOP_UP_METRIC: 1.0}
+    res = _res(eta=1)
+    res.config.algorithm.async_generation = "continuous"
+    res.rollout = None  # no engine to wake: draw_rollouts is the stand-in above
+    more = _staleness_buffer.top_up(res, 3, 0, 0, "staleness_buffer")
+    assert more.batch[TOKEN_POLICY_VERSION].tolist() == [[-1, 3], [3, -1]]
+    carried = _groups(2, [2])
+    carried = StepData({**carried.batch, TOKEN_POLICY_VERSION: torch.tensor([[1, 2], [2, 2]])}, carried.extras)
+    both = concat_samples([StepData(carried.batch, carried.extras), StepData(more.batch, more.extras)])
+    assert both.batch[TOKEN_POLICY_VERSION].tolist() == [[1, 2], [2, 2], [-1, 3], [3, -1]]
 
 
 def test_a_rollout_the_buffer_cannot_redraw_fails_the_short_step_naming_the_setting() -> None:

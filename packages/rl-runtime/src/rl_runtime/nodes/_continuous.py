@@ -6,10 +6,8 @@ step tops the pool up to `POOL_STEPS` steps' worth of prompt groups and takes th
 finished first, so a long response holds only its own group, which finishes in a later step. Requests still
 running when the step's `receive_weights` loads new weights are parked, continue under the new weights and record
 the version of every token (`pause("keep")`, partial rollouts): a sample's `policy_version` is its first token's,
-`token_policy_version` each token's. A group the staleness buffer drops is replaced by the next groups to finish in
-this pool (`_staleness_buffer.refill_from_pool`). At a checkpoint the pool is run to the end and its groups enter
-the staleness buffer (`_staleness_buffer.flush_into_buffer`), which the checkpoint saves: nothing is in flight in a
-checkpoint.
+`token_policy_version` each token's. At a checkpoint the pool is run to the end and its groups enter the staleness
+buffer (`flush_into_buffer`), which the checkpoint saves: nothing is in flight in a checkpoint.
 """
 
 from __future__ import annotations
@@ -27,9 +25,12 @@ from rl_core.workflows import NO_VERSION
 from rl_engines.rollout import GenerateOutput, InferenceEngine, SamplingParams
 from rl_runtime.config import RunConfig
 from rl_runtime.metrics._timer import timed
+from rl_runtime.nodes._dynamic_sampling import informative_groups
 from rl_runtime.nodes._generate import PromptRequests, encode_rows, prompt_requests, response_budget
 from rl_runtime.nodes._resources import NodeResources
+from rl_runtime.nodes._reward import score_batch
 from rl_runtime.nodes._rollout_batch import build_rollout_batch
+from rl_runtime.nodes._staleness_buffer import RolloutBuffer
 from rl_runtime.nodes._task import PromptItem
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
@@ -39,6 +40,8 @@ CONTINUOUS_GENERATE_OPERATION = "generate_continuous"
 """What split placement runs instead of `generate` under `algorithm.async_generation=continuous`."""
 POOL_STEPS = 2
 """Groups kept in flight or finished-and-waiting: this many steps' shares (one step's to take, one carried over)."""
+FLUSH_NODE = "checkpoint flush"
+"""How a flush names itself in a scoring error."""
 
 
 def continuous_generation(config: RunConfig) -> bool:
@@ -147,47 +150,55 @@ def _batch(groups: list[_Group]) -> StepData:
     return StepData(batch, data.extras)
 
 
-def submit_draw(res: NodeResources, pool: GenerationPool, step: int, rank: int, draw: int) -> None:
-    """Submit the next draw of this slot's prompt loader to `pool`, sampled with the run's settings (uids and seeds
-    from (step, rank, draw))."""
+def continuous_rollouts(res: NodeResources, step: int, rank: int) -> StepData:
+    """This slot's share of the step from its GenerationPool: top it up to `POOL_STEPS` shares (new draws of the
+    loader, sampled with the run's settings), then take the share of groups that finished first."""
     config, engine = res.config, res.rollout
     if engine is None or res.prompts is None:
         raise StepDataError("continuous generation runs on the rollout slots, which hold the engine and the prompts")
+    if res.generation_pool is None:
+        res.generation_pool = GenerationPool()
+    pool = res.generation_pool
+    share = res.plan.prompts_per_rollout_rank
     sampling = SamplingParams(
         max_new_tokens=response_budget(config),
         temperature=config.rollout.temperature,
         top_p=config.rollout.top_p,
         top_k=config.rollout.top_k,
     )
-    batch = next(res.prompts)
-    items = encode_rows(res.task, batch.rows, batch.locations, config.data.max_prompt_length)
-    pool.submit(
-        engine,
-        items,
-        config.batch.samples_per_prompt,
-        sampling,
-        seed_parts=(config.trainer.seed, step, rank, draw),
-        uid_of=(step, rank, draw),
-    )
-
-
-def slot_pool(res: NodeResources) -> GenerationPool:
-    """This rollout slot's GenerationPool (made on first use)."""
-    if res.generation_pool is None:
-        res.generation_pool = GenerationPool()
-    return res.generation_pool
-
-
-def continuous_rollouts(res: NodeResources, step: int, rank: int) -> StepData:
-    """This slot's share of the step from its GenerationPool: top it up to `POOL_STEPS` shares (new draws of the
-    loader, `submit_draw`), then take the share of groups that finished first."""
-    pool = slot_pool(res)
-    share = res.plan.prompts_per_rollout_rank
     draw = 0
     while len(pool) < POOL_STEPS * share:
-        submit_draw(res, pool, step, rank, draw)
+        batch = next(res.prompts)
+        items = encode_rows(res.task, batch.rows, batch.locations, config.data.max_prompt_length)
+        pool.submit(
+            engine,
+            items,
+            config.batch.samples_per_prompt,
+            sampling,
+            seed_parts=(config.trainer.seed, step, rank, draw),
+            uid_of=(step, rank, draw),
+        )
         draw += 1
-    return pool.take(share, res.config.trainer.step_timeout_s)
+    return pool.take(share, config.trainer.step_timeout_s)
+
+
+def flush_into_buffer(res: NodeResources) -> int:
+    """Run the slot's pool to the end and put its groups, scored (and filtered under dynamic sampling), into the
+    staleness buffer, so a checkpoint holds them: the samples flushed."""
+    pool = res.generation_pool
+    if pool is None or len(pool) == 0:
+        return 0
+    data = pool.flush(res.config.trainer.step_timeout_s)
+    assert data is not None
+    scored = score_batch(res, data, FLUSH_NODE)
+    settings = res.config.algorithm.dynamic_sampling
+    if settings is not None:
+        scored = informative_groups(scored, settings.epsilon)
+    if res.staleness_buffer is None:
+        res.staleness_buffer = RolloutBuffer(res.config.algorithm.max_staleness)
+    res.staleness_buffer.put(StepData(scored.batch, scored.extras))
+    logger.info("flushed %d in-flight samples into the staleness buffer", data.num_samples)
+    return data.num_samples
 
 
 @register_operation(CONTINUOUS_GENERATE_OPERATION)

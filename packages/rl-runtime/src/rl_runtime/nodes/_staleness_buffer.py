@@ -5,12 +5,9 @@ adds it): every group the rollout makes enters this rank's `RolloutBuffer` (rl-c
 `StalenessBuffer`: a GRPO group enters and leaves whole), and each step sends the training slots the oldest
 admissible groups, exactly this rank's share of a step. Training step `step` trains with policy version `step`, so a
 group whose first token came from a version more than eta behind it is dropped and counted (`async/dropped_stale`),
-and the node replaces it until the share is full: under step-at-a-time generation by a fresh draw of prompts
-(`top_up`, from the version the engine holds), under continuous generation by the next groups to finish in the slot's
-GenerationPool (`refill_from_pool`: already in flight, so the step waits for no fresh share; a refill group that is
-itself too stale is dropped and counted in turn). Groups left over (more than a step needs) wait for the next step;
-the buffer and its counts go into the rank's checkpoint (`state_dict`), and at a checkpoint under continuous
-generation the pool's groups are run to the end and put into the buffer first (`flush_into_buffer`).
+and the node draws more prompts (`top_up`, fresh from the version the engine holds) until the share is full. Groups
+left over (more than a step needs) wait for the next step; the buffer and its counts go into the rank's checkpoint
+(`state_dict`).
 
 With step-at-a-time generation (today's `generate`) every group of rollout step k comes from version
 `max(start, k - eta)` (`next_rollout_version`), so none is ever stale and the buffer passes each step's batch
@@ -24,11 +21,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import torch
+
 from rl_coordinator import SampleInfo
 from rl_coordinator.staleness import BufferEntry, StalenessBuffer
-from rl_core.schema import GROUP_ID, POLICY_VERSION, UID
+from rl_core.schema import GROUP_ID, POLICY_VERSION, RESPONSE_MASK, TOKEN_POLICY_VERSION, UID
+from rl_core.workflows import NO_VERSION
 from rl_runtime.nodes._batching import single_input
-from rl_runtime.nodes._continuous import slot_pool, submit_draw
 from rl_runtime.nodes._dynamic_sampling import informative_groups
 from rl_runtime.nodes._generate import draw_rollouts
 from rl_runtime.nodes._resources import NodeResources
@@ -41,9 +40,7 @@ logger = logging.getLogger(__name__)
 
 STALENESS_BUFFER_OPERATION = "staleness_buffer"
 CONTINUOUS = "continuous"
-"""`algorithm.async_generation` under which dropped groups are replaced from the slot's GenerationPool."""
-FLUSH_NODE = "checkpoint flush"
-"""How a flush names itself in a scoring error."""
+"""`algorithm.async_generation` under which the rollout's groups carry each token's version."""
 REGENERATE_PARAM = "regenerate"
 """The buffer node's param: whether its rollout sub-graph is one `top_up` can redo (generate, reward, dynamic
 sampling); otherwise a step that runs short fails naming the reason."""
@@ -52,11 +49,9 @@ DROPPED_METRIC = "async/dropped_stale"
 BUFFERED_METRIC = "async/buffered_samples"
 """Samples left in the rank's buffer after the step took its share."""
 TOP_UP_METRIC = "async/top_up_draws"
-"""Extra rounds this step made to replace dropped samples: fresh prompt draws (`top_up`), or refills from the slot's
-GenerationPool under continuous generation (`refill_from_pool`)."""
+"""Extra prompt draws this step made to replace dropped samples."""
 MAX_TOP_UP_DRAWS = 8
-"""A step that is still short after this many extra draws of prompts fails (the rollout cannot keep up with eta);
-refills that only take groups already in the pool do not count (each takes at least one, so they end)."""
+"""A step that is still short after this many extra draws fails (the rollout cannot keep up with eta)."""
 TOP_UP_FIRST_DRAW = (1 << DRAW_BITS) - MAX_TOP_UP_DRAWS
 """Top-up draws number their samples from here down to the id layout's last draw, clear of dynamic sampling's."""
 _EDGE = "rollout"
@@ -177,47 +172,24 @@ class RolloutBuffer:
 
 def top_up(res: NodeResources, step: int, rank: int, draw: int, node: str) -> StepData:
     """One more draw of this rank's prompts, scored (and filtered to informative groups under dynamic sampling), from
-    the version the engine holds: what replaces dropped stale groups under step-at-a-time generation."""
+    the version the engine holds: what replaces dropped stale groups."""
     rollout = res.rollout
     if rollout is not None and "sleep" in rollout.capabilities and rollout.status().state == "asleep":
         rollout.wake_up()
-    return _scored(res, draw_rollouts(res, step, rank, draw=TOP_UP_FIRST_DRAW + draw), node)
-
-
-def refill_from_pool(
-    res: NodeResources, step: int, rank: int, draw: int, groups: int, node: str
-) -> tuple[StepData, bool]:
-    """What replaces dropped stale groups under continuous generation: the next `groups` prompt groups to finish in
-    this slot's GenerationPool, already in flight, scored and filtered as `top_up`, and whether a new loader draw
-    (numbered `draw` among the top-ups) had to be submitted first, which happens only when the pool holds fewer. The
-    next step's top-up restores the pool."""
-    pool = slot_pool(res)
-    drew = len(pool) < groups
-    if drew:
-        submit_draw(res, pool, step, rank, TOP_UP_FIRST_DRAW + draw)
-    return _scored(res, pool.take(groups, res.config.trainer.step_timeout_s), node), drew
-
-
-def flush_into_buffer(res: NodeResources) -> int:
-    """Continuous generation, at a checkpoint: run the slot's pool to the end and put its groups, scored (and filtered
-    under dynamic sampling), into the staleness buffer, so the checkpoint holds them: the samples flushed."""
-    pool = res.generation_pool
-    if pool is None or len(pool) == 0:
-        return 0
-    data = pool.flush(res.config.trainer.step_timeout_s)
-    assert data is not None
-    if res.staleness_buffer is None:
-        res.staleness_buffer = RolloutBuffer(res.config.algorithm.max_staleness)
-    res.staleness_buffer.put(_scored(res, data, FLUSH_NODE))
-    logger.info("flushed %d in-flight samples into the staleness buffer", data.num_samples)
-    return data.num_samples
-
-
-def _scored(res: NodeResources, data: StepData, node: str) -> StepData:
-    """`data` scored, and filtered to informative groups under dynamic sampling (what its rollout sub-graph does)."""
-    scored = score_batch(res, data, node)
+    more = score_batch(res, draw_rollouts(res, step, rank, draw=TOP_UP_FIRST_DRAW + draw), node)
+    if res.config.algorithm.async_generation == CONTINUOUS and TOKEN_POLICY_VERSION not in more.batch:
+        more = with_token_versions(more)  # the fields continuous generation's groups carry, so the two concatenate
     settings = res.config.algorithm.dynamic_sampling
-    return scored if settings is None else informative_groups(scored, settings.epsilon)
+    return more if settings is None else informative_groups(more, settings.epsilon)
+
+
+def with_token_versions(data: StepData) -> StepData:
+    """`data` with `TOKEN_POLICY_VERSION` `(B, T)`: each response token's version, its sample's `POLICY_VERSION` (a
+    sample generated under one version), `NO_VERSION` outside the response."""
+    response = data.batch[RESPONSE_MASK].bool()
+    per_sample = data.batch[POLICY_VERSION].to(torch.int64).unsqueeze(1).expand(response.shape)
+    versions = torch.where(response, per_sample, torch.full_like(per_sample, NO_VERSION))
+    return StepData({**data.batch, TOKEN_POLICY_VERSION: versions}, data.extras, data.metrics)
 
 
 @register_operation(STALENESS_BUFFER_OPERATION)
@@ -234,7 +206,7 @@ def staleness_buffer(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepD
     buffer.put(data)
     target = res.plan.samples_per_rollout_rank
     parts: list[StepData] = []
-    got = dropped = draws = rounds = 0
+    got = dropped = draws = 0
     while True:
         served, lost = buffer.take(target - got, ctx.step)
         dropped += lost
@@ -250,15 +222,8 @@ def staleness_buffer(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepD
                 f"{MAX_TOP_UP_DRAWS}, only for generate/compute_reward/dynamic_sampling rollouts); raise "
                 "algorithm.max_staleness"
             )
-        if res.config.algorithm.async_generation == CONTINUOUS:
-            short = -(-(target - got) // res.config.batch.samples_per_prompt)  # whole groups
-            more, drew = refill_from_pool(res, ctx.step, ctx.dp.rank, draws, short, ctx.node.id)
-            buffer.put(more)
-            draws += drew
-        else:
-            buffer.put(top_up(res, ctx.step, ctx.dp.rank, draws, ctx.node.id))
-            draws += 1
-        rounds += 1
+        buffer.put(top_up(res, ctx.step, ctx.dp.rank, draws, ctx.node.id))
+        draws += 1
     out = parts[0] if len(parts) == 1 else concat_samples(parts)
-    metrics = {DROPPED_METRIC: float(dropped), BUFFERED_METRIC: float(len(buffer)), TOP_UP_METRIC: float(rounds)}
+    metrics = {DROPPED_METRIC: float(dropped), BUFFERED_METRIC: float(len(buffer)), TOP_UP_METRIC: float(draws)}
     return StepData(out.batch, out.extras, metrics)

@@ -25,9 +25,9 @@ from rl_engines.reward_model import RewardModelPlacement, RewardModelScorer, Rew
 from rl_engines.rollout import InferenceEngine
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
-from rl_runtime.nodes._continuous import continuous_generation
+from rl_runtime.nodes._continuous import continuous_generation, flush_into_buffer
 from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber, bound_estimator
-from rl_runtime.nodes._staleness_buffer import RolloutBuffer, flush_into_buffer
+from rl_runtime.nodes._staleness_buffer import RolloutBuffer
 from rl_runtime.nodes._train import catch_up_weights, receive_rollout_weights, sync_rollout_weights
 from rl_runtime.planning import WorkerAssignment
 from rl_runtime.planning._config import ProcessGroupConfig
