@@ -1,7 +1,7 @@
 """SRPO (Fei et al. 2025): VLA-GRPO on environment episodes whose failures are scored by their video embedding's
 distance to the same task's successes; `algorithm.reward=binary` is its GRPO baseline.
 
-    rl-recipes train srpo                              # BabyAI GoToRedBallNoDists, tiny VLA, CPU, ~7 minutes
+    rl-recipes train srpo                              # BabyAI GoToRedBallNoDists, tiny VLA, CPU
     rl-recipes train srpo algorithm.reward=binary      # the baseline, same rollouts budget
 
 `run` is the whole run: the checks; the (task, trial) pools written as prompt files; the warm start (a tiny VLA
