@@ -22,6 +22,7 @@ from rl_core.losses import (
     is_advantage_multiple,
     with_rollout_correction,
 )
+from rl_core.losses._common import metric
 from rl_core.schema import ADVANTAGES, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK, ROLLOUT_LOG_PROBS
 
 _CORRECTION_METRIC_PREFIX = "rollout_is_"
@@ -37,12 +38,6 @@ class PolicyOutputs(Protocol):
 
     @property
     def entropy(self) -> torch.Tensor | None: ...
-
-
-def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The detached 0-dim mean of `values` `(B, T)` where `mask` `(B, T)` is set (0 without any)."""
-    mask = mask.bool()
-    return torch.where(mask, values, 0.0).sum().detach() / mask.sum().clamp(min=1)
 
 
 def _output(value: torch.Tensor | None, name: str, needed_by: str) -> torch.Tensor:
@@ -148,9 +143,9 @@ class PolicyObjective:
                 log_probs, ref, mask, estimator=self.kl_estimator, aggregation=self.aggregation, normalizer=normalizer
             )
             loss = loss + self.kl_coef * kl
-            metrics["actor/kl_loss"] = _masked_mean(get_kl_estimator(self.kl_estimator)(log_probs, ref), mask)
+            metrics["actor/kl_loss"] = metric(get_kl_estimator(self.kl_estimator)(log_probs, ref), mask.bool())
         if self.entropy_coef > 0:
             entropy = _output(outputs.entropy, "entropy", "entropy bonus (entropy_coef > 0)")
             loss = loss - self.entropy_coef * aggregate_loss(entropy, mask, self.aggregation, normalizer)
-            metrics["actor/entropy"] = _masked_mean(entropy, mask)
+            metrics["actor/entropy"] = metric(entropy, mask.bool())
         return PolicyLossOutput(loss, metrics)

@@ -10,6 +10,7 @@ from typing import ClassVar, Protocol
 import torch
 
 from rl_core.losses import LossNormalizer, ValueLossOutput, clipped_value_loss, get_aggregation
+from rl_core.losses._common import metric
 from rl_core.schema import RESPONSE_MASK, RETURNS, VALUES
 
 
@@ -66,6 +67,4 @@ class ValueObjective:
             aggregation=self.aggregation,
             normalizer=normalizer,
         )
-        bool_mask = mask.bool()
-        vpred_mean = torch.where(bool_mask, values, 0.0).sum().detach() / bool_mask.sum().clamp(min=1)
-        return out.loss, {"critic/vf_clipfrac": out.clipfrac, "critic/vpred_mean": vpred_mean}
+        return out.loss, {"critic/vf_clipfrac": out.clipfrac, "critic/vpred_mean": metric(values, mask.bool())}
