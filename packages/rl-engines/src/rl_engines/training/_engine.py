@@ -16,7 +16,7 @@ from rl_core.schema import INPUT_IDS, INSTRUCTION_IDS, RESPONSE_MASK
 from rl_engines._attention import SDPA, full_attention_only
 from rl_engines.training import _checkpoint, _export
 from rl_engines.training._config import TrainEngineConfig
-from rl_engines.training._deferred_norm import DeferredCounts, deferrable_mode
+from rl_engines.training._deferred_norm import DeferredCounts, deferrable
 from rl_engines.training._errors import BatchError, TrainConfigError
 from rl_engines.training._fast_forward import FastForward
 from rl_engines.training._forward import PolicyNetwork, forward_micro_batch
@@ -187,7 +187,7 @@ class FSDPEngine:
         """The counts of this rank's `response_mask` `(B, T)` summed over every rank (a collective): what
         `train_step` divides each micro-batch's loss by. `horizon` defaults to the widest `T` on any rank.
 
-        Under ddp on several ranks a `NormalizedLoss` step does not call it: the same counts ride on the gradient
+        Under ddp on several ranks a `RescalableLoss` step does not call it: the same counts ride on the gradient
         all-reduce (`_deferred_norm`)."""
         mask = response_mask.bool()
         local = torch.tensor([mask.sum(), mask.any(dim=-1).sum(), mask.shape[-1]], dtype=torch.float64)
@@ -235,14 +235,14 @@ class FSDPEngine:
         )
 
     def _deferred_counts(self, response_mask: torch.Tensor, loss_fn: LossFn) -> DeferredCounts | None:
-        """Under ddp on more than one rank, with a `NormalizedLoss` of a linear mode: this rank's counts, to ride on
-        the gradient all-reduce instead of `global_normalizer`'s collective (`_deferred_norm`). Else None."""
+        """Under ddp on more than one rank, with a `rescalable` `RescalableLoss` (such as rl-core's objectives): this
+        rank's counts, to ride on the gradient all-reduce instead of `global_normalizer`'s collective
+        (`_deferred_norm`). Else None."""
         if not (self.layout.replicated and self.layout.world_size > 1):
             return None
-        mode = deferrable_mode(loss_fn, list(self.network.parameters()))
-        if mode is None:
+        if not deferrable(loss_fn, list(self.network.parameters())):
             return None
-        return DeferredCounts.of(response_mask, mode, rank=self.layout.rank, world_size=self.layout.world_size)
+        return DeferredCounts.of(response_mask, rank=self.layout.rank, world_size=self.layout.world_size)
 
     def train_step(self, batch: Batch, loss_fn: LossFn, spec: ForwardSpec) -> StepResult:
         """One optimizer step over `batch` in the engine's own micro-batches (see `TrainEngine.train_step`)."""

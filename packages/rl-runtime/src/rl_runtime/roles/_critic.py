@@ -16,7 +16,6 @@ from rl_engines.training import (
     ForwardOutput,
     ForwardSpec,
     LossOutput,
-    NormalizedLoss,
     StepResult,
     TrainEngine,
 )
@@ -51,9 +50,8 @@ class CriticRole(EngineRole):
         self.clip_range = algorithm.value_clip if algorithm.value_clip is not None else float("inf")
         """How far a prediction may move from the batch's `values` before its error stops shrinking (inf: no clip)."""
         self.objective = ValueObjective(self.clip_range, algorithm.loss_agg_mode)
-        """The loss the engine runs on every micro-batch (rl-core's, built once here)."""
-        # One mode for every term: the counts may come after the backward.
-        self._loss = NormalizedLoss(self.objective, algorithm.loss_agg_mode)
+        """The loss the engine runs on every micro-batch (rl-core's, built once here; it says itself whether a
+        replicated engine may learn the counts after the backward)."""
 
     @classmethod
     def from_config(cls, config: RunConfig, engine: TrainEngine) -> CriticRole:
@@ -78,4 +76,4 @@ class CriticRole(EngineRole):
         """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
         optimizer step each), then one schedule step."""
         require_keys(batch, (VALUES, RETURNS, RESPONSE_MASK), "critic")
-        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, self._loss, self._SPEC)
+        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, self.objective, self._SPEC)
