@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from rl_core.losses import LossNormalizer
 from rl_core.objectives import ValueObjective
-from rl_core.schema import RESPONSE_MASK, RETURNS, VALUES
 from rl_engines.training import (
     Batch,
-    ForwardOutput,
     ForwardSpec,
-    LossOutput,
     StepResult,
     TrainEngine,
 )
@@ -23,7 +19,6 @@ from rl_runtime.config import AlgorithmConfig, RunConfig
 from rl_runtime.roles._common import (
     EngineRole,
     check_ppo_epochs,
-    forward_output,
     require_keys,
     run_update,
 )
@@ -64,16 +59,8 @@ class CriticRole(EngineRole):
         assert values is not None  # asked for by _SPEC
         return values
 
-    def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
-        """`rl_core.losses.clipped_value_loss` of the predictions against `returns`, around the batch's `values`:
-        `objective` on one micro-batch, what the engine runs in `update`."""
-        require_keys(micro_batch, (VALUES, RETURNS, RESPONSE_MASK), "critic")
-        forward_output(outputs.values, VALUES, "critic")
-        loss, metrics = self.objective(outputs, micro_batch, normalizer)
-        return LossOutput(loss, metrics)
-
     def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
         """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
         optimizer step each), then one schedule step."""
-        require_keys(batch, (VALUES, RETURNS, RESPONSE_MASK), "critic")
+        require_keys(batch, self.objective.required_fields, "critic")
         return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, self.objective, self._SPEC)
