@@ -16,6 +16,7 @@ import torch
 
 from rl_core.objectives import PolicyObjective
 from rl_core.schema import ADVANTAGES, INERT_ROWS, OLD_LOG_PROBS, RESPONSE_MASK
+from rl_engines.sync import SyncReport, WeightPublisher
 from rl_engines.training import Batch, ForwardOutput, ForwardSpec, StepResult, TrainEngine
 from rl_runtime.config import AlgorithmConfig, KLMode, RunConfig, resolve_policy_loss
 from rl_runtime.roles._common import (
@@ -34,9 +35,15 @@ def zero_advantage_rows(batch: Batch) -> torch.Tensor:
     return ~(batch[ADVANTAGES].ne(0) & response).any(dim=-1)
 
 
+SYNC_BUCKET_BYTES = 256 * 1024 * 1024
+"""Weights stream to the rollout engine in buckets of this size: large enough to amortise each call, small
+enough that the exported copy never approaches the model's size."""
+
+
 class ActorRole(EngineRole):
     """The policy: old log-probs before an update, then PPO-style updates over the mini-batches it splits the step's
-    batch into; its weights go to the rollout engine (`export_weights`) and to Hugging Face folders (`export_hf`)."""
+    batch into; its weights go to the rollout engines its engine is connected to (`publish_weights`) and to Hugging
+    Face folders (`export_hf`)."""
 
     def __init__(
         self, engine: TrainEngine, algorithm: AlgorithmConfig, *, temperature: float = 1.0, ppo_epochs: int = 1
@@ -146,6 +153,21 @@ class ActorRole(EngineRole):
         """The policy's full tensors under Hugging Face names, in buckets of at most `bucket_bytes` (a collective
         generator: every rank iterates it to the end)."""
         return self._engine.export_weights(bucket_bytes, dtype)
+
+    def connect_weight_sync(self, sync: WeightPublisher, bucket_bytes: int = SYNC_BUCKET_BYTES) -> None:
+        """Connect the policy's engine to `sync`, where `publish_weights` sends its weights (this worker's
+        `rl_engines.sync.WeightSync`, a server fleet's, or a split placement's sender to the rollout slots); the
+        engine exports them in buckets of at most `bucket_bytes` and closes `sync` in `close_weight_sync`."""
+        self._engine.connect_weight_sync(sync, bucket_bytes)
+
+    def publish_weights(self, version: int) -> SyncReport:
+        """Send the policy's weights to the rollout engines as `version` through the connected sync (the engine's
+        `update_weights`; a collective: every training rank calls it); what was moved."""
+        return self._engine.update_weights(version)
+
+    def close_weight_sync(self) -> None:
+        """Close the weight sync the engine is connected to (nothing when none is)."""
+        self._engine.close_weight_sync()
 
     def export_hf(self, path: str | Path, dtype: torch.dtype | None = None) -> Path:
         """Write a folder `AutoModelForCausalLM.from_pretrained` loads (a collective; rank 0 writes)."""
