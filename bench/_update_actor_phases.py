@@ -13,7 +13,7 @@ Phases (nested phases are reported separately and subtracted from their parent's
                      ddp, where the counts ride on the gradient all-reduce)
   select_rows        copying a micro-batch's rows out of the batch
   forward            `forward_micro_batch` (layout + the network's forward, log-probs and entropy)
-  loss               the actor's loss function on the forward's outputs (with recording the log-probs)
+  loss               the actor's objective (`PolicyObjective.__call__`) on the forward's outputs
   backward           `backward_micro_batches` less its forward, loss and select_rows: `loss.backward()` (and
                      the on-policy update's copy of the forward's log-probs and entropy into the batch)
   grad_all_reduce    `all_reduce_gradients` (the replicas' gradient sum, waiting for the slower rank included)
@@ -109,6 +109,7 @@ def install() -> None:
     folder = os.environ.get(DIR_ENV)
     if not folder:
         return
+    from rl_core.objectives import _policy
     from rl_engines.training import _engine, _replicate, _step  # noqa: F401
     from rl_runtime.nodes import _train
     from rl_runtime.roles import _actor
@@ -141,7 +142,8 @@ def install() -> None:
     _step.all_reduce_gradients = _timed(recorder, "grad_all_reduce", _step.all_reduce_gradients)
     _step._grad_norm = _timed(recorder, "grad_norm_clip", _step._grad_norm)
     _step.apply_gradients = _timed(recorder, "optimizer", _step.apply_gradients)
-    _actor.ActorRole.loss = _timed(recorder, "loss", _actor.ActorRole.loss)
+    # The engine calls the role's objective itself: time the class's __call__ (special methods are looked up there).
+    _policy.PolicyObjective.__call__ = _timed(recorder, "loss", _policy.PolicyObjective.__call__)
 
 
 def summarise(folder: Path, skip: int = 0) -> str:

@@ -191,6 +191,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ppo",
         "register_aggregation",
         "register_policy_loss",
+        "rescaled_normalizer",
         "rollout_correction",
         "sapo",
         "with_rollout_correction",

@@ -89,9 +89,7 @@ def test_node_operation_example_binds_and_clips() -> None:
 
 def _node_resources(extras: dict[str, object]) -> NodeResources:
     """A worker's resources holding only `extras`: all the example operation reads."""
-    return NodeResources(
-        config=None, plan=None, task=None, prompts=None, rollout=None, actor=None, weight_sync=None, extras=extras
-    )  # type: ignore[arg-type]
+    return NodeResources(config=None, plan=None, task=None, prompts=None, rollout=None, actor=None, extras=extras)  # type: ignore[arg-type]
 
 
 def _engine_spec(**engine_kwargs: Any) -> RolloutEngineSpec:

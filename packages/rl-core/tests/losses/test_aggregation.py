@@ -17,6 +17,7 @@ from rl_core.losses import (
     aggregate_loss,
     aggregation_divisor,
     get_aggregation,
+    rescaled_normalizer,
 )
 
 from ._batches import DTYPE, tensor
@@ -160,3 +161,7 @@ def test_every_mode_is_linear_in_one_over_its_divisor(mode: str) -> None:
     rescaled = aggregate_loss(loss, mask, mode, provisional) * scale
     torch.testing.assert_close(rescaled, aggregate_loss(loss, mask, mode, final), rtol=1e-12, atol=0)
     assert aggregation_divisor("not-a-mode", final) is None
+    # What a loss's `rescale` returns: the global normaliser of the counts and the same factor.
+    assert rescaled_normalizer(mode, provisional, 37.0, 11.0, 9.0) == (final, scale)
+    with pytest.raises(ValueError, match="'not-a-mode' is not known to divide by one product"):
+        rescaled_normalizer("not-a-mode", provisional, 37.0, 11.0, 9.0)

@@ -10,8 +10,9 @@ from _deferred_norm_workers import MODES, deferred_norm_scenario
 from _training_helpers import run_distributed
 
 from rl_core.losses import LossNormalizer
-from rl_engines.training import NormalizedLoss
-from rl_engines.training._deferred_norm import DeferredCounts, deferrable_mode
+from rl_core.objectives import PolicyObjective, ValueObjective
+from rl_engines.training import BatchError, NormalizedLoss
+from rl_engines.training._deferred_norm import PROVISIONAL, DeferredCounts, deferrable
 
 pytestmark = pytest.mark.slow
 
@@ -74,18 +75,29 @@ def _plain(outputs: object, micro_batch: object, normalizer: object) -> object:
 
 def test_deferrable_only_for_a_known_mode_and_exact_gradients() -> None:
     params = [torch.nn.Parameter(torch.ones(2))]
-    assert deferrable_mode(NormalizedLoss(_plain, "token-mean"), params) == "token-mean"
-    assert deferrable_mode(_plain, params) is None
-    assert deferrable_mode(NormalizedLoss(_plain, "unknown-mode"), params) is None
-    assert deferrable_mode(NormalizedLoss(_plain, "token-mean"), [torch.nn.Parameter(torch.ones(2).bfloat16())]) is None
+    assert deferrable(NormalizedLoss(_plain, "token-mean"), params)
+    assert not deferrable(_plain, params)
+    assert not deferrable(NormalizedLoss(_plain, "unknown-mode"), params)
+    assert not deferrable(NormalizedLoss(_plain, "token-mean"), [torch.nn.Parameter(torch.ones(2).bfloat16())])
+    # rl-core's objectives say so themselves: no wrapper restating their mode.
+    assert deferrable(PolicyObjective(aggregation="seq-mean-token-mean"), params)
+    assert deferrable(ValueObjective(aggregation="token-mean"), params)
 
 
 def test_counts_past_float32s_exact_range_come_back_exact() -> None:
     tokens = 2**25 + 3
-    counts = DeferredCounts.of(torch.ones(1, 1), "token-mean", rank=1, world_size=2)
-    big = DeferredCounts.of(torch.ones(1, 1), "token-mean", rank=0, world_size=2).riders.clone()
+    counts = DeferredCounts.of(torch.ones(1, 1), rank=1, world_size=2)
+    big = DeferredCounts.of(torch.ones(1, 1), rank=0, world_size=2).riders.clone()
     big[0], big[1] = tokens // 4096, tokens % 4096
     summed = (big + counts.riders).float()  # as the all-reduce sums them, in float32
-    normalizer, scale = counts.resolve(summed)
+    assert counts.provisional == PROVISIONAL
+    normalizer, scale = NormalizedLoss(_plain, "token-mean").rescale(counts.provisional, *counts.counts(summed))
     assert normalizer == LossNormalizer(tokens + 1, 2, 1)
     assert scale == pytest.approx(1 / (tokens + 1))
+    assert PolicyObjective().rescale(counts.provisional, *counts.counts(summed)) == (normalizer, scale)
+
+
+def test_no_response_token_on_any_rank_is_refused() -> None:
+    counts = DeferredCounts.of(torch.zeros(2, 3), rank=0, world_size=1)
+    with pytest.raises(BatchError, match="no response tokens on any rank"):
+        counts.counts(counts.riders)

@@ -22,6 +22,7 @@ PUBLIC_API = [
     "OffloadConfig",
     "OptimizerConfig",
     "PrecisionConfig",
+    "RescalableLoss",
     "ScheduleConfig",
     "StepResult",
     "TrainConfigError",

@@ -61,7 +61,7 @@ def embodied_config(tmp_path: Path, overrides: list[str] | None = None, **sectio
 
 def _context(config: RunConfig, operation: str, **resources: Any) -> NodeContext[NodeResources]:
     node = next(n for n in get_pipeline("embodied_srpo").nodes.values() if n.operation == operation)
-    fields: dict[str, Any] = {"prompts": None, "rollout": None, "actor": None, "weight_sync": None, **resources}
+    fields: dict[str, Any] = {"prompts": None, "rollout": None, "actor": None, **resources}
     res = NodeResources(config, None, WordTask(), **fields)  # pyright: ignore[reportArgumentType]
     return NodeContext(node, 0, DataParallelInfo(0, 1), 0, res)
 

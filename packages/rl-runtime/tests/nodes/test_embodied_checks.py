@@ -107,7 +107,6 @@ def test_validation_counts_successes_per_task(tmp_path: Path) -> None:
         None,
         RandomPolicy(),
         None,
-        None,
         env=make_env(config.env),  # pyright: ignore[reportArgumentType]
     )
     source = open_source(config.data.train_files[0])

@@ -54,7 +54,7 @@ def _config(tmp_path: Path) -> RunConfig:
 
 def _context(config: RunConfig, operation: str, engine: PromptLengthEngine | None) -> NodeContext[NodeResources]:
     node = next(n for n in get_pipeline("remax").nodes.values() if n.operation == operation)
-    resources = NodeResources(config, None, LengthTask(), None, engine, None, None)  # type: ignore[arg-type]
+    resources = NodeResources(config, None, LengthTask(), None, engine, None)  # type: ignore[arg-type]
     return NodeContext(node, 0, DataParallelInfo(0, 1), 0, resources)
 
 

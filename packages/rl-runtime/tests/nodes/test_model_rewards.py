@@ -68,7 +68,7 @@ def _resources(scorer: RewardModelScorer, rule_weight: float, minimal: Mapping[s
     section = f"reward_model={{path: rm, tokenizer: {scorer.config.tokenizer.value}, weight: {scorer.config.weight}}}"
     config = config_from_dict(RunConfig, minimal, [section, f"algorithm.rule_reward_weight={rule_weight}"])
     return NodeResources(
-        config=config, plan=None, task=LetterTask(), prompts=None, rollout=None, actor=None, weight_sync=None,
+        config=config, plan=None, task=LetterTask(), prompts=None, rollout=None, actor=None,
         reward_model=scorer,
     )  # fmt: skip
 
@@ -133,7 +133,7 @@ def test_the_judge_wakes_the_sleeping_rollout_engine_and_counts_answers_without_
     config = config_from_dict(RunConfig, MINIMAL, ["judge={weight: 3.0, default_score: -1.0}"])
     judge = GenerativeJudge(engine, CharTokenizer(), config.judge)  # type: ignore[arg-type]
     res = NodeResources(
-        config=config, plan=None, task=LetterTask(), prompts=None, rollout=engine, actor=None, weight_sync=None,
+        config=config, plan=None, task=LetterTask(), prompts=None, rollout=engine, actor=None,
         judge=judge,
     )  # fmt: skip
     scores, metrics = sequence_scores(res, _data())

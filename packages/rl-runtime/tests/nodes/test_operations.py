@@ -51,7 +51,7 @@ def _config(tmp_path: Path, batch: dict[str, int] | None = None, **algorithm: An
 
 def _context(config: RunConfig, operation: str) -> NodeContext[NodeResources]:
     node = next(n for n in get_pipeline("grpo").nodes.values() if n.operation == operation)
-    resources = NodeResources(config, None, LengthTask(), None, None, None, None)  # engines unused by these ops
+    resources = NodeResources(config, None, LengthTask(), None, None, None)  # engines unused by these ops
     return NodeContext(node, 0, DataParallelInfo(0, 1), 0, resources)
 
 

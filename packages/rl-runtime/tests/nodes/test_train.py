@@ -94,9 +94,8 @@ def _resources(config: RunConfig) -> NodeResources:
         seed=0,
         shuffle=False,
     )
-    resources = NodeResources(
-        config, plan, SumTask(), loader, rollout, actor, weight_sync, reference=build_reference(config)
-    )
+    actor.connect_weight_sync(weight_sync)
+    resources = NodeResources(config, plan, SumTask(), loader, rollout, actor, reference=build_reference(config))
     sync_rollout_weights(resources, version=0)
     return resources
 

@@ -79,7 +79,7 @@ def test_multi_turn_rows_mask_tool_tokens_out_of_the_loss_and_its_gradient(tmp_p
 
     def loss_of(log_probs: torch.Tensor) -> torch.Tensor:
         outputs = ForwardOutput(log_probs, torch.zeros_like(log_probs), None)
-        return resources.actor.loss(outputs, batch, normalizer).loss
+        return resources.actor.objective(outputs, batch, normalizer).loss
 
     log_probs = batch[OLD_LOG_PROBS].clone().requires_grad_(True)
     loss = loss_of(log_probs)

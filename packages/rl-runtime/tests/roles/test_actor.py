@@ -44,7 +44,7 @@ def test_actor_loss_adds_kl_and_subtracts_entropy() -> None:
     outputs = fake_outputs(batch, seed=5)
     mask = batch["response_mask"]
     normalizer = LossNormalizer(float(mask.sum()) * 2, 6.0, 16.0)  # as if another rank held as many tokens
-    loss, metrics = actor.loss(outputs, batch, normalizer)
+    loss, metrics = actor.objective(outputs, batch, normalizer)
     inputs = PolicyLossInputs(outputs.log_probs, batch["old_log_probs"], batch["advantages"], mask)
     expected = (
         ppo(inputs, normalizer=normalizer, clip_ratio_high=0.28).loss
@@ -58,10 +58,12 @@ def test_actor_loss_adds_kl_and_subtracts_entropy() -> None:
 
 
 def test_actor_kl_needs_reference_log_probs() -> None:
-    actor = ActorRole(FSDPEngine.from_config(engine_config()), algorithm(kl_coef=0.1))
+    engine = FSDPEngine.from_config(engine_config())
+    actor = ActorRole(engine, algorithm(kl_coef=0.1))
     batch = rollout_batch(2, seed=0)
     with pytest.raises(RoleError, match=r"KL loss \(kl_coef > 0\) needs batch keys \['ref_log_probs'\]"):
-        actor.loss(fake_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
+        actor.update(batch)
+    assert engine.global_step == 0  # refused before the engine ran the objective
 
 
 def test_actor_old_log_probs_match_the_engine_forward() -> None:
@@ -93,8 +95,8 @@ def test_on_policy_update_equals_the_update_from_recomputed_old_log_probs(
     old = {**batch, "old_log_probs": before.log_probs}
     # The gradient of the loss itself: with the forward's detached log-probs as the old ones it is the same.
     spec = ForwardSpec(entropy=True, temperature=temperature)
-    expected_grads = full.compute_gradients(old, full_actor.loss, spec)
-    lean_grads = lean.compute_gradients(batch, lean_actor.loss, spec)
+    expected_grads = full.compute_gradients(old, full_actor.objective, spec)
+    lean_grads = lean.compute_gradients(batch, lean_actor.objective, spec)
     for name, grad in expected_grads.items():
         torch.testing.assert_close(lean_grads[name], grad, atol=1e-6, rtol=1e-5, msg=name)
 

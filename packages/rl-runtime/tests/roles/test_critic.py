@@ -21,7 +21,7 @@ def test_critic_loss_is_the_clipped_value_loss() -> None:
     batch["returns"] = torch.randn(batch["input_ids"].shape)
     outputs = fake_outputs(batch, seed=7)
     normalizer = LossNormalizer.from_mask(batch["response_mask"])
-    loss, metrics = critic.loss(outputs, batch, normalizer)
+    loss, metrics = critic.objective(outputs, batch, normalizer)
     expected = clipped_value_loss(
         outputs.values, batch["values"], batch["returns"], batch["response_mask"], clip_range=0.2, normalizer=normalizer
     )
@@ -62,7 +62,7 @@ def test_critic_needs_values_and_returns_in_the_batch() -> None:
     critic = CriticRole(critic_engine(), algorithm())
     batch = rollout_batch(2, seed=0)
     with pytest.raises(RoleError, match=r"critic needs batch keys \['values', 'returns'\]"):
-        critic.loss(fake_outputs(batch, 0), batch, LossNormalizer.from_mask(batch["response_mask"]))
+        critic.update(batch)
 
 
 @pytest.mark.parametrize(

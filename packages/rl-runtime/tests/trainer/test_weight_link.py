@@ -140,7 +140,7 @@ class _Arrives:
 
 def _resources(tmp_path: Path, receiver: _Arrives | None = None) -> NodeResources:
     # Only the fields these functions read; the engines they must refuse to run without are None.
-    return NodeResources(tiny_config(tmp_path), None, None, None, None, None, None, weight_receiver=receiver)
+    return NodeResources(tiny_config(tmp_path), None, None, None, None, None, weight_receiver=receiver)
 
 
 def test_the_rollout_slot_records_the_version_and_checksum_it_received(tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def test_checksum_metrics_keep_52_bits_exactly() -> None:
             r"different number of actor updates",
         ),
         (
-            lambda res: receive_rollout_weights(NodeResources(res.config, None, None, None, None, None, None), 1),
+            lambda res: receive_rollout_weights(NodeResources(res.config, None, None, None, None, None), 1),
             r"this worker has no weight receiver; receive_weights runs on the rollout slots of a split placement",
         ),
         (

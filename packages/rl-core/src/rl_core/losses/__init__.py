@@ -17,6 +17,7 @@ from rl_core.losses._aggregation import (
     aggregation_divisor,
     get_aggregation,
     register_aggregation,
+    rescaled_normalizer,
 )
 from rl_core.losses._cispo import cispo
 from rl_core.losses._clip_cov import clip_cov
@@ -84,6 +85,7 @@ __all__ = [
     "ppo",
     "register_aggregation",
     "register_policy_loss",
+    "rescaled_normalizer",
     "rollout_correction",
     "sapo",
     "with_rollout_correction",

@@ -116,6 +116,30 @@ def aggregation_divisor(mode: str, normalizer: LossNormalizer) -> float | None:
     return None if divisor is None else float(divisor(normalizer))
 
 
+def rescaled_normalizer(
+    mode: str, provisional: LossNormalizer, num_tokens: float, num_sequences: float, horizon: float
+) -> tuple[LossNormalizer, float]:
+    """The step's global normaliser from its counts, and the factor `divisor(provisional) / divisor(global)` that turns
+    a loss aggregated with `mode` under `provisional` (and so its gradient) into the loss under the global normaliser.
+
+    Args:
+        mode: one of `AGGREGATION_DIVISORS` (a mode known to be linear in 1 / divisor).
+        provisional: the normaliser the loss was computed under.
+        num_tokens, num_sequences, horizon: the step's global counts (see `LossNormalizer`).
+
+    Raises:
+        ValueError: `mode` is not in `AGGREGATION_DIVISORS`, or a count is not > 0.
+    """
+    divisor = AGGREGATION_DIVISORS.get(mode)
+    if divisor is None:
+        raise ValueError(
+            f"aggregation mode {mode!r} is not known to divide by one product of the normaliser's counts (known: "
+            f"{sorted(AGGREGATION_DIVISORS)}); compute the step's normaliser before the backward instead"
+        )
+    normalizer = LossNormalizer(num_tokens, num_sequences, horizon)
+    return normalizer, float(divisor(provisional)) / float(divisor(normalizer))
+
+
 def aggregate_loss(
     loss: torch.Tensor,
     response_mask: torch.Tensor,

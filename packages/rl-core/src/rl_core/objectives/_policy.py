@@ -12,6 +12,7 @@ import torch
 
 from rl_core.kl import get_kl_estimator, kl_loss
 from rl_core.losses import (
+    AGGREGATION_DIVISORS,
     LossNormalizer,
     PolicyLoss,
     PolicyLossInputs,
@@ -20,6 +21,7 @@ from rl_core.losses import (
     get_aggregation,
     get_policy_loss,
     is_advantage_multiple,
+    rescaled_normalizer,
     with_rollout_correction,
 )
 from rl_core.losses._common import metric
@@ -71,6 +73,10 @@ class PolicyObjective:
             or its gradient whatever the forward gives: a policy loss registered as a multiple of the advantage with
             no other term (no KL loss, entropy bonus or rollout correction). Filled in on construction.
         required_fields: the batch fields `__call__` reads (`ref_log_probs` only with a KL loss).
+        rescalable: whether `aggregation` divides by one product of the normaliser's counts (`AGGREGATION_DIVISORS`);
+            every term uses it, so the loss and its gradient under one normaliser are a fixed multiple of those under
+            another (`rescale`), and a replicated engine may learn the step's global counts after the backward.
+            Filled in on construction.
     """
 
     policy_loss: str = "ppo"
@@ -83,6 +89,7 @@ class PolicyObjective:
     loss_fn: PolicyLoss = field(init=False, repr=False)
     inert_on_zero_advantage: bool = field(init=False)
     required_fields: tuple[str, ...] = field(init=False)
+    rescalable: bool = field(init=False)
 
     def __post_init__(self) -> None:
         coefs: dict[str, object] = {"kl_coef": self.kl_coef, "entropy_coef": self.entropy_coef}
@@ -105,6 +112,15 @@ class PolicyObjective:
         object.__setattr__(self, "loss_fn", loss_fn)
         object.__setattr__(self, "inert_on_zero_advantage", inert)
         object.__setattr__(self, "required_fields", needs)
+        object.__setattr__(self, "rescalable", self.aggregation in AGGREGATION_DIVISORS)
+
+    def rescale(
+        self, provisional: LossNormalizer, num_tokens: float, num_sequences: float, horizon: float
+    ) -> tuple[LossNormalizer, float]:
+        """The step's global normaliser from its counts, and the factor that turns this objective's loss (and its
+        gradient) computed under `provisional` into the loss under it (`rl_core.losses.rescaled_normalizer` of
+        `aggregation`); only for a `rescalable` objective (ValueError otherwise)."""
+        return rescaled_normalizer(self.aggregation, provisional, num_tokens, num_sequences, horizon)
 
     def __call__(
         self, outputs: PolicyOutputs, batch: Mapping[str, torch.Tensor], normalizer: LossNormalizer

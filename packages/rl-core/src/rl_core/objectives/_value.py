@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 import torch
 
-from rl_core.losses import LossNormalizer, ValueLossOutput, clipped_value_loss, get_aggregation
+from rl_core.losses import (
+    AGGREGATION_DIVISORS,
+    LossNormalizer,
+    ValueLossOutput,
+    clipped_value_loss,
+    get_aggregation,
+    rescaled_normalizer,
+)
 from rl_core.losses._common import metric
 from rl_core.schema import RESPONSE_MASK, RETURNS, VALUES
 
@@ -32,12 +39,16 @@ class ValueObjective:
         clip_range: > 0, how far a prediction may move from the batch's `values` before its error stops shrinking
             (inf: no clip).
         aggregation: a `rl_core.losses.AGGREGATIONS` mode.
+        rescalable: whether `aggregation` divides by one product of the normaliser's counts (`AGGREGATION_DIVISORS`),
+            so a replicated engine may learn the step's global counts after the backward (`rescale`). Filled in on
+            construction.
     """
 
     clip_range: float = math.inf
     aggregation: str = "token-mean"
     required_fields: ClassVar[tuple[str, ...]] = (VALUES, RETURNS, RESPONSE_MASK)
     """The batch fields `__call__` reads."""
+    rescalable: bool = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.clip_range > 0:
@@ -45,6 +56,16 @@ class ValueObjective:
                 f"ValueObjective.clip_range: expected a number > 0 (inf: no clip), found {self.clip_range}"
             )
         get_aggregation(self.aggregation)
+        # Frozen: the derived flag is set once here.
+        object.__setattr__(self, "rescalable", self.aggregation in AGGREGATION_DIVISORS)
+
+    def rescale(
+        self, provisional: LossNormalizer, num_tokens: float, num_sequences: float, horizon: float
+    ) -> tuple[LossNormalizer, float]:
+        """The step's global normaliser from its counts, and the factor that turns this objective's loss (and its
+        gradient) computed under `provisional` into the loss under it (`rl_core.losses.rescaled_normalizer` of
+        `aggregation`); only for a `rescalable` objective (ValueError otherwise)."""
+        return rescaled_normalizer(self.aggregation, provisional, num_tokens, num_sequences, horizon)
 
     def __call__(
         self, outputs: ValueOutputs, batch: Mapping[str, torch.Tensor], normalizer: LossNormalizer

@@ -23,7 +23,15 @@ from rl_engines.training._export import WeightBucket
 from rl_engines.training._flops import estimate_train_flops, mfu, peak_flops
 from rl_engines.training._model import load_hf_config
 from rl_engines.training._protocol import TrainEngine
-from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, LossOutput, StepResult
+from rl_engines.training._types import (
+    Batch,
+    ForwardOutput,
+    ForwardSpec,
+    LossFn,
+    LossOutput,
+    RescalableLoss,
+    StepResult,
+)
 
 __all__ = [
     "Batch",
@@ -43,6 +51,7 @@ __all__ = [
     "OffloadConfig",
     "OptimizerConfig",
     "PrecisionConfig",
+    "RescalableLoss",
     "ScheduleConfig",
     "StepResult",
     "TrainConfigError",

@@ -14,9 +14,11 @@ import torch
 from rl_core.losses import LossNormalizer
 from rl_core.schema import INPUT_IDS, INSTRUCTION_IDS, RESPONSE_MASK
 from rl_engines._attention import SDPA, full_attention_only
+from rl_engines._errors import EngineError
+from rl_engines.sync import SyncReport, WeightPublisher
 from rl_engines.training import _checkpoint, _export
 from rl_engines.training._config import TrainEngineConfig
-from rl_engines.training._deferred_norm import DeferredCounts, deferrable_mode
+from rl_engines.training._deferred_norm import DeferredCounts, deferrable
 from rl_engines.training._errors import BatchError, TrainConfigError
 from rl_engines.training._fast_forward import FastForward
 from rl_engines.training._forward import PolicyNetwork, forward_micro_batch
@@ -88,6 +90,8 @@ class FSDPEngine:
         self.scheduler = None if self.optimizer is None else build_scheduler(self.optimizer, config.schedule)
         self._global_step = 0
         self._offloaded = False
+        self._weight_sync: WeightPublisher | None = None
+        self._sync_bucket_bytes = _export.DEFAULT_BUCKET_BYTES
         self._vla = network if isinstance(network, VLANetwork) else None
         if self._vla is not None:
             self.input_layout = InputLayout.PADDED  # a VLA batch has no token layout to choose
@@ -187,7 +191,7 @@ class FSDPEngine:
         """The counts of this rank's `response_mask` `(B, T)` summed over every rank (a collective): what
         `train_step` divides each micro-batch's loss by. `horizon` defaults to the widest `T` on any rank.
 
-        Under ddp on several ranks a `NormalizedLoss` step does not call it: the same counts ride on the gradient
+        Under ddp on several ranks a `RescalableLoss` step does not call it: the same counts ride on the gradient
         all-reduce (`_deferred_norm`)."""
         mask = response_mask.bool()
         local = torch.tensor([mask.sum(), mask.any(dim=-1).sum(), mask.shape[-1]], dtype=torch.float64)
@@ -235,14 +239,14 @@ class FSDPEngine:
         )
 
     def _deferred_counts(self, response_mask: torch.Tensor, loss_fn: LossFn) -> DeferredCounts | None:
-        """Under ddp on more than one rank, with a `NormalizedLoss` of a linear mode: this rank's counts, to ride on
-        the gradient all-reduce instead of `global_normalizer`'s collective (`_deferred_norm`). Else None."""
+        """Under ddp on more than one rank, with a `rescalable` `RescalableLoss` (such as rl-core's objectives): this
+        rank's counts, to ride on the gradient all-reduce instead of `global_normalizer`'s collective
+        (`_deferred_norm`). Else None."""
         if not (self.layout.replicated and self.layout.world_size > 1):
             return None
-        mode = deferrable_mode(loss_fn, list(self.network.parameters()))
-        if mode is None:
+        if not deferrable(loss_fn, list(self.network.parameters())):
             return None
-        return DeferredCounts.of(response_mask, mode, rank=self.layout.rank, world_size=self.layout.world_size)
+        return DeferredCounts.of(response_mask, rank=self.layout.rank, world_size=self.layout.world_size)
 
     def train_step(self, batch: Batch, loss_fn: LossFn, spec: ForwardSpec) -> StepResult:
         """One optimizer step over `batch` in the engine's own micro-batches (see `TrainEngine.train_step`)."""
@@ -280,6 +284,39 @@ class FSDPEngine:
         """Full tensors under Hugging Face names in buckets of at most `bucket_bytes` (a collective generator:
         every rank iterates it to the end)."""
         return _export.iter_weight_buckets(self.network.backbone, bucket_bytes, dtype)
+
+    def connect_weight_sync(self, sync: WeightPublisher, bucket_bytes: int = _export.DEFAULT_BUCKET_BYTES) -> None:
+        """Publish this engine's weights through `sync` (AReaL's `connect_engine`): each `update_weights` exports
+        them in buckets of at most `bucket_bytes` and hands them to `sync.sync`. The engine holds `sync` until
+        `close_weight_sync`, which closes it."""
+        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
+            raise TrainConfigError(
+                f"FSDPEngine.connect_weight_sync: bucket_bytes must be a positive int, got {bucket_bytes!r}; pass the "
+                "largest export bucket in bytes",
+                field="bucket_bytes",
+                expected="a positive int",
+                found=bucket_bytes,
+                fix="pass the largest export bucket in bytes",
+            )
+        self._weight_sync = sync
+        self._sync_bucket_bytes = bucket_bytes
+
+    def update_weights(self, version: int) -> SyncReport:
+        """Export the weights and send them through the connected sync as `version` (AReaL's `update_weights`; a
+        collective: every rank calls it, and a rank whose sync sends nothing still takes part in the export's
+        gathers); what the sync moved."""
+        if self._weight_sync is None:
+            raise EngineError(
+                "FSDPEngine.update_weights: no weight sync is connected; connect one first with "
+                "connect_weight_sync(sync, bucket_bytes)"
+            )
+        return self._weight_sync.sync(self.export_weights(self._sync_bucket_bytes), version)
+
+    def close_weight_sync(self) -> None:
+        """Close the connected weight sync (its groups and threads) and disconnect it; nothing when none is."""
+        sync, self._weight_sync = self._weight_sync, None
+        if sync is not None:
+            sync.close()
 
     def export_hf(
         self, path: str | Path, dtype: torch.dtype | None = None, *, shard_bytes: int = _export.DEFAULT_SHARD_BYTES

@@ -12,6 +12,11 @@ its own budget, returns the same `(B, T)` outputs and `StepResult`, and exports 
 names, so the roles and the runtime work with either unchanged. Tensor/pipeline parallel layouts stay
 inside that engine.
 
+Weights to the rollout: as in AReaL's TrainEngine (`connect_engine`, `update_weights`), the engine publishes its
+own weights. Connected once to a `rl_engines.sync.WeightPublisher` (`connect_weight_sync`), each
+`update_weights(version)` exports its buckets and hands them to the publisher, which moves and verifies them; the
+caller (the runtime's actor role) decides only when, and under which version.
+
 Collective calls: with more than one rank, every method except the properties is a collective; all
 ranks call it in the same order with their own shard of the data.
 """
@@ -24,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from rl_engines.sync import SyncReport, WeightPublisher
 from rl_engines.training._types import Batch, ForwardOutput, ForwardSpec, LossFn, StepResult
 
 
@@ -92,6 +98,22 @@ class TrainEngine(Protocol):
         self, bucket_bytes: int, dtype: torch.dtype | None = None
     ) -> Iterator[list[tuple[str, torch.Tensor]]]:
         """Full tensors under Hugging Face names, in buckets of at most `bucket_bytes`."""
+        ...
+
+    def connect_weight_sync(self, sync: WeightPublisher, bucket_bytes: int) -> None:
+        """Publish this engine's weights through `sync` (a `rl_engines.sync.WeightSync`, a server fleet's
+        `FleetWeightSync`, or the caller's own sender): `update_weights` exports them in buckets of at most
+        `bucket_bytes`. The engine holds `sync` until `close_weight_sync`."""
+        ...
+
+    def update_weights(self, version: int) -> SyncReport:
+        """Export the weights (`export_weights`) and send them through the connected sync as weight `version`; what
+        the sync moved. Every rank calls it: a rank whose sync sends nothing still takes part in the export's
+        gathers. Refused when no sync is connected."""
+        ...
+
+    def close_weight_sync(self) -> None:
+        """Close the connected weight sync and disconnect it (nothing when none is connected)."""
         ...
 
     def export_hf(self, path: str | Path, dtype: torch.dtype | None = None) -> Path:

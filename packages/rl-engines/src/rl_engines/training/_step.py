@@ -28,7 +28,7 @@ from rl_engines.training._inert_rows import forward_without_inert_grad, inert_ma
 from rl_engines.training._micro_batches import OutputRecorder, select_rows
 from rl_engines.training._packing import InputLayout
 from rl_engines.training._replicate import all_reduce_gradients
-from rl_engines.training._types import Batch, ForwardSpec, LossFn, StepResult
+from rl_engines.training._types import Batch, ForwardSpec, LossFn, RescalableLoss, StepResult
 
 logger = logging.getLogger(__name__)
 
@@ -105,21 +105,27 @@ def apply_gradients(
 
 
 def _sum_gradients_and_loss(
-    network: torch.nn.Module, local_loss: torch.Tensor, layout: ProcessLayout, deferred: DeferredCounts | None
+    network: torch.nn.Module,
+    local_loss: torch.Tensor,
+    layout: ProcessLayout,
+    deferred: DeferredCounts | None,
+    loss_fn: LossFn,
 ) -> tuple[float, LossNormalizer | None]:
     """Sum the replicas' gradients (under ddp) and return the global loss; a NaN/inf on any rank reaches every rank
     through the loss. Under ddp the loss rides in the gradients' collective, so a step pays one round, not two; with
-    `deferred` the normaliser's counts ride too, and the gradients and loss are rescaled to the global normaliser
-    (returned; None without `deferred`)."""
+    `deferred` the normaliser's counts ride too, and the gradients and loss are rescaled to the global normaliser by
+    the loss's own `rescale` (`loss_fn` is then a `RescalableLoss`; the normaliser is returned, None without
+    `deferred`)."""
     if not layout.replicated:
         return float(all_reduce_sum(local_loss.to(collective_device(layout)), layout)), None
     parameters = list(network.parameters())
     if deferred is None:
         return float(all_reduce_gradients(parameters, riders=local_loss)), None
+    assert isinstance(loss_fn, RescalableLoss)  # the engine defers only for one (`deferrable`)
     riders = torch.cat([local_loss.detach().double().view(1), deferred.riders.to(local_loss.device)])
     summed = all_reduce_gradients(parameters, riders=riders)
     assert summed is not None  # riders were given
-    normalizer, scale = deferred.resolve(summed[1:])
+    normalizer, scale = loss_fn.rescale(deferred.provisional, *deferred.counts(summed[1:]))
     if scale != 1.0:
         grads = [p.grad for p in parameters if p.grad is not None]
         if grads:
@@ -148,8 +154,9 @@ def train_step(
     """Accumulate the micro-batches' gradients and apply one optimizer step (see the module docstring).
 
     `keep_gradients` leaves the summed gradients in `.grad` and does not step (for checks against a reference).
-    `deferred` (ddp only): `normalizer` is provisional and the global counts ride on the gradient all-reduce
-    (`_deferred_norm`); the gradients are rescaled before clipping, so the clip sees today's gradient.
+    `deferred` (ddp only, `loss_fn` a `RescalableLoss`): `normalizer` is provisional and the global counts ride on the
+    gradient all-reduce (`_deferred_norm`); the gradients are rescaled before clipping, so the clip sees today's
+    gradient.
     `record` (`ForwardSpec.return_outputs`): the training forward's outputs come back in `StepResult.outputs`.
     """
     network.train()
@@ -168,7 +175,7 @@ def train_step(
         skip_inert=not layout.sharded,
         record=record,
     )
-    loss, global_normalizer = _sum_gradients_and_loss(network, local_loss, layout, deferred)
+    loss, global_normalizer = _sum_gradients_and_loss(network, local_loss, layout, deferred, loss_fn)
     if global_normalizer is not None:
         normalizer = global_normalizer
     lr = float(optimizer.param_groups[0]["lr"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import torch
 
@@ -69,6 +69,32 @@ LossFn = Callable[[ForwardOutput, Batch, LossNormalizer], tuple[torch.Tensor, Ma
 """`loss_fn(outputs, micro_batch, normalizer)`: the micro-batch's model outputs (with grad), its tensors,
 and the step's global normaliser -> `(loss, metrics)`, as `LossOutput` (or any pair such as rl-core's
 `PolicyObjective` returns). Summed over micro-batches and ranks it is the step's loss."""
+
+
+@runtime_checkable
+class RescalableLoss(Protocol):
+    """A `LossFn` that divides by the normaliser only through one product of its counts, so its loss and gradient
+    under one normaliser are a fixed multiple of those under another: a replicated engine may then run the backward
+    under a provisional normaliser and learn the step's global counts after it (`_deferred_norm`). rl-core's
+    `PolicyObjective` and `ValueObjective` are such losses; `NormalizedLoss` makes one of a plain function."""
+
+    def __call__(
+        self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer
+    ) -> tuple[torch.Tensor, Mapping[str, torch.Tensor]]:
+        """The micro-batch's loss and metrics, as a `LossFn`."""
+        ...
+
+    @property
+    def rescalable(self) -> bool:
+        """Whether `rescale` holds for this loss (its aggregation mode is linear in one divisor)."""
+        ...
+
+    def rescale(
+        self, provisional: LossNormalizer, num_tokens: float, num_sequences: float, horizon: float
+    ) -> tuple[LossNormalizer, float]:
+        """The global normaliser of the counts, and the factor from the loss under `provisional` to the loss under
+        it."""
+        ...
 
 
 @dataclass(frozen=True)

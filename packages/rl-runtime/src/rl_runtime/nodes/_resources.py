@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -15,7 +15,7 @@ from rl_core.workflows import RolloutWorkflow
 from rl_engines.judge import GenerativeJudge
 from rl_engines.reward_model import RewardScorer
 from rl_engines.rollout import InferenceEngine
-from rl_engines.sync import Bucket, SyncReport
+from rl_engines.sync import SyncReport
 from rl_runtime.config import BatchPlan, RunConfig
 from rl_runtime.nodes._task import Task
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
@@ -25,19 +25,6 @@ if TYPE_CHECKING:
     from rl_core.envs import VectorEnv, VideoEmbedder
     from rl_runtime.nodes._continuous import GenerationPool
     from rl_runtime.nodes._staleness_buffer import RolloutBuffer
-
-
-class WeightPublisher(Protocol):
-    """Where the actor's weights go after an update: `rl_engines.sync.WeightSync` into this worker's own rollout
-    engine (colocated), or a sender to the rollout slots (split placement)."""
-
-    def sync(self, buckets: Iterable[Bucket], version: int) -> SyncReport:
-        """Deliver the exported `buckets` as weight `version`; what was moved."""
-        ...
-
-    def close(self) -> None:
-        """Release groups and threads."""
-        ...
 
 
 class WeightSubscriber(Protocol):
@@ -64,7 +51,10 @@ class NodeResources:
 
     Colocated, every worker holds every engine. Under split placement a worker holds only what its sub-graph's
     nodes use: the rollout slots the rollout engine, the prompt loader and a `weight_receiver`; the training slots
-    the actor (with a `weight_sync` that publishes to the rollout slots), reference and critic. The others are None.
+    the actor (its engine connected to a sender to the rollout slots), reference and critic. The others are None.
+    Where the actor's weights go is its engine's connection (`ActorRole.connect_weight_sync`), made when the worker
+    is built: this worker's own rollout engine's `rl_engines.sync.WeightSync` (colocated), or the sender to the
+    rollout slots (split placement).
 
     `policy_version` is the version of the weights the rollout engine holds (on a training slot: the version the
     actor last published); the actor update bumps it after every weight sync, so each sample records the policy
@@ -77,7 +67,6 @@ class NodeResources:
     prompts: ShardedLoader | None
     rollout: InferenceEngine | None
     actor: ActorRole | None
-    weight_sync: WeightPublisher | None
     reference: ReferenceRole | None = None
     critic: CriticRole | None = None
     group: dist.ProcessGroup | None = None

@@ -28,9 +28,6 @@ from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._staleness import staleness_metrics
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
-SYNC_BUCKET_BYTES = 256 * 1024 * 1024
-"""Weights stream to the rollout engine in buckets of this size: large enough to amortise each call, small
-enough that the exported copy never approaches the model's size."""
 _ACTOR_NEEDS = (RESPONSE_MASK, ADVANTAGES)
 _OLD_LOG_PROBS = OLD_LOG_PROBS
 """Needed by the actor too, unless `compute_old_log_prob` left them to the update (`skips_old_log_prob_pass`)."""
@@ -70,15 +67,16 @@ def checksum_metric(checksum: str) -> float:
 
 
 def sync_rollout_weights(res: NodeResources, version: int) -> dict[str, float]:
-    """Stream the actor's weights to the rollout engine as `version`: into this worker's own engine (the
+    """Have the actor publish its weights to the rollout engine as `version` (`ActorRole.publish_weights`: its
+    engine exports them into the sync it is connected to): into this worker's own engine (the
     `rl_engines.sync.WeightSync` wakes it first when colocated asleep), or, under split placement, to the rollout slots.
 
     Metrics: `sync/weight_version`, and from the worker that sent them `sync/bytes`, `sync/num_tensors` and
     `sync/weights_checksum` (`checksum_metric` of the tensors as sent); `sync/servers_skipped` when the update left
     out rollout servers that do not answer."""
-    if res.actor is None or res.weight_sync is None:
+    if res.actor is None:
         raise StepDataError("this worker holds no actor to publish weights from; the actor runs on the training slots")
-    report = res.weight_sync.sync(res.actor.export_weights(SYNC_BUCKET_BYTES), version)
+    report = res.actor.publish_weights(version)
     res.policy_version = version
     metrics = {"sync/weight_version": float(version)}
     if report.tensors:  # a training rank that only took part in the export's gathers sent nothing

@@ -14,24 +14,15 @@ from typing import Any
 import attrs
 import torch
 
-from rl_core.losses import LossNormalizer
 from rl_core.objectives import PolicyObjective
-from rl_core.schema import ADVANTAGES, INERT_ROWS, OLD_LOG_PROBS, REF_LOG_PROBS, RESPONSE_MASK
-from rl_engines.training import (
-    Batch,
-    ForwardOutput,
-    ForwardSpec,
-    LossOutput,
-    NormalizedLoss,
-    StepResult,
-    TrainEngine,
-)
+from rl_core.schema import ADVANTAGES, INERT_ROWS, OLD_LOG_PROBS, RESPONSE_MASK
+from rl_engines.sync import SyncReport, WeightPublisher
+from rl_engines.training import Batch, ForwardOutput, ForwardSpec, StepResult, TrainEngine
 from rl_runtime.config import AlgorithmConfig, KLMode, RunConfig, resolve_policy_loss
 from rl_runtime.roles._common import (
     EngineRole,
     check_ppo_epochs,
     check_temperature,
-    forward_output,
     require_keys,
     run_update,
 )
@@ -44,9 +35,15 @@ def zero_advantage_rows(batch: Batch) -> torch.Tensor:
     return ~(batch[ADVANTAGES].ne(0) & response).any(dim=-1)
 
 
+SYNC_BUCKET_BYTES = 256 * 1024 * 1024
+"""Weights stream to the rollout engine in buckets of this size: large enough to amortise each call, small
+enough that the exported copy never approaches the model's size."""
+
+
 class ActorRole(EngineRole):
     """The policy: old log-probs before an update, then PPO-style updates over the mini-batches it splits the step's
-    batch into; its weights go to the rollout engine (`export_weights`) and to Hugging Face folders (`export_hf`)."""
+    batch into; its weights go to the rollout engines its engine is connected to (`publish_weights`) and to Hugging
+    Face folders (`export_hf`)."""
 
     def __init__(
         self, engine: TrainEngine, algorithm: AlgorithmConfig, *, temperature: float = 1.0, ppo_epochs: int = 1
@@ -73,9 +70,10 @@ class ActorRole(EngineRole):
             entropy_coef=algorithm.entropy_coef,
             rollout_correction=None if correction is None else attrs.asdict(correction),
         )
-        """The loss the engine runs on every micro-batch (rl-core's, resolved once here)."""
-        # Every term is aggregated with loss_agg_mode: a replicated engine may learn the counts after the backward.
-        self._loss = NormalizedLoss(self.objective, algorithm.loss_agg_mode)
+        """The loss the engine runs on every micro-batch (rl-core's, resolved once here; it aggregates every term with
+        `loss_agg_mode` and says itself whether a replicated engine may learn the counts after the backward)."""
+        self._loss_fields = "actor's loss" + (" with its KL loss (kl_coef > 0)" if self.kl_coef > 0 else "")
+        """Who needs `objective.required_fields`, for the error naming the missing ones."""
         self._train_spec = ForwardSpec(entropy=algorithm.entropy_coef > 0, temperature=temperature)
         # update_on_policy reports the forward's entropy and takes its outputs back; both specs are fixed for life.
         self._on_policy_spec = ForwardSpec(entropy=True, temperature=temperature, return_outputs=True)
@@ -91,29 +89,10 @@ class ActorRole(EngineRole):
         spec = ForwardSpec(entropy=with_entropy, temperature=self.temperature)
         return self._engine.forward(batch, spec)
 
-    def _require_loss_keys(self, batch: Batch) -> None:
-        require_keys(batch, (ADVANTAGES, RESPONSE_MASK), "actor")
-        if self.kl_coef > 0:
-            require_keys(batch, (REF_LOG_PROBS,), "actor's KL loss (kl_coef > 0)")
-
-    def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
-        """Policy loss + `kl_coef` * KL loss - `algorithm.entropy_coef` * entropy, each over the step's global counts:
-        `objective` on one micro-batch, what the engine runs in `update`.
-
-        Without `old_log_probs` in the micro-batch (`update_on_policy`) the old log-probs are the detached
-        log-probs of this very forward: the ratio is exactly 1 and the gradient is the on-policy one.
-        """
-        self._require_loss_keys(micro_batch)
-        forward_output(outputs.log_probs, "log_probs", "actor")
-        if self.objective.entropy_coef > 0:
-            forward_output(outputs.entropy, "entropy", "actor's entropy bonus (entropy_coef > 0)")
-        loss, metrics = self.objective(outputs, micro_batch, normalizer)
-        return LossOutput(loss, metrics)
-
     def _with_inert_rows(self, batch: Batch) -> Batch:
         """`batch` for the engine: with the loss's inert rows marked (`inert_rows`: zero-advantage rows add nothing to
         a lone advantage-multiple loss, so the engine may skip their backward); the caller's batch is not changed."""
-        self._require_loss_keys(batch)
+        require_keys(batch, self.objective.required_fields, self._loss_fields)
         if not self.objective.inert_on_zero_advantage:
             return batch
         return {**batch, INERT_ROWS: zero_advantage_rows(batch)}
@@ -131,7 +110,7 @@ class ActorRole(EngineRole):
                 "the update, or, for one on-policy mini-batch, call update_on_policy"
             )
         batch = self._with_inert_rows(batch)
-        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, self._loss, self._train_spec)
+        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, self.objective, self._train_spec)
 
     def update_on_policy(self, batch: Batch) -> tuple[StepResult, ForwardOutput]:
         """The step's one optimizer step (one mini-batch, one epoch), with the old log-probs taken from its own
@@ -156,7 +135,7 @@ class ActorRole(EngineRole):
                 "the batch of update_on_policy has 'old_log_probs', which it would not use; call update to train "
                 "against them, or leave them out"
             )
-        result = self._engine.train_step(self._with_inert_rows(batch), self._loss, self._on_policy_spec)
+        result = self._engine.train_step(self._with_inert_rows(batch), self.objective, self._on_policy_spec)
         self._engine.step_lr_scheduler()
         forward = result.outputs
         if forward is None or forward.log_probs is None or forward.entropy is None:
@@ -174,6 +153,21 @@ class ActorRole(EngineRole):
         """The policy's full tensors under Hugging Face names, in buckets of at most `bucket_bytes` (a collective
         generator: every rank iterates it to the end)."""
         return self._engine.export_weights(bucket_bytes, dtype)
+
+    def connect_weight_sync(self, sync: WeightPublisher, bucket_bytes: int = SYNC_BUCKET_BYTES) -> None:
+        """Connect the policy's engine to `sync`, where `publish_weights` sends its weights (this worker's
+        `rl_engines.sync.WeightSync`, a server fleet's, or a split placement's sender to the rollout slots); the
+        engine exports them in buckets of at most `bucket_bytes` and closes `sync` in `close_weight_sync`."""
+        self._engine.connect_weight_sync(sync, bucket_bytes)
+
+    def publish_weights(self, version: int) -> SyncReport:
+        """Send the policy's weights to the rollout engines as `version` through the connected sync (the engine's
+        `update_weights`; a collective: every training rank calls it); what was moved."""
+        return self._engine.update_weights(version)
+
+    def close_weight_sync(self) -> None:
+        """Close the weight sync the engine is connected to (nothing when none is)."""
+        self._engine.close_weight_sync()
 
     def export_hf(self, path: str | Path, dtype: torch.dtype | None = None) -> Path:
         """Write a folder `AutoModelForCausalLM.from_pretrained` loads (a collective; rank 0 writes)."""

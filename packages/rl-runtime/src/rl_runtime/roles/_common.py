@@ -6,8 +6,6 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
 from rl_engines.training import Batch, ForwardSpec, LossFn, StepResult, TrainEngine
 from rl_runtime.roles._errors import RoleConfigError, RoleError
 
@@ -35,13 +33,6 @@ def require_keys(batch: Batch, keys: Sequence[str], role: str) -> None:
     missing = [key for key in keys if key not in batch]
     if missing:
         raise RoleError(f"the {role} needs batch keys {missing}; found {sorted(batch)}")
-
-
-def forward_output(value: torch.Tensor | None, name: str, role: str) -> torch.Tensor:
-    """A `ForwardOutput` field `(B, T)` that the `role`'s `ForwardSpec` asked for; RoleError when it is None."""
-    if value is None:
-        raise RoleError(f"the {role} needs the forward's {name}, which it returned as None; ask for it in ForwardSpec")
-    return value
 
 
 def mini_batch_rows(num_samples: int, num_mini_batches: int) -> list[list[int]]:

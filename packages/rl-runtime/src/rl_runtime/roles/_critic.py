@@ -8,15 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from rl_core.losses import LossNormalizer
 from rl_core.objectives import ValueObjective
-from rl_core.schema import RESPONSE_MASK, RETURNS, VALUES
 from rl_engines.training import (
     Batch,
-    ForwardOutput,
     ForwardSpec,
-    LossOutput,
-    NormalizedLoss,
     StepResult,
     TrainEngine,
 )
@@ -24,7 +19,6 @@ from rl_runtime.config import AlgorithmConfig, RunConfig
 from rl_runtime.roles._common import (
     EngineRole,
     check_ppo_epochs,
-    forward_output,
     require_keys,
     run_update,
 )
@@ -51,9 +45,8 @@ class CriticRole(EngineRole):
         self.clip_range = algorithm.value_clip if algorithm.value_clip is not None else float("inf")
         """How far a prediction may move from the batch's `values` before its error stops shrinking (inf: no clip)."""
         self.objective = ValueObjective(self.clip_range, algorithm.loss_agg_mode)
-        """The loss the engine runs on every micro-batch (rl-core's, built once here)."""
-        # One mode for every term: the counts may come after the backward.
-        self._loss = NormalizedLoss(self.objective, algorithm.loss_agg_mode)
+        """The loss the engine runs on every micro-batch (rl-core's, built once here; it says itself whether a
+        replicated engine may learn the counts after the backward)."""
 
     @classmethod
     def from_config(cls, config: RunConfig, engine: TrainEngine) -> CriticRole:
@@ -66,16 +59,8 @@ class CriticRole(EngineRole):
         assert values is not None  # asked for by _SPEC
         return values
 
-    def loss(self, outputs: ForwardOutput, micro_batch: Batch, normalizer: LossNormalizer) -> LossOutput:
-        """`rl_core.losses.clipped_value_loss` of the predictions against `returns`, around the batch's `values`:
-        `objective` on one micro-batch, what the engine runs in `update`."""
-        require_keys(micro_batch, (VALUES, RETURNS, RESPONSE_MASK), "critic")
-        forward_output(outputs.values, VALUES, "critic")
-        loss, metrics = self.objective(outputs, micro_batch, normalizer)
-        return LossOutput(loss, metrics)
-
     def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
         """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
         optimizer step each), then one schedule step."""
-        require_keys(batch, (VALUES, RETURNS, RESPONSE_MASK), "critic")
-        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, self._loss, self._SPEC)
+        require_keys(batch, self.objective.required_fields, "critic")
+        return run_update(self._engine, batch, num_mini_batches, self.ppo_epochs, self.objective, self._SPEC)

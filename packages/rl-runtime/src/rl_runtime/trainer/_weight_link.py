@@ -25,8 +25,7 @@ from typing import Any
 import torch
 
 from rl_engines.rollout import WeightGroup, WeightGroupSpec, WeightsMeta, parse_dtype, weights_checksum
-from rl_engines.sync import Bucket, SyncError, SyncReport
-from rl_runtime.nodes._resources import WeightPublisher
+from rl_engines.sync import Bucket, SyncError, SyncReport, WeightPublisher
 from rl_runtime.planning._rendezvous import LOCALHOST, Exchange, rendezvous
 
 logger = logging.getLogger(__name__)

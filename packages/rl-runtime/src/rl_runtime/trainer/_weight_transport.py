@@ -19,11 +19,11 @@ from rl_engines.sync import (
     DiskTransport,
     ReferenceTransport,
     SharedMemoryTransport,
+    WeightPublisher,
     WeightTransport,
 )
 from rl_runtime.config import RunConfig, WeightSyncKind, resolve_weight_sync
 from rl_runtime.config._schema_rollout import SERVER_ENGINE, EngineLocation, engine_location
-from rl_runtime.nodes._resources import WeightPublisher
 from rl_runtime.trainer._engines import device_name, local_weight_sync, rollout_dtype
 
 WEIGHT_SYNC_DIR = "weight_sync"

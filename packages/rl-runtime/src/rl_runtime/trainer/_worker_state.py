@@ -23,10 +23,11 @@ from rl_core.workflows import load_workflow
 from rl_engines.judge import GenerativeJudge
 from rl_engines.reward_model import RewardModelPlacement, RewardModelScorer, RewardScorer
 from rl_engines.rollout import InferenceEngine
+from rl_engines.sync import WeightPublisher
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
 from rl_runtime.nodes import NodeResources, TaskFactory
 from rl_runtime.nodes._continuous import continuous_generation, flush_into_buffer
-from rl_runtime.nodes._resources import WeightPublisher, WeightSubscriber, bound_estimator
+from rl_runtime.nodes._resources import WeightSubscriber, bound_estimator
 from rl_runtime.nodes._staleness_buffer import RolloutBuffer
 from rl_runtime.nodes._train import catch_up_weights, receive_rollout_weights, sync_rollout_weights
 from rl_runtime.planning import WorkerAssignment
@@ -152,6 +153,11 @@ class RunResourcesFactory:
             group = dist.group.WORLD
         actor = build_actor(config, self.total_steps) if engines.actor else None
         rollout, weight_sync, receiver = self._rollout_side(engines, actor, dp.rank, dp.size)
+        if weight_sync is not None:
+            if actor is not None:
+                actor.connect_weight_sync(weight_sync)  # the actor's engine publishes its own weights through it
+            else:
+                weight_sync.close()  # no actor here to publish from: `publish_weights` below refuses
         loader = None
         if engines.rollout:
             loader = ShardedLoader(
@@ -170,7 +176,6 @@ class RunResourcesFactory:
             prompts=loader,
             rollout=rollout,
             actor=actor,
-            weight_sync=weight_sync,
             reference=build_reference(config) if engines.reference else None,
             critic=build_critic(config, self.total_steps) if engines.critic else None,
             group=group,
@@ -345,9 +350,10 @@ class RunHooks:
     def close(self) -> None:
         """Shut the rollout engine and the weight sync down and leave torch.distributed if the worker joined it."""
         res = self.resources
-        for link in (res.weight_sync, res.weight_receiver):
-            if link is not None:
-                link.close()
+        if res.actor is not None:
+            res.actor.close_weight_sync()
+        if res.weight_receiver is not None:
+            res.weight_receiver.close()
         if res.rollout is not None and hasattr(res.rollout, "shutdown"):  # a VLA policy holds no server to stop
             res.rollout.shutdown()
         if res.env is not None:
