@@ -5,15 +5,14 @@ weights change and the rollout policy receives them (checksum-verified sync), th
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
-import numpy as np
 import pytest
 import ray.cloudpickle
 import torch
@@ -22,82 +21,33 @@ import rl_core.envs
 from rl_core.envs import EnvConfig, VectorEnv
 from rl_engines.vla import OpenVLAPrompt, VLAPolicy, read_openvla_spec
 from rl_recipes.embodied import EmbodiedTask, EmbodiedTaskFactory
-from rl_recipes.environments import LiberoApi, libero_vector_env
+from rl_recipes.environments import libero_vector_env
 from rl_runtime.config import RunConfig, config_from_dict
 from rl_runtime.nodes._train import checksum_metric
 from rl_runtime.trainer import Trainer
 
 _VLA_TESTS = Path(__file__).resolve().parents[3] / "rl-engines" / "tests" / "vla"
-if str(_VLA_TESTS) not in sys.path:  # rl-engines' test-double checkpoint builder, shared rather than copied
-    sys.path.insert(0, str(_VLA_TESTS))
+_ENV_TESTS = Path(__file__).resolve().parents[1] / "environments"
+for _doubles in (_VLA_TESTS, _ENV_TESTS):  # rl-engines' test-double checkpoint, our LIBERO double: shared, not copied
+    if str(_doubles) not in sys.path:
+        sys.path.insert(0, str(_doubles))
+import _fake_libero  # noqa: E402
+from _fake_libero import SUITE, fake_libero_api  # noqa: E402
 from _fake_openvla import write_fake_openvla  # noqa: E402
 
-# Ray workers cannot import test modules: ship this one's fake simulator and task factory by value.
+# Ray workers cannot import test modules: ship this one's task factory and the LIBERO double by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ray.cloudpickle.register_pickle_by_value(_fake_libero)
 
 pytestmark = pytest.mark.slow
 FAKE_LIBERO = "libero_scripted_double"
-"""The LIBERO adapter over `_FakeSim`, registered under this name in the driver and in every worker."""
-
-
-class _FakeTask:
-    def __init__(self, t: int) -> None:
-        self.language = f"put the bowl on the plate {t}"
-        self.problem_folder, self.bddl_file = "fake_suite", f"task_{t}.bddl"
-
-
-class _FakeSuite:
-    n_tasks = 2
-
-    def get_task(self, t: int) -> _FakeTask:
-        return _FakeTask(t)
-
-    def get_task_init_states(self, t: int) -> list[float]:
-        return [10.0 * t + k for k in range(4)]
-
-
-class _FakeSim:
-    """Scripted stand-in for LIBERO's OffScreenRenderEnv: x moves by action[0]; success once x >= 0.5."""
-
-    def __init__(self, bddl_file_name: str, camera_heights: int, camera_widths: int) -> None:
-        self._size, self._x, self._init = camera_heights, 0.0, 0.0
-
-    def seed(self, seed: int) -> None:
-        del seed
-
-    def reset(self) -> Mapping[str, Any]:
-        self._x = 0.0
-        return self._obs()
-
-    def set_init_state(self, state: float) -> Mapping[str, Any]:
-        self._init, self._x = state, 0.0
-        return self._obs()
-
-    def step(self, action: list[float]) -> tuple[Mapping[str, Any], float, bool, dict[str, Any]]:
-        self._x += action[0]
-        return self._obs(), float(self._x >= 0.5), self._x >= 0.5, {}
-
-    def close(self) -> None:
-        pass
-
-    def _obs(self) -> Mapping[str, Any]:
-        image = np.zeros((self._size, self._size, 3), dtype=np.uint8)
-        image[: self._size // 2, :, 0] = int(self._init) % 256
-        image[:, : max(min(int(self._x * self._size), self._size), 0), 1] = 255
-        return {
-            "agentview_image": image,
-            "robot0_eef_pos": np.array([self._x, 0.0, 0.0]),
-            "robot0_eef_quat": np.zeros(4),
-            "robot0_gripper_qpos": np.zeros(2),
-        }
-
-
-def _fake_api(assets_dir: str) -> LiberoApi:
-    return LiberoApi(lambda: {"libero_fake": _FakeSuite}, lambda key: f"/fake/{key}", _FakeSim)
+"""The LIBERO adapter over `_fake_libero`'s simulator, registered under this name in the driver and in every worker."""
+SUCCESS_X = 0.5
+"""Where the scripted simulator succeeds in this test (the double's default is 1.0)."""
 
 
 def _make_fake_libero(config: EnvConfig) -> VectorEnv:
-    return libero_vector_env(config, _fake_api)
+    return libero_vector_env(config, functools.partial(fake_libero_api, success_x=SUCCESS_X))
 
 
 def _register_fake_libero() -> None:
@@ -135,7 +85,7 @@ def _config(tmp_path: Path, checkpoint: Path) -> RunConfig:
         "batch": {"prompts_per_step": 2, "samples_per_prompt": 4},
         "env": {
             "name": FAKE_LIBERO,
-            "tasks": ["libero_fake"],
+            "tasks": [SUITE],
             "num_envs": 8,
             "max_steps": 8,
             "num_trials": 4,
