@@ -1,7 +1,9 @@
-"""`embodied_srpo` through the Trainer with an OpenVLA-OFT actor: two steps on the OpenVLA-OFT TEST DOUBLE checkpoint
-(rl-engines' `_fake_openvla`: tiny, random, not OpenVLA) against the LIBERO adapter over a scripted fake simulator
-(7 action dims, 256 bins): the instructions are encoded with OpenVLA's prompt by the recipe's own task, the actor's
-weights change and the rollout policy receives them (checksum-verified sync), the metrics are finite."""
+"""`embodied_srpo` through the Trainer with an OpenVLA-OFT actor, colocated and in split placement (rollout and
+training on a slot each): two steps on the OpenVLA-OFT TEST DOUBLE checkpoint (rl-engines' `_fake_openvla`: tiny,
+random, not OpenVLA) against the LIBERO adapter over a scripted fake simulator (`_fake_libero`; 7 action dims, 256
+bins): the instructions are encoded with OpenVLA's prompt by the recipe's own task, the actor's weights change and
+the rollout policy receives them (checksum-verified sync; in split placement over the weight link, step 2 sampled
+with step 1's weights), the metrics are finite."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import functools
 import json
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,12 @@ ray.cloudpickle.register_pickle_by_value(_fake_libero)
 pytestmark = pytest.mark.slow
 FAKE_LIBERO = "libero_scripted_double"
 """The LIBERO adapter over `_fake_libero`'s simulator, registered under this name in the driver and in every worker."""
+PLACEMENTS: dict[str, Mapping[str, Any]] = {
+    "colocated": {"slots": 1, "colocate": True},
+    "split": {"slots": 2, "colocate": False},
+}
+"""Both placements the config accepts for an OpenVLA actor: one slot doing everything, or rollout and training on
+a slot each (the actor's weights sent to the rollout slot over the weight link after every update)."""
 SUCCESS_X = 0.5
 """Where the scripted simulator succeeds in this test (the double's default is 1.0)."""
 
@@ -74,7 +83,7 @@ class _DoublesTaskFactory:
         return (_task_factory_in_worker, (self.model_dir,))
 
 
-def _config(tmp_path: Path, checkpoint: Path) -> RunConfig:
+def _config(tmp_path: Path, checkpoint: Path, placement: Mapping[str, Any]) -> RunConfig:
     rows = tmp_path / "trials.jsonl"
     rows.write_text("".join(json.dumps({"task_id": t, "trial_id": k}) + "\n" for t in (0, 1) for k in (0, 1)))
     (tmp_path / "assets").mkdir()
@@ -112,7 +121,7 @@ def _config(tmp_path: Path, checkpoint: Path) -> RunConfig:
             "precision": {"param_dtype": "float32"},
         },
         "rollout": {"temperature": 1.0},
-        "placement": {"slots": 1, "device": "cpu", "colocate": True},
+        "placement": {"device": "cpu", **placement},
         "trainer": {
             "total_steps": 2,
             "validate_every": 0,
@@ -125,7 +134,8 @@ def _config(tmp_path: Path, checkpoint: Path) -> RunConfig:
     return config_from_dict(RunConfig, data, [])
 
 
-def test_two_embodied_srpo_steps_train_an_openvla_actor(tmp_path: Path, ray_cluster: None) -> None:
+@pytest.mark.parametrize("placement", sorted(PLACEMENTS))
+def test_two_embodied_srpo_steps_train_an_openvla_actor(tmp_path: Path, ray_cluster: None, placement: str) -> None:
     checkpoint = write_fake_openvla(tmp_path / "openvla_double")
     _register_fake_libero()
     task = EmbodiedTaskFactory(str(checkpoint))()
@@ -133,7 +143,8 @@ def test_two_embodied_srpo_steps_train_an_openvla_actor(tmp_path: Path, ray_clus
     assert task.encode_instruction(instruction) == OpenVLAPrompt(checkpoint).encode(instruction)
     initial = checksum_metric(VLAPolicy.from_pretrained(checkpoint, dtype=torch.float32).weights_checksum())
 
-    result = Trainer(_config(tmp_path, checkpoint), _DoublesTaskFactory(str(checkpoint))).fit()
+    config = _config(tmp_path, checkpoint, PLACEMENTS[placement])
+    result = Trainer(config, _DoublesTaskFactory(str(checkpoint))).fit()
 
     assert [result.start_step, result.end_step, len(result.history)] == [0, 2, 2]
     checksums = [initial]
@@ -144,5 +155,8 @@ def test_two_embodied_srpo_steps_train_an_openvla_actor(tmp_path: Path, ray_clus
         assert all(math.isfinite(value) for value in metrics.values()), metrics
         checksums.append(metrics["sync/weights_checksum"])
     assert len(set(checksums)) == 3  # each step's update changed the weights the policy received
+    if placement == "split":  # the rollout slot sampled step 2 with step 1's update, sent over the weight link
+        assert [m["rollout/policy_version"] for m in result.history] == [0.0, 1.0]
+        assert all(m["rollout/weights_checksum"] == m["sync/weights_checksum"] for m in result.history)
     # SRPO's progress rewards for failures and GRPO advantages reached the update, not only the entropy bonus.
     assert any(m["reward/shaped_failures"] > 0 and m["critic/advantages/max"] > 0 for m in result.history)
