@@ -1,109 +1,47 @@
-"""The LIBERO adapter against a scripted fake that speaks LIBERO's interface (the real one never runs in CI)."""
+"""The LIBERO adapter against a scripted fake that speaks LIBERO's interface (`_fake_libero`: the real one never
+runs in CI)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
 import pytest
 import torch
+from _fake_libero import SUITE, TRIALS, FakeLiberoSim, fake_libero_api, task_language
 
 from rl_core.envs import EnvConfig, EnvConfigError, LocalVectorEnv, make_env
 from rl_core.testing import check_vector_env
-from rl_recipes.environments import LiberoApi, decode_bins, libero_vector_env, write_libero_config
-
-
-class _FakeTask:
-    def __init__(self, t: int) -> None:
-        self.language = f"put object {t} in the basket"
-        self.problem_folder, self.bddl_file = "fake_suite", f"task_{t}.bddl"
-
-
-class _FakeSuite:
-    n_tasks = 2
-
-    def get_task(self, t: int) -> _FakeTask:
-        return _FakeTask(t)
-
-    def get_task_init_states(self, t: int) -> list[float]:
-        return [10.0 * t + k for k in range(5)]  # a scalar "state" per trial
-
-
-class _FakeSim:
-    """Scripted OffScreenRenderEnv: x moves by action[0]; success once x >= 1; the image encodes x and the trial."""
-
-    built: ClassVar[list[str]] = []
-    actions: ClassVar[list[list[float]]] = []
-
-    def __init__(self, bddl_file_name: str, camera_heights: int, camera_widths: int) -> None:
-        _FakeSim.built.append(bddl_file_name)
-        self._size, self._x, self._init = camera_heights, 0.0, 0.0
-
-    def seed(self, seed: int) -> None:
-        del seed
-
-    def reset(self) -> Mapping[str, Any]:
-        self._x = 0.0
-        return self._obs()
-
-    def set_init_state(self, state: float) -> Mapping[str, Any]:
-        self._init, self._x = state, 0.0
-        return self._obs()
-
-    def step(self, action: list[float]) -> tuple[Mapping[str, Any], float, bool, dict[str, Any]]:
-        assert len(action) == 7
-        _FakeSim.actions.append(list(action))
-        self._x += action[0]
-        return self._obs(), float(self._x >= 1.0), self._x >= 1.0, {}
-
-    def close(self) -> None:
-        pass
-
-    def _obs(self) -> Mapping[str, Any]:
-        image = np.zeros((self._size, self._size, 3), dtype=np.uint8)
-        image[0, 0, 0] = int(self._init) % 256  # top-left before LIBERO's flip -> bottom-right after
-        image[0, 1, 1] = min(max(int(self._x * 100), 0), 255)
-        return {
-            "agentview_image": image,
-            "robot0_eef_pos": np.array([self._x, 0.0, 0.0]),
-            "robot0_eef_quat": np.zeros(4),
-            "robot0_gripper_qpos": np.zeros(2),
-        }
-
-
-def _fake_api(assets_dir: str) -> LiberoApi:
-    assert Path(assets_dir).is_dir()
-    return LiberoApi(lambda: {"libero_fake": _FakeSuite}, lambda key: f"/fake/{key}", _FakeSim)
+from rl_recipes.environments import decode_bins, libero_vector_env, write_libero_config
 
 
 def _config(tmp_path: Path, **options: Any) -> EnvConfig:
     return EnvConfig(
         name="libero",
-        tasks=("libero_fake",),
+        tasks=(SUITE,),
         num_envs=2,
         max_steps=6,
-        num_trials=5,
+        num_trials=TRIALS,
         options={"assets_dir": str(tmp_path), "image_size": 8, "num_steps_wait": 2, **options},
     )
 
 
 def test_adapter_runs_episodes_on_the_fake(tmp_path: Path) -> None:
-    _FakeSim.built.clear()
-    _FakeSim.actions.clear()
-    env = libero_vector_env(_config(tmp_path), _fake_api)
+    FakeLiberoSim.built.clear()
+    FakeLiberoSim.actions.clear()
+    env = libero_vector_env(_config(tmp_path), fake_libero_api)
     try:
         assert isinstance(env, LocalVectorEnv)
         assert env.spec.image_shape == (3, 8, 8) and (env.spec.action_dims, env.spec.action_bins) == (7, 256)
-        assert env.spec.task_names == ("put object 0 in the basket", "put object 1 in the basket")
+        assert env.spec.task_names == (task_language(0), task_language(1))
         obs = asyncio.run(env.reset([1, 0], [3, 4]))
         assert obs.instructions == env.spec.task_names[::-1]
         assert int(obs.frames[0, 0, -1, -1]) == 13  # trial 3 of task 1, flipped like LIBERO's renders
+        assert (int(obs.frames[0, 2, -1, -1]), int(obs.frames[0, 2, 0, 0])) == (255, 0)  # both axes flipped
         assert obs.state is not None and obs.state.shape == (2, 9)
-        assert len(_FakeSim.actions) == 4  # 2 settle steps per env, with the gripper open
-        assert all(a == [0.0] * 6 + [-1.0] for a in _FakeSim.actions)
+        assert len(FakeLiberoSim.actions) == 4  # 2 settle steps per env, with the gripper open
+        assert all(a == [0.0] * 6 + [-1.0] for a in FakeLiberoSim.actions)
         fast, slow = 255, 160  # bins for x += 0.996 (bin 255 decodes as 254) and x += 0.26
         chunk = torch.full((2, 3, 7), 127)
         chunk[0, :, 0], chunk[1, :, 0] = fast, slow
@@ -113,7 +51,7 @@ def test_adapter_runs_episodes_on_the_fake(tmp_path: Path) -> None:
         assert obs.active.tolist() == [False, True]
         asyncio.run(env.reset([1, 1], [0, 1]))
         # one simulator per (env, task), reused across resets: env 0 keeps task 1's, env 1 adds task 1's
-        assert sorted(_FakeSim.built) == [f"/fake/bddl_files/fake_suite/task_{t}.bddl" for t in (0, 1, 1)]
+        assert sorted(FakeLiberoSim.built) == [f"/fake/bddl_files/fake_suite/task_{t}.bddl" for t in (0, 1, 1)]
         assert check_vector_env(env, chunk=2) > 0
     finally:
         env.close()
@@ -139,15 +77,15 @@ def test_missing_assets_and_bad_config_are_refused(tmp_path: Path) -> None:
         make_env(_config(tmp_path, assets_dir=str(tmp_path / "nope")))
     with pytest.raises(EnvConfigError, match=r"env\.tasks: LIBERO takes exactly one suite.*libero_fake"):
         libero_vector_env(
-            EnvConfig(name="libero", tasks=("libero_10",), options={"assets_dir": str(tmp_path)}), _fake_api
+            EnvConfig(name="libero", tasks=("libero_10",), options={"assets_dir": str(tmp_path)}), fake_libero_api
         )
     with pytest.raises(EnvConfigError, match=r"env\.num_trials: libero_fake stores 5"):
         libero_vector_env(
             EnvConfig(name="libero", tasks=("libero_fake",), num_trials=6, options={"assets_dir": str(tmp_path)}),
-            _fake_api,
+            fake_libero_api,
         )
     with pytest.raises(EnvConfigError, match=r"env\.options\.action_low: expected 7 numbers"):
-        libero_vector_env(_config(tmp_path, action_low=[0.0]), _fake_api)
+        libero_vector_env(_config(tmp_path, action_low=[0.0]), fake_libero_api)
 
 
 def test_missing_extra_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,6 @@
-"""The kill helper of the run-folder tests: `rl-recipes train` in its own process group, signalled once it commits a
-checkpoint newer than its folder's newest (as a terminal's Ctrl-C or a kill does)."""
+"""The kill helper of the run-folder tests: `rl-recipes train` in its own process group, which signals that group
+itself (as a terminal's Ctrl-C or a kill does) as it logs a chosen step, through rl-runtime's `signal_at_step` test
+sink: where the run stops is decided by its own steps, never by how fast the machine is."""
 
 from __future__ import annotations
 
@@ -7,14 +8,23 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rl_runtime.testing import SIGNAL_AT_STEP
 from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 
 WAIT_S = 600.0
-CLI = [sys.executable, "-m", "rl_recipes.cli._main", "train"]
+SINKS = f"trainer.log_sinks=[jsonl,{SIGNAL_AT_STEP}]"
+"""The signalling sink after `jsonl`: a SIGKILLed run's metrics.jsonl holds the step it was killed at."""
+_SIGNALLING_CLI = (
+    "import signal, sys\n"
+    "from rl_runtime.testing import register_signal_at_step\n"
+    "register_signal_at_step(int(sys.argv[1]), signal.Signals[sys.argv[2]])\n"
+    "from rl_recipes.cli._main import main\n"
+    "sys.exit(main(sys.argv[3:]))\n"
+)
+"""`rl-recipes ARGS...` with the `signal_at_step` sink registered: `python -c _SIGNALLING_CLI STEP SIGNAL ARGS...`."""
 
 
 def newest_step(run_dir: Path) -> int:
@@ -23,22 +33,22 @@ def newest_step(run_dir: Path) -> int:
     return found[-1][0] if found else 0
 
 
-def train_until_checkpoint(
-    recipe: str, overrides: Sequence[str], run_dir: Path, sig: signal.Signals, log: Path
+def train_and_signal(
+    recipe: str, overrides: Sequence[str], sig: signal.Signals, at_step: int, log: Path
 ) -> tuple[int, str]:
-    """Start `rl-recipes train recipe overrides...` writing `run_dir`; once it commits a checkpoint newer than the
-    folder's newest, send its process group `sig`. Its exit status and stderr."""
-    before = newest_step(run_dir)
+    """Run `rl-recipes train recipe overrides...` in its own process group, which sends the group `sig` as it logs
+    step `at_step` (`overrides` must log to `jsonl` only; with `trainer.checkpoint_every=1`: SIGINT stops it after
+    step `at_step` with that checkpoint saved, SIGKILL leaves checkpoint `at_step - 1` the newest). Its exit status
+    (negative: killed by that signal) and stderr."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    command = [sys.executable, "-c", _SIGNALLING_CLI, str(at_step), sig.name, "train", recipe, *overrides, SINKS]
     with log.open("w") as err:
-        process = subprocess.Popen([*CLI, recipe, *overrides], env=env, start_new_session=True, stderr=err)
-        deadline = time.monotonic() + WAIT_S
+        process = subprocess.Popen(command, env=env, start_new_session=True, stderr=err)
         try:
-            while newest_step(run_dir) <= before:
-                assert process.poll() is None, f"the run exited with {process.returncode}: {log.read_text()[-3000:]}"
-                assert time.monotonic() < deadline, "no new checkpoint in time"
-                time.sleep(0.1)
-        finally:
-            os.killpg(process.pid, sig)
-            process.wait(timeout=WAIT_S)
-    return process.returncode, log.read_text()
+            status = process.wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # it hung: take the whole group down
+            process.wait()
+            raise AssertionError(f"the run neither finished nor signalled step {at_step} in {WAIT_S} s") from None
+    assert status != 0, f"the run finished before step {at_step} was signalled: {log.read_text()[-3000:]}"
+    return status, log.read_text()

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _recipe_runs import train_until_checkpoint
+from _recipe_runs import newest_step, train_and_signal
 
 from rl_recipes.recipes import CURVE_FILE, SUMMARY_FILE
 from rl_runtime.trainer import RunLock
@@ -46,25 +46,31 @@ def _overrides(workspace: Path) -> list[str]:
     ]
 
 
-def _run_until_checkpoint(workspace: Path, sig: signal.Signals, log: Path) -> tuple[int, str]:
-    """`rl-recipes train grpo` into `workspace/grpo`, sent `sig` once it commits a new checkpoint."""
-    return train_until_checkpoint("grpo", _overrides(workspace), workspace / "grpo", sig, log)
+def _run_and_signal(workspace: Path, sig: signal.Signals, at_step: int, log: Path) -> tuple[int, str]:
+    """`rl-recipes train grpo` into `workspace/grpo`, which sends itself `sig` as it logs step `at_step`."""
+    return train_and_signal("grpo", _overrides(workspace), sig, at_step, log)
 
 
 def test_two_kills_a_ctrl_c_and_resumes_report_the_whole_run(tmp_path: Path) -> None:
+    # Each run is signalled at a step of its own (not when a watcher sees a checkpoint), so where it stops does
+    # not depend on the machine's speed: killed during step 2, then during step 4 (each after the previous step's
+    # checkpoint, with its step's metrics line written), then a Ctrl-C during step 5, which it finishes and saves.
     run_dir = tmp_path / "grpo"
-    _run_until_checkpoint(tmp_path, signal.SIGKILL, tmp_path / "first.log")
+    status, _ = _run_and_signal(tmp_path, signal.SIGKILL, 2, tmp_path / "first.log")
+    assert status == -signal.SIGKILL and newest_step(run_dir) == 1
     before = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert before["step"] == 0 and HELDOUT in before  # the validation before training, by the first process only
-    _run_until_checkpoint(tmp_path, signal.SIGKILL, tmp_path / "second.log")
+    status, _ = _run_and_signal(tmp_path, signal.SIGKILL, 4, tmp_path / "second.log")
+    assert status == -signal.SIGKILL and newest_step(run_dir) == 3
 
-    status, stderr = _run_until_checkpoint(tmp_path, signal.SIGINT, tmp_path / "third.log")
+    status, stderr = _run_and_signal(tmp_path, signal.SIGINT, 5, tmp_path / "third.log")
     assert status == 128 + signal.SIGINT
     assert "Traceback" not in stderr
     lines = [line for line in stderr.splitlines() if line.startswith("rl-recipes train:")]
-    assert len(lines) == 1 and "stopped by SIGINT after step" in lines[0] and "resume" in lines[0], lines
+    assert len(lines) == 1 and f"stopped by SIGINT after step 5 of {TOTAL_STEPS}" in lines[0], lines
+    assert "resume" in lines[0]
     saved = newest_verified_checkpoint(checkpoint_root(run_dir))
-    assert saved is not None and str(saved) in lines[0]
+    assert saved is not None and saved.name == "step_00000005" and str(saved) in lines[0]
 
     finished = subprocess.run(
         [*CLI, *_overrides(tmp_path)], env={**os.environ, "RAY_AUTH_MODE": "disabled"}, capture_output=True, text=True

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _recipe_runs import newest_step, train_until_checkpoint
+from _recipe_runs import newest_step, train_and_signal
 
 from rl_engines.vla import VLAPolicy
 from rl_recipes.recipes import SUMMARY_FILE, get_recipe, load_recipe_config, run_recipe
@@ -108,8 +108,8 @@ def test_a_sigkilled_run_resumes_to_the_uninterrupted_metrics(workspace: Path, r
         pytest.skip("needs the two-step run of this module")
     run_dir = workspace / "killed" / "srpo"
     overrides = _overrides(workspace, "killed")
-    train_until_checkpoint("srpo", overrides, run_dir, signal.SIGKILL, workspace / "killed.log")
-    assert newest_step(run_dir) == 1  # killed after its first step's checkpoint, before the second's
+    status, _ = train_and_signal("srpo", overrides, signal.SIGKILL, 2, workspace / "killed.log")
+    assert status == -signal.SIGKILL and newest_step(run_dir) == 1  # killed in step 2, after step 1's checkpoint
     resumed = run_recipe(get_recipe("srpo"), load_recipe_config("srpo", overrides=overrides))
     assert resumed.train.start_step == 1 and resumed.train.end_step == 2
     expected = read_metrics_jsonl(uninterrupted)

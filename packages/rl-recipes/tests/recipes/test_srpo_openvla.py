@@ -1,10 +1,13 @@
-"""`embodied_srpo` through the Trainer with an OpenVLA-OFT actor: two steps on the OpenVLA-OFT TEST DOUBLE checkpoint
-(rl-engines' `_fake_openvla`: tiny, random, not OpenVLA) against the LIBERO adapter over a scripted fake simulator
-(7 action dims, 256 bins): the instructions are encoded with OpenVLA's prompt by the recipe's own task, the actor's
-weights change and the rollout policy receives them (checksum-verified sync), the metrics are finite."""
+"""`embodied_srpo` through the Trainer with an OpenVLA-OFT actor, colocated and in split placement (rollout and
+training on a slot each): two steps on the OpenVLA-OFT TEST DOUBLE checkpoint (rl-engines' `_fake_openvla`: tiny,
+random, not OpenVLA) against the LIBERO adapter over a scripted fake simulator (`_fake_libero`; 7 action dims, 256
+bins): the instructions are encoded with OpenVLA's prompt by the recipe's own task, the actor's weights change and
+the rollout policy receives them (checksum-verified sync; in split placement over the weight link, step 2 sampled
+with step 1's weights), the metrics are finite."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -13,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import numpy as np
 import pytest
 import ray.cloudpickle
 import torch
@@ -22,82 +24,39 @@ import rl_core.envs
 from rl_core.envs import EnvConfig, VectorEnv
 from rl_engines.vla import OpenVLAPrompt, VLAPolicy, read_openvla_spec
 from rl_recipes.embodied import EmbodiedTask, EmbodiedTaskFactory
-from rl_recipes.environments import LiberoApi, libero_vector_env
+from rl_recipes.environments import libero_vector_env
 from rl_runtime.config import RunConfig, config_from_dict
 from rl_runtime.nodes._train import checksum_metric
 from rl_runtime.trainer import Trainer
 
 _VLA_TESTS = Path(__file__).resolve().parents[3] / "rl-engines" / "tests" / "vla"
-if str(_VLA_TESTS) not in sys.path:  # rl-engines' test-double checkpoint builder, shared rather than copied
-    sys.path.insert(0, str(_VLA_TESTS))
+_ENV_TESTS = Path(__file__).resolve().parents[1] / "environments"
+for _doubles in (_VLA_TESTS, _ENV_TESTS):  # rl-engines' test-double checkpoint, our LIBERO double: shared, not copied
+    if str(_doubles) not in sys.path:
+        sys.path.insert(0, str(_doubles))
+import _fake_libero  # noqa: E402
+from _fake_libero import SUITE, fake_libero_api  # noqa: E402
 from _fake_openvla import write_fake_openvla  # noqa: E402
 
-# Ray workers cannot import test modules: ship this one's fake simulator and task factory by value.
+# Ray workers cannot import test modules: ship this one's task factory and the LIBERO double by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ray.cloudpickle.register_pickle_by_value(_fake_libero)
 
 pytestmark = pytest.mark.slow
 FAKE_LIBERO = "libero_scripted_double"
-"""The LIBERO adapter over `_FakeSim`, registered under this name in the driver and in every worker."""
-
-
-class _FakeTask:
-    def __init__(self, t: int) -> None:
-        self.language = f"put the bowl on the plate {t}"
-        self.problem_folder, self.bddl_file = "fake_suite", f"task_{t}.bddl"
-
-
-class _FakeSuite:
-    n_tasks = 2
-
-    def get_task(self, t: int) -> _FakeTask:
-        return _FakeTask(t)
-
-    def get_task_init_states(self, t: int) -> list[float]:
-        return [10.0 * t + k for k in range(4)]
-
-
-class _FakeSim:
-    """Scripted stand-in for LIBERO's OffScreenRenderEnv: x moves by action[0]; success once x >= 0.5."""
-
-    def __init__(self, bddl_file_name: str, camera_heights: int, camera_widths: int) -> None:
-        self._size, self._x, self._init = camera_heights, 0.0, 0.0
-
-    def seed(self, seed: int) -> None:
-        del seed
-
-    def reset(self) -> Mapping[str, Any]:
-        self._x = 0.0
-        return self._obs()
-
-    def set_init_state(self, state: float) -> Mapping[str, Any]:
-        self._init, self._x = state, 0.0
-        return self._obs()
-
-    def step(self, action: list[float]) -> tuple[Mapping[str, Any], float, bool, dict[str, Any]]:
-        self._x += action[0]
-        return self._obs(), float(self._x >= 0.5), self._x >= 0.5, {}
-
-    def close(self) -> None:
-        pass
-
-    def _obs(self) -> Mapping[str, Any]:
-        image = np.zeros((self._size, self._size, 3), dtype=np.uint8)
-        image[: self._size // 2, :, 0] = int(self._init) % 256
-        image[:, : max(min(int(self._x * self._size), self._size), 0), 1] = 255
-        return {
-            "agentview_image": image,
-            "robot0_eef_pos": np.array([self._x, 0.0, 0.0]),
-            "robot0_eef_quat": np.zeros(4),
-            "robot0_gripper_qpos": np.zeros(2),
-        }
-
-
-def _fake_api(assets_dir: str) -> LiberoApi:
-    return LiberoApi(lambda: {"libero_fake": _FakeSuite}, lambda key: f"/fake/{key}", _FakeSim)
+"""The LIBERO adapter over `_fake_libero`'s simulator, registered under this name in the driver and in every worker."""
+PLACEMENTS: dict[str, Mapping[str, Any]] = {
+    "colocated": {"slots": 1, "colocate": True},
+    "split": {"slots": 2, "colocate": False},
+}
+"""Both placements the config accepts for an OpenVLA actor: one slot doing everything, or rollout and training on
+a slot each (the actor's weights sent to the rollout slot over the weight link after every update)."""
+SUCCESS_X = 0.5
+"""Where the scripted simulator succeeds in this test (the double's default is 1.0)."""
 
 
 def _make_fake_libero(config: EnvConfig) -> VectorEnv:
-    return libero_vector_env(config, _fake_api)
+    return libero_vector_env(config, functools.partial(fake_libero_api, success_x=SUCCESS_X))
 
 
 def _register_fake_libero() -> None:
@@ -124,7 +83,7 @@ class _DoublesTaskFactory:
         return (_task_factory_in_worker, (self.model_dir,))
 
 
-def _config(tmp_path: Path, checkpoint: Path) -> RunConfig:
+def _config(tmp_path: Path, checkpoint: Path, placement: Mapping[str, Any]) -> RunConfig:
     rows = tmp_path / "trials.jsonl"
     rows.write_text("".join(json.dumps({"task_id": t, "trial_id": k}) + "\n" for t in (0, 1) for k in (0, 1)))
     (tmp_path / "assets").mkdir()
@@ -135,7 +94,7 @@ def _config(tmp_path: Path, checkpoint: Path) -> RunConfig:
         "batch": {"prompts_per_step": 2, "samples_per_prompt": 4},
         "env": {
             "name": FAKE_LIBERO,
-            "tasks": ["libero_fake"],
+            "tasks": [SUITE],
             "num_envs": 8,
             "max_steps": 8,
             "num_trials": 4,
@@ -162,7 +121,7 @@ def _config(tmp_path: Path, checkpoint: Path) -> RunConfig:
             "precision": {"param_dtype": "float32"},
         },
         "rollout": {"temperature": 1.0},
-        "placement": {"slots": 1, "device": "cpu", "colocate": True},
+        "placement": {"device": "cpu", **placement},
         "trainer": {
             "total_steps": 2,
             "validate_every": 0,
@@ -175,7 +134,8 @@ def _config(tmp_path: Path, checkpoint: Path) -> RunConfig:
     return config_from_dict(RunConfig, data, [])
 
 
-def test_two_embodied_srpo_steps_train_an_openvla_actor(tmp_path: Path, ray_cluster: None) -> None:
+@pytest.mark.parametrize("placement", sorted(PLACEMENTS))
+def test_two_embodied_srpo_steps_train_an_openvla_actor(tmp_path: Path, ray_cluster: None, placement: str) -> None:
     checkpoint = write_fake_openvla(tmp_path / "openvla_double")
     _register_fake_libero()
     task = EmbodiedTaskFactory(str(checkpoint))()
@@ -183,7 +143,8 @@ def test_two_embodied_srpo_steps_train_an_openvla_actor(tmp_path: Path, ray_clus
     assert task.encode_instruction(instruction) == OpenVLAPrompt(checkpoint).encode(instruction)
     initial = checksum_metric(VLAPolicy.from_pretrained(checkpoint, dtype=torch.float32).weights_checksum())
 
-    result = Trainer(_config(tmp_path, checkpoint), _DoublesTaskFactory(str(checkpoint))).fit()
+    config = _config(tmp_path, checkpoint, PLACEMENTS[placement])
+    result = Trainer(config, _DoublesTaskFactory(str(checkpoint))).fit()
 
     assert [result.start_step, result.end_step, len(result.history)] == [0, 2, 2]
     checksums = [initial]
@@ -194,5 +155,8 @@ def test_two_embodied_srpo_steps_train_an_openvla_actor(tmp_path: Path, ray_clus
         assert all(math.isfinite(value) for value in metrics.values()), metrics
         checksums.append(metrics["sync/weights_checksum"])
     assert len(set(checksums)) == 3  # each step's update changed the weights the policy received
+    if placement == "split":  # the rollout slot sampled step 2 with step 1's update, sent over the weight link
+        assert [m["rollout/policy_version"] for m in result.history] == [0.0, 1.0]
+        assert all(m["rollout/weights_checksum"] == m["sync/weights_checksum"] for m in result.history)
     # SRPO's progress rewards for failures and GRPO advantages reached the update, not only the entropy bonus.
     assert any(m["reward/shaped_failures"] > 0 and m["critic/advantages/max"] > 0 for m in result.history)

@@ -1,14 +1,13 @@
-"""Helpers of the end-to-end trainer tests: comparable metrics, actor weights from a checkpoint, a killed run."""
+"""Helpers of the end-to-end trainer tests: comparable metrics, actor weights from a checkpoint, a run that signals
+itself (a kill, a Ctrl-C) at a chosen step."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,26 +44,31 @@ def actor_weights(checkpoint: Path, scratch: Path) -> dict[str, torch.Tensor]:
     }
 
 
-def run_and_kill_after(
+def run_and_signal(
     folder: Path,
-    step: int,
+    at_step: int,
     placement: Mapping[str, Any] | None = None,
     trainer: Mapping[str, Any] | None = None,
     sig: signal.Signals = signal.SIGKILL,
     algorithm: Mapping[str, Any] | None = None,
 ) -> tuple[int, str]:
-    """Start a 4-step run in its own process group and send its group `sig` (SIGKILL) once checkpoint `step` is
-    committed; `trainer` adds to the config's trainer section, `algorithm` to its algorithm section. Returns the
-    run's exit status and its stderr."""
+    """Run a 4-step run in its own process group, which sends the group `sig` (SIGKILL) itself as it logs step
+    `at_step` (rl-runtime's `signal_at_step` test sink, after `jsonl`): a SIGKILL leaves the checkpoint before
+    `at_step` the newest, a SIGINT lets it finish step `at_step` and save it; where it stops never depends on the
+    machine's speed. `trainer` adds to the config's trainer section, `algorithm` to its algorithm section. Returns
+    the run's exit status (negative: killed by that signal; never 0, the run did not finish) and its stderr."""
     script = textwrap.dedent(
         f"""
-        import sys
+        import signal, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from _task import TokenTask, tiny_config
         from pathlib import Path
+        from rl_runtime.testing import SIGNAL_AT_STEP, register_signal_at_step
         from rl_runtime.trainer import Trainer
+        register_signal_at_step({at_step}, signal.{sig.name})
         placement = {dict(placement or {})!r}
         trainer = {{"total_steps": 4, "checkpoint_every": 1, **{dict(trainer or {})!r}}}
+        trainer["log_sinks"] = ["jsonl", SIGNAL_AT_STEP]
         algorithm = {dict(algorithm or {})!r}
         config = tiny_config(Path({str(folder)!r}), placement=placement, algorithm=algorithm, **trainer)
         Trainer(config, TokenTask).fit()
@@ -74,16 +78,17 @@ def run_and_kill_after(
     stderr = folder.parent / f"{folder.name}.stderr.{len(list(folder.parent.glob(folder.name + '.stderr.*')))}"
     with stderr.open("w") as sink:
         process = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True, stderr=sink)
-    root = checkpoint_root(folder / "run")
-    deadline = time.monotonic() + KILL_WAIT_S
     try:
-        while not any(done >= step for done, _ in complete_checkpoints(root)):
-            assert process.poll() is None, f"the run exited with {process.returncode} before checkpoint {step}"
-            assert time.monotonic() < deadline, f"no checkpoint {step} within {KILL_WAIT_S} s"
-            time.sleep(0.2)
-    finally:
-        os.killpg(process.pid, sig)
-        process.wait(timeout=KILL_WAIT_S)
-    state = json.loads((complete_checkpoints(root)[-1][1] / "trainer_state.json").read_text())
-    assert state["step"] >= step
-    return process.returncode, stderr.read_text()
+        status = process.wait(timeout=KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # it hung: take the whole group down
+        process.wait()
+        raise AssertionError(f"the run neither finished nor signalled step {at_step} in {KILL_WAIT_S} s") from None
+    assert status != 0, f"the run finished before step {at_step} was signalled: {stderr.read_text()[-3000:]}"
+    return status, stderr.read_text()
+
+
+def newest_checkpoint_step(folder: Path) -> int:
+    """The step of the newest complete checkpoint of the run `run_and_signal(folder, ...)` wrote; 0 without one."""
+    found = complete_checkpoints(checkpoint_root(folder / "run"))
+    return found[-1][0] if found else 0

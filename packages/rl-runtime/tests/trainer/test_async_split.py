@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from rl_runtime.nodes._staleness import uid_digest
 from rl_runtime.trainer import Trainer
 from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 
-from ._runs import run_and_kill_after
+from ._runs import newest_checkpoint_step, run_and_signal
 from ._task import TokenTask, tiny_config
 
 SPLIT = {"colocate": False, "strategy": "even"}
@@ -58,11 +57,9 @@ def test_a_killed_one_step_off_run_resumes_training_every_sample_exactly_once(
     tmp_path: Path, ray_runtime: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     trainer = {"checkpoint_every": CHECKPOINT_EVERY}
-    run_and_kill_after(tmp_path, step=CHECKPOINT_EVERY, placement=SPLIT, trainer=trainer, algorithm=ASYNC)
-    # The kill may land later; drop what came after the checkpoint, as if it had landed right after it.
-    for done, folder in complete_checkpoints(checkpoint_root(tmp_path / "run")):
-        if done > CHECKPOINT_EVERY:
-            shutil.rmtree(folder)
+    # SIGKILLed by itself as it logs the step after its checkpoint, so that checkpoint is the newest on any machine.
+    run_and_signal(tmp_path, at_step=CHECKPOINT_EVERY + 1, placement=SPLIT, trainer=trainer, algorithm=ASYNC)
+    assert newest_checkpoint_step(tmp_path) == CHECKPOINT_EVERY
     before = read_metrics_jsonl(tmp_path / "run" / "metrics.jsonl")
     config = tiny_config(
         tmp_path, placement=SPLIT, algorithm=ASYNC, total_steps=STEPS, checkpoint_every=CHECKPOINT_EVERY

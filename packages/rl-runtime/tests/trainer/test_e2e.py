@@ -14,7 +14,7 @@ from rl_runtime.trainer import Trainer, TrainResult
 from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 from rl_runtime.trainer._session import DRIVER_BYTES_METRIC
 
-from ._runs import STRAIGHT, actor_weights, deterministic, run_and_kill_after
+from ._runs import STRAIGHT, actor_weights, deterministic, newest_checkpoint_step, run_and_signal
 from ._task import TokenTask, tiny_config
 
 pytestmark = pytest.mark.slow
@@ -74,10 +74,11 @@ def test_ddp_replicas_train_as_fsdp_shards_do(tmp_path: Path, straight: TrainRes
 
 def test_killed_run_resumes_to_the_uninterrupted_metrics_and_weights(tmp_path: Path, straight: TrainResult) -> None:
     resumed_dir = tmp_path / "resumed"
-    run_and_kill_after(resumed_dir, step=2, trainer=STRAIGHT)
+    run_and_signal(resumed_dir, at_step=3, trainer=STRAIGHT)  # SIGKILLed in step 3, after step 2's checkpoint
+    assert newest_checkpoint_step(resumed_dir) == 2
     resumed = Trainer(tiny_config(resumed_dir, **STRAIGHT), TokenTask).fit()
 
-    assert resumed.start_step >= 2
+    assert (resumed.start_step, len(resumed.history)) == (2, 2)
     lines = (resumed_dir / "run" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 2, 3, 4]  # the replayed steps are not logged twice
     tail = len(resumed.history)

@@ -21,7 +21,7 @@ from rl_runtime.trainer import CheckpointCorruptError, RunLockedError, Trainer, 
 from rl_runtime.trainer._checkpoints import checkpoint_root, newest_verified_checkpoint, verify_checkpoint
 from rl_runtime.trainer._lock import LOCK_FILE
 
-from ._runs import STRAIGHT, actor_weights, deterministic, run_and_kill_after
+from ._runs import STRAIGHT, actor_weights, deterministic, run_and_signal
 from ._task import TokenTask, tiny_config
 
 pytestmark = pytest.mark.slow
@@ -117,13 +117,13 @@ def test_a_second_run_into_a_locked_folder_is_refused_naming_the_holder(tmp_path
 
 def test_sigint_mid_run_saves_a_checkpoint_and_resumes_exactly(tmp_path: Path, straight: TrainResult) -> None:
     folder = tmp_path / "interrupted"
-    status, stderr = run_and_kill_after(folder, step=1, trainer=STRAIGHT, sig=signal.SIGINT)
+    status, stderr = run_and_signal(folder, at_step=2, trainer=STRAIGHT, sig=signal.SIGINT)  # Ctrl-C in step 2
     assert status != 0 and "Traceback" in stderr  # the bare Trainer raises; the CLI turns it into one line
-    assert "TrainingInterrupted: stopped by SIGINT after step " in stderr and "saved checkpoint" in stderr
+    assert "TrainingInterrupted: stopped by SIGINT after step 2 of 4" in stderr and "saved checkpoint" in stderr
     stopped_at = newest_verified_checkpoint(checkpoint_root(folder / "run"))
-    assert stopped_at is not None
+    assert stopped_at is not None and stopped_at.name == "step_00000002"
     resumed = Trainer(tiny_config(folder, **STRAIGHT), TokenTask).fit()
-    assert resumed.start_step == int(stopped_at.name.removeprefix("step_"))
+    assert resumed.start_step == 2
     tail = len(resumed.history)
     for ours, reference in zip(resumed.history, straight.history[-tail:], strict=True):
         assert deterministic(ours) == deterministic(reference)

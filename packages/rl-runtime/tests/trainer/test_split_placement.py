@@ -4,7 +4,6 @@ update), the actor's weights broadcast to the rollout slot after every update; a
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from rl_runtime.trainer import Trainer, TrainResult, read_state
 from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 from rl_runtime.trainer._session import DRIVER_BYTES_METRIC
 
-from ._runs import actor_weights, deterministic, run_and_kill_after
+from ._runs import actor_weights, deterministic, newest_checkpoint_step, run_and_signal
 from ._task import TokenTask, tiny_config
 
 SPLIT = {"colocate": False, "strategy": "even"}
@@ -84,11 +83,9 @@ def test_a_killed_split_run_resumes_to_the_uninterrupted_metrics_and_weights(
     _, straight, _ = straight_split
 
     resumed_dir = tmp_path / "resumed"
-    run_and_kill_after(resumed_dir, step=KILL_AFTER, placement=SPLIT, trainer=STRAIGHT_SPLIT)
-    # The kill may land a step later; drop what came after step 2, as if it had landed right after it.
-    for done, folder in complete_checkpoints(checkpoint_root(resumed_dir / "run")):
-        if done > KILL_AFTER:
-            shutil.rmtree(folder)
+    # SIGKILLed by itself in the step after KILL_AFTER, so its newest checkpoint is KILL_AFTER's on any machine.
+    run_and_signal(resumed_dir, at_step=KILL_AFTER + 1, placement=SPLIT, trainer=STRAIGHT_SPLIT)
+    assert newest_checkpoint_step(resumed_dir) == KILL_AFTER
     resumed_config = tiny_config(resumed_dir, placement=SPLIT, **STRAIGHT_SPLIT)
     resumed = Trainer(resumed_config, TokenTask).fit()
 
