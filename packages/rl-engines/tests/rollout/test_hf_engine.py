@@ -181,3 +181,24 @@ def test_abort_by_rid_reaches_a_later_batch_of_the_same_call(models: Conformance
     outputs = engine.generate([request("first", [1, 2], 4), request("second", [3], 4)], on_tokens=abort_second)
     assert [(o.finish_reason, len(o.output_ids)) for o in outputs] == [("length", 4), ("abort", 0)]
     assert outputs[1].weight_version == 0
+
+
+def test_rows_that_retire_leave_the_others_their_own_stops_and_budgets(
+    engine: HFEngine, models: ConformanceModels
+) -> None:
+    # Rows with different stop ids and budgets in one batch: each retirement keeps the survivors' stop rules (the
+    # running batch indexes its per-row tables), so every row ends where it ends generated alone.
+    prompts = models.prompts(4, min_len=2, max_len=12)
+    alone = [_greedy(engine, [prompt], 10)[0].output_ids for prompt in prompts]
+    requests = [
+        request("a", prompts[0], 10, stop_token_ids=(alone[0][4],)),
+        request("b", prompts[1], 2, stop_token_ids=()),
+        request("c", prompts[2], 10, stop_token_ids=(alone[2][6],)),
+        request("d", prompts[3], 7, stop_token_ids=()),
+    ]
+    outputs = {output.rid: output for output in engine.generate(requests)}
+    for rid, full, stop_at in (("a", alone[0], 4), ("c", alone[2], 6)):
+        end = full.index(full[stop_at]) + 1  # the first time the stop token comes
+        assert outputs[rid].output_ids == full[:end] and outputs[rid].finish_reason == "stop", rid
+    assert outputs["b"].output_ids == alone[1][:2] and outputs["b"].finish_reason == "length"
+    assert outputs["d"].output_ids == alone[3][:7] and outputs["d"].finish_reason == "length"

@@ -8,7 +8,7 @@ import pytest
 import torch
 from _training_helpers import engine_config, ppo_loss_fn, rollout_batch
 
-from rl_core.schema import ADVANTAGES, INERT_ROWS, RESPONSE_MASK
+from rl_core.schema import ADVANTAGES, ATTENTION_MASK, INERT_ROWS, RESPONSE_MASK
 from rl_engines.training import BatchError, ForwardOutput, ForwardSpec, FSDPEngine, LossOutput, NormalizedLoss
 from rl_engines.training import _inert_rows as inert_module
 from rl_engines.training import _step as step_module
@@ -44,7 +44,7 @@ class _Recording:
 
 
 def _run(
-    inert: bool, monkeypatch: pytest.MonkeyPatch
+    inert: bool, monkeypatch: pytest.MonkeyPatch, frozen_rows: list[list[int]] | None = None
 ) -> tuple[dict, dict, _Recording, list[list[int]], ForwardOutput | None]:
     engine = FSDPEngine.from_config(engine_config())
     batch = {**_batch(), "row": torch.arange(6)}
@@ -57,6 +57,8 @@ def _run(
     def counting(network, micro_batch, spec, **kwargs):
         if torch.is_grad_enabled():
             grad_rows.append(micro_batch["row"].tolist())
+        elif frozen_rows is not None:
+            frozen_rows.append(micro_batch["row"].tolist())
         return forward_micro_batch(network, micro_batch, spec, **kwargs)
 
     monkeypatch.setattr(inert_module, "forward_micro_batch", counting)
@@ -67,9 +69,25 @@ def _run(
     return gradients, metrics, record, grad_rows, result.outputs
 
 
-def test_inert_rows_skip_the_backward_and_keep_gradients_loss_and_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("by_length", [False, True], ids=["one_frozen_forward", "frozen_forward_by_length"])
+def test_inert_rows_skip_the_backward_and_keep_gradients_loss_and_outputs(
+    monkeypatch: pytest.MonkeyPatch, by_length: bool
+) -> None:
     whole_grads, whole, whole_record, whole_rows, _ = _run(False, monkeypatch)
-    split_grads, split, split_record, split_rows, split_outputs = _run(True, monkeypatch)
+    if by_length:  # every distinct length its own frozen forward (the defaults group only larger micro-batches)
+        monkeypatch.setattr(inert_module, "MIN_LENGTH_GROUP_ROWS", 1)
+        monkeypatch.setattr(inert_module, "LENGTH_GROUP_RATIO", 1.0)
+    frozen_rows: list[list[int]] = []
+    split_grads, split, split_record, split_rows, split_outputs = _run(True, monkeypatch, frozen_rows)
+    lengths = _batch()[ATTENTION_MASK].sum(dim=-1)
+    frozen = [row for rows in frozen_rows for row in rows]
+    assert set(frozen) <= set(ZERO_ROWS) and sorted(frozen + [row for rows in split_rows for row in rows]) == sorted(
+        2 * list(range(6))
+    )
+    if by_length:
+        assert len({int(lengths[row]) for row in ZERO_ROWS}) > 1  # the rows do split
+        assert all(len({int(lengths[row]) for row in rows}) == 1 for rows in frozen_rows), frozen_rows
+        assert len(frozen_rows) > 2
     assert whole_grads.keys() == split_grads.keys()
     for name, grad in whole_grads.items():
         assert grad.abs().max() > 0, name
@@ -112,3 +130,16 @@ def test_inert_rows_must_be_a_bool_per_row() -> None:
     batch[INERT_ROWS] = batch[ADVANTAGES] == 0  # (B, T), not one flag per row
     with pytest.raises(BatchError, match=r"the batch's 'inert_rows' must be a \(\d+,\) bool tensor"):
         engine.train_step(batch, NormalizedLoss(ppo_loss_fn, "token-mean"), ForwardSpec())
+
+
+def test_length_groups_sort_rows_into_groups_of_similar_length() -> None:
+    lengths = [40, 3, 100, 5, 4, 41, 90, 60, 3, 4, 5, 6]
+    groups = inert_module.length_groups(lengths)
+    assert sorted(index for group in groups for index in group) == list(range(len(lengths)))
+    sizes = [[lengths[index] for index in group] for group in groups]
+    # Ascending; a group takes MIN_LENGTH_GROUP_ROWS (8) rows first, then rows up to 1.5x its shortest.
+    assert sizes == [[3, 3, 4, 4, 5, 5, 6, 40], [41, 60, 90, 100]]
+    lengths = [20] * 8 + [3] * 8 + [50, 4, 4]
+    sizes = [[lengths[index] for index in group] for group in inert_module.length_groups(lengths)]
+    assert sizes == [[3] * 8 + [4, 4], [20] * 8, [50]]
+    assert inert_module.length_groups([]) == []

@@ -175,5 +175,14 @@ class RunningBatch:
         self._tokens = self._tokens[index, drop:]
         self._logprobs = self._logprobs[index, drop:]
         self.base += drop
-        self._rebuild()
+        self._keep_rows(index)
         return tokens[index]
+
+    def _keep_rows(self, index: torch.Tensor) -> None:
+        """The per-row tensors of `_rebuild` for the rows at `index`, taken from the current ones rather than rebuilt
+        row by row (a batch retires rows at most decode steps). A batch whose rows shared their stop ids still does;
+        one that did not keeps the per-row table, which gives the same stops."""
+        self._stop_ids = self._stop_ids[index]
+        self._ends = self._ends[index]
+        self._first_end = int(self._ends.min()) if len(self.entries) else 0
+        self.has_callbacks = self.has_callbacks and any(e.on_tokens is not None for e in self.entries)
