@@ -125,7 +125,9 @@ def rescaled_normalizer(
     Args:
         mode: one of `AGGREGATION_DIVISORS` (a mode known to be linear in 1 / divisor).
         provisional: the normaliser the loss was computed under.
-        num_tokens, num_sequences, horizon: the step's global counts (see `LossNormalizer`).
+        num_tokens: the step's global count of response tokens (see `LossNormalizer`).
+        num_sequences: the step's global count of sequences with a response token.
+        horizon: the step's fixed generation budget (see `LossNormalizer`).
 
     Raises:
         ValueError: `mode` is not in `AGGREGATION_DIVISORS`, or a count is not > 0.

@@ -62,9 +62,7 @@ class ValueObjective:
     def rescale(
         self, provisional: LossNormalizer, num_tokens: float, num_sequences: float, horizon: float
     ) -> tuple[LossNormalizer, float]:
-        """The step's global normaliser from its counts, and the factor that turns this objective's loss (and its
-        gradient) computed under `provisional` into the loss under it (`rl_core.losses.rescaled_normalizer` of
-        `aggregation`); only for a `rescalable` objective (ValueError otherwise)."""
+        """As `PolicyObjective.rescale`: `rl_core.losses.rescaled_normalizer` of this objective's `aggregation`."""
         return rescaled_normalizer(self.aggregation, provisional, num_tokens, num_sequences, horizon)
 
     def __call__(
