@@ -6,7 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-from rl_engines.rollout import HFEngine
+import pytest
+
+from rl_engines.rollout import HFEngine, HFEngineConfig
 from rl_engines.testing import ConformanceModels, Harness, greedy_mismatch, reference_greedy
 
 TIE_TOL = 1e-3
@@ -61,3 +63,20 @@ def test_an_interrupted_request_continues_with_the_new_weights(engine: HFEngine,
     v2_ids, v2_margins = reference_greedy(models.v2, prompt + before, len(after))
     assert greedy_mismatch(after, v2_ids, v2_margins, TIE_TOL) is None
     assert engine._scheduler.recomputed_rows == 1
+
+
+def test_seeded_rows_that_move_and_join_sample_what_they_sample_alone(models: ConformanceModels) -> None:
+    # Budgets differ, so rows leave mid-batch: the last rows move into their places and the waiting requests join
+    # into the cache's spare rows. Each seeded row still samples what it samples alone.
+    engine = HFEngine.from_config(HFEngineConfig(model_path=str(models.v1_dir), max_batch_size=3))
+    prompts = models.prompts(6)
+    requests = [
+        request(f"s{i}", prompt, budget, temperature=1.0, seed=i)
+        for i, (prompt, budget) in enumerate(zip(prompts, [2, 9, 4, 7, 3, 5], strict=True))
+    ]
+    together = engine.generate(requests)
+    alone = [engine.generate([r])[0] for r in requests]
+    assert [o.output_ids for o in together] == [o.output_ids for o in alone]
+    for mine, theirs in zip(together, alone, strict=True):
+        assert mine.output_logprobs == pytest.approx(theirs.output_logprobs, abs=1e-5)
+    engine.shutdown()

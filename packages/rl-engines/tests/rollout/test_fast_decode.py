@@ -200,6 +200,29 @@ def test_fast_steps_extend_the_cache_the_forward_fills() -> None:
     assert state.bias[1, :4].tolist() == [float("-inf"), 0.0, 0.0, 0.0]
 
 
+@torch.inference_mode()
+def test_rows_that_leave_and_join_reuse_the_cache_in_place() -> None:
+    decoder = FastDecoder.for_model(_model(SUPPORTED["llama-tied"]()))
+    assert decoder is not None
+    prompts = [[5, 6, 7], [8, 9], [10, 11, 12], [13], [14, 15]]
+    kv, _, _, mask = _fast_prefill(decoder, prompts)
+    fast = FastStep(decoder, kv, mask, mask.sum(-1) - 1, capacity=3 + 8)
+    fast(torch.tensor([1, 2, 3, 4, 5]))
+    histories = [[*prompt, token] for prompt, token in zip(prompts, [1, 2, 3, 4, 5], strict=True)]
+    storage = fast._state.keys[0].untyped_storage().data_ptr()
+    fast.select(torch.tensor([0, 4, 2]))  # rows 1 and 3 leave; the last row takes row 1's place
+    joiners = [[20, 21], [22, 23, 24]]
+    joining, _, _, joining_mask = _fast_prefill(decoder, joiners)
+    assert fast.extend(joining, joining_mask, joining_mask.sum(-1) - 1, 3 + 8) == 0
+    assert fast._state.keys[0].untyped_storage().data_ptr() == storage  # moved and joined in the same buffers
+    assert fast.width == 4 and fast._state.bias.shape[0] == 5
+    histories = [histories[0], histories[4], histories[2], *joiners]
+    feed = [6, 7, 8, 9, 10]
+    got = fast(torch.tensor(feed))
+    want = [_fast_prefill(decoder, [[*history, token]])[1] for history, token in zip(histories, feed, strict=True)]
+    torch.testing.assert_close(got, torch.cat(want), atol=LOGIT_TOL[torch.float32], rtol=0)
+
+
 def _split(layers: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     half = len(layers) // 2
     return layers[:half], layers[half:]

@@ -62,7 +62,13 @@ class KVState:
 
     Columns `[0, width)` are filled. Each step writes one column in place; the buffers double when full, so a
     step never copies the whole cache (concatenating a step's keys onto the cache had been a large share of a small
-    model's step)."""
+    model's step).
+
+    Rows too: `keys`, `values` and `bias` are the first `rows` rows of buffers that may hold more. Rows that leave
+    (`select`) are overwritten in place by the rows that move into their places, and the buffers' rows past the
+    kept ones stay allocated for rows that join (`extend`): a retirement that moves the last rows into the holes,
+    and a join that fits the spare rows, copy those rows only, not the whole cache. A spare row's stale keys and
+    values are finite numbers under a -inf bias until a joining row overwrites its bias and prompt columns."""
 
     def __init__(self, prefill: PrefillKV, mask: torch.Tensor, capacity: int) -> None:
         """Take over a prefill of rows with padding mask `mask: (B, W)`; `capacity` bounds the columns the rows can
@@ -70,10 +76,20 @@ class KVState:
         self.width = mask.shape[-1]
         self.capacity = capacity
         allocated = min(capacity, self.width + INITIAL_DECODE_COLUMNS)
-        self.keys = [self._widen(k, allocated) for k in prefill.keys]
-        self.values = [self._widen(v, allocated) for v in prefill.values]
-        bias = torch.full((mask.shape[0], self.width), float("-inf"), dtype=self.keys[0].dtype, device=mask.device)
-        self.bias = self._widen(bias.masked_fill_(mask.bool(), 0.0), allocated, float("-inf"))
+        bias = torch.full(mask.shape, float("-inf"), dtype=prefill.keys[0].dtype, device=mask.device)
+        self._adopt(
+            [self._widen(k, allocated) for k in prefill.keys],
+            [self._widen(v, allocated) for v in prefill.values],
+            self._widen(bias.masked_fill_(mask.bool(), 0.0), allocated, float("-inf")),
+            mask.shape[0],
+        )
+
+    def _adopt(self, keys: list[torch.Tensor], values: list[torch.Tensor], bias: torch.Tensor, rows: int) -> None:
+        """Take `keys, values, bias` as the buffers, their first `rows` rows live."""
+        self._keys, self._values, self._bias, self.rows = keys, values, bias, rows
+        self.keys = [k[:rows] for k in keys]
+        self.values = [v[:rows] for v in values]
+        self.bias = bias[:rows]
 
     @staticmethod
     def _widen(filled: torch.Tensor, columns: int, fill: float = 0.0) -> torch.Tensor:
@@ -91,24 +107,41 @@ class KVState:
             if self.width >= self.capacity:
                 raise ValueError(f"the KV cache is full at {self.capacity} columns")
             columns = min(self.capacity, 2 * self.width)
-            self.keys = [self._widen(k[:, :, : self.width], columns) for k in self.keys]
-            self.values = [self._widen(v[:, :, : self.width], columns) for v in self.values]
-            self.bias = self._widen(self.bias[:, : self.width], columns, float("-inf"))
+            self._adopt(
+                [self._widen(k[:, :, : self.width], columns) for k in self.keys],
+                [self._widen(v[:, :, : self.width], columns) for v in self.values],
+                self._widen(self.bias[:, : self.width], columns, float("-inf")),
+                self.rows,
+            )
         self.bias[:, self.width] = 0.0
         self.width += 1
         return self.width - 1
 
     def select(self, index: torch.Tensor, drop: int = 0) -> None:
-        """Keep only the rows at `index: (B',)`, and drop the first `drop` columns (which none of them attends)."""
+        """Keep only the rows at `index: (B',)` (in that order), and drop the first `drop` columns (which none of them
+        attends). Only the rows whose position changes are copied, in place (see the class doc)."""
+        keys, values, bias = self._keys, self._values, self._bias
         if drop:
-            self.keys = [k[:, :, drop:] for k in self.keys]
-            self.values = [v[:, :, drop:] for v in self.values]
-            self.bias = self.bias[:, drop:]
+            keys = [k[:, :, drop:] for k in keys]
+            values = [v[:, :, drop:] for v in values]
+            bias = bias[:, drop:]
             self.width -= drop
             self.capacity -= drop
-        self.keys = [k.index_select(0, index) for k in self.keys]
-        self.values = [v.index_select(0, index) for v in self.values]
-        self.bias = self.bias.index_select(0, index)
+        if len(index) > bias.shape[0]:  # repeats rows past the buffers' own: new buffers
+            self._adopt(
+                [k.index_select(0, index) for k in keys],
+                [v.index_select(0, index) for v in values],
+                bias.index_select(0, index),
+                len(index),
+            )
+            return
+        moved = [(p, r) for p, r in enumerate(index.tolist()) if p != r]
+        if moved:
+            dst = torch.tensor([p for p, _ in moved], dtype=torch.long, device=bias.device)
+            src = torch.tensor([r for _, r in moved], dtype=torch.long, device=bias.device)
+            for buffer in (*keys, *values, bias):  # gathered before written: any order of rows is safe
+                buffer.index_copy_(0, dst, buffer.index_select(0, src))
+        self._adopt(keys, values, bias, len(index))
 
     def extend(self, prefill: PrefillKV, mask: torch.Tensor) -> int:
         """Append the rows of a prefill with padding mask `mask: (n, W)`, their last prompt column aligned with the
@@ -116,21 +149,35 @@ class KVState:
         than the batch: 0 otherwise)."""
         prompt_width = mask.shape[-1]
         shift = max(0, prompt_width - self.width)
+        joining = mask.shape[0]
+        bias = torch.full(mask.shape, float("-inf"), dtype=self.bias.dtype, device=mask.device)
+        bias = bias.masked_fill_(mask.bool(), 0.0)
+        if not shift and self.rows + joining <= self._bias.shape[0]:  # into the spare rows, in place
+            offset, start = self.width - prompt_width, self.rows
+            for buffer, new in zip([*self._keys, *self._values], [*prefill.keys, *prefill.values], strict=True):
+                buffer.narrow(0, start, joining).narrow(2, offset, prompt_width).copy_(new)
+            rows = self._bias.narrow(0, start, joining).fill_(float("-inf"))
+            rows.narrow(1, offset, prompt_width).copy_(bias)
+            self._adopt(self._keys, self._values, self._bias, start + joining)
+            return 0
         allocated = self.bias.shape[1] + shift
+        keys, values, old_bias = self.keys, self.values, self.bias
         if shift:
-            self.keys = [self._place(k, allocated, shift) for k in self.keys]
-            self.values = [self._place(v, allocated, shift) for v in self.values]
-            self.bias = self._place(self.bias, allocated, shift, float("-inf"))
+            keys = [self._place(k, allocated, shift) for k in keys]
+            values = [self._place(v, allocated, shift) for v in values]
+            old_bias = self._place(old_bias, allocated, shift, float("-inf"))
             self.width += shift
             self.capacity += shift
         offset = self.width - prompt_width
-        keys = [self._place(k, allocated, offset) for k in prefill.keys]
-        values = [self._place(v, allocated, offset) for v in prefill.values]
-        bias = torch.full(mask.shape, float("-inf"), dtype=self.bias.dtype, device=mask.device)
-        bias = self._place(bias.masked_fill_(mask.bool(), 0.0), allocated, offset, float("-inf"))
-        self.keys = [torch.cat([old, new]) for old, new in zip(self.keys, keys, strict=True)]
-        self.values = [torch.cat([old, new]) for old, new in zip(self.values, values, strict=True)]
-        self.bias = torch.cat([self.bias, bias])
+        new_keys = [self._place(k, allocated, offset) for k in prefill.keys]
+        new_values = [self._place(v, allocated, offset) for v in prefill.values]
+        new_bias = self._place(bias, allocated, offset, float("-inf"))
+        self._adopt(
+            [torch.cat([old, new]) for old, new in zip(keys, new_keys, strict=True)],
+            [torch.cat([old, new]) for old, new in zip(values, new_values, strict=True)],
+            torch.cat([old_bias, new_bias]),
+            self.rows + joining,
+        )
         return shift
 
     @staticmethod

@@ -81,33 +81,62 @@ class RunningBatch:
     def __len__(self) -> int:
         return len(self.entries)
 
+    def _stops(self, entries: Sequence[Entry]) -> list[list[int]]:
+        """Each entry's stop ids, sorted."""
+        return [
+            sorted({*e.request.sampling.stop_token_ids, *(() if e.request.sampling.ignore_eos else self.eos_ids)})
+            for e in entries
+        ]
+
+    @staticmethod
+    def _table(stops: list[list[int]], width: int) -> torch.Tensor:
+        """`stops` as a `(len(stops), width)` table padded with -1 (token ids are >= 0: -1 matches none)."""
+        return torch.tensor([ids + [-1] * (width - len(ids)) for ids in stops], dtype=torch.long).view(-1, width)
+
     def _rebuild(self) -> None:
         """Per-row tensors after rows joined or left."""
-        stops = [
-            sorted({*e.request.sampling.stop_token_ids, *(() if e.request.sampling.ignore_eos else self.eos_ids)})
-            for e in self.entries
-        ]
+        stops = self._stops(self.entries)
         width = max([1, *(len(ids) for ids in stops)])
-        table = torch.full((len(stops), width), -1, dtype=torch.long)  # token ids are >= 0: -1 matches none
-        for i, ids in enumerate(stops):
-            table[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        self._stop_ids = table.to(self.device)
+        self._stop_ids = self._table(stops, width).to(self.device)
         shared = set(map(tuple, stops))
-        self._shared_stops = torch.tensor(stops[0], dtype=torch.long, device=self.device) if len(shared) == 1 else None
+        self._shared_stop_list = stops[0] if len(shared) == 1 else None
+        self._shared_stops = None
+        if self._shared_stop_list is not None:
+            self._shared_stops = torch.tensor(self._shared_stop_list, dtype=torch.long, device=self.device)
         ends = [e.joined + e.budget for e in self.entries]
         self._ends = torch.tensor(ends, dtype=torch.long, device=self.device)
         self._first_end = min(ends, default=0)
         self.has_callbacks = any(e.on_tokens is not None for e in self.entries)
 
+    def _append_rows(self, entries: Sequence[Entry]) -> None:
+        """The per-row tensors of `_rebuild` with `entries` appended to the rows there are: only their rows are
+        built (a batch that runs continuously has rows joining at most steps). Same stops and budgets."""
+        stops = self._stops(entries)
+        width = max([self._stop_ids.shape[1], *(len(ids) for ids in stops)])
+        table = self._stop_ids
+        if width > table.shape[1]:
+            table = torch.cat([table, table.new_full((table.shape[0], width - table.shape[1]), -1)], dim=1)
+        self._stop_ids = torch.cat([table, self._table(stops, width).to(self.device)])
+        if self._shared_stop_list is not None and any(ids != self._shared_stop_list for ids in stops):
+            self._shared_stop_list, self._shared_stops = None, None
+        ends = [e.joined + e.budget for e in entries]
+        self._ends = torch.cat([self._ends, torch.tensor(ends, dtype=torch.long, device=self.device)])
+        self._first_end = min(self._first_end, *ends)
+        self.has_callbacks = self.has_callbacks or any(e.on_tokens is not None for e in entries)
+
     def add(self, entries: Sequence[Entry]) -> None:
         """Rows that sample their first token at the next `record` (their KV is already in `step`)."""
         for entry in entries:
             entry.joined = self.steps
+        had_rows = bool(self.entries)
         self.entries += entries
         fresh = self._tokens.new_zeros((len(entries), self._tokens.shape[1]))
         self._tokens = torch.cat([self._tokens, fresh])
         self._logprobs = torch.cat([self._logprobs, fresh.float()])
-        self._rebuild()
+        if had_rows and entries:
+            self._append_rows(entries)
+        else:
+            self._rebuild()
 
     def record(self, tokens: torch.Tensor, logprobs: torch.Tensor, version: int) -> list[tuple[int, bool]]:
         """Store one step's `tokens, logprobs: (B,)` sampled from weights `version`; returns `(row, stopped)` for each
@@ -162,15 +191,30 @@ class RunningBatch:
             version_spans=spans,
         )
 
+    def compaction_order(self, keep: list[int], done: list[int]) -> list[int]:
+        """The order to keep the rows at `keep` in, when the rows at `done` leave (both ascending): each position a
+        leaving row frees before the last kept one takes one of the last kept rows, so the cache (`KVState.select`)
+        copies those rows only. Only when no output depends on the rows' order (the fast decoder's cache, no row
+        drawing from the engine's shared generator, which draws in row order); else `keep` as it is."""
+        count = len(keep)
+        holes = [row for row in done if row < count]
+        if not holes or not isinstance(self.step, FastStep) or not self.sampler.order_free:
+            return keep
+        order = list(range(count))
+        for hole, row in zip(holes, reversed(keep[count - len(holes) :]), strict=True):
+            order[hole] = row
+        return order
+
     def keep(self, rows: Sequence[int], tokens: torch.Tensor) -> torch.Tensor:
         """Keep only `rows` (in order), dropping columns none of them uses; returns their slice of `tokens: (B,)`."""
         self.entries = [self.entries[j] for j in rows]
         index = torch.tensor(list(rows), dtype=torch.long, device=self.device)
         drop_kv = min((e.kv_start for e in self.entries), default=0) if isinstance(self.step, FastStep) else 0
-        for entry in self.entries:
-            entry.kv_start -= drop_kv
+        if drop_kv:
+            for entry in self.entries:
+                entry.kv_start -= drop_kv
         self.step.select(index, drop_kv)
-        self.sampler.select(rows)
+        self.sampler.select(rows, index)
         drop = min((e.joined for e in self.entries), default=self.steps) - self.base
         self._tokens = self._tokens[index, drop:]
         self._logprobs = self._logprobs[index, drop:]

@@ -39,47 +39,77 @@ class BatchSampler:
         self._params: list[SamplingParams] = []
         self._generators: list[torch.Generator | None] = []
         self._joined: list[int] = []
+        self._greedy: list[bool] = []
+        self._filtered: list[bool] = []
+        self._unit: list[bool] = []
         self._uniforms = torch.zeros(0, UNIFORM_BLOCK, device=device)
+        self._temperature = torch.zeros(0, 1, dtype=torch.float32, device=device)
+        self._top_k = torch.zeros(0, 1, dtype=torch.long, device=device)
+        self._top_p = torch.zeros(0, 1, dtype=torch.float32, device=device)
         self.extend(params)
 
     def _rebuild(self) -> None:
-        params = self._params
-        self._all_greedy = all(p.greedy for p in params)
-        # Greedy rows use temperature 1 so their log-probs are those of the raw logits.
-        temps = [p.temperature if not p.greedy else 1.0 for p in params]
-        self._temperature = torch.tensor(temps, dtype=torch.float32, device=self._device).unsqueeze(-1)
-        self._filter = any((p.top_k != -1 or p.top_p < 1.0) and not p.greedy for p in params)
-        self._top_k = torch.tensor([p.top_k for p in params], device=self._device).unsqueeze(-1)
-        self._top_p = torch.tensor([p.top_p for p in params], dtype=torch.float32, device=self._device).unsqueeze(-1)
-        seeded = [j for j, g in enumerate(self._generators) if g is not None]
+        """The batch-wide flags and row lists, from the per-row ones (the per-row tensors are indexed or appended
+        to as rows leave or join, not rebuilt)."""
+        self._all_greedy = all(self._greedy)
+        self._filter = any(self._filtered)
+        self._unit_temperature = all(self._unit)
+        generators = self._generators
+        seeded = [j for j, g in enumerate(generators) if g is not None]
         self._seeded = seeded
         self._seeded_rows = torch.tensor(seeded, dtype=torch.long, device=self._device)
         self._seeded_joined = torch.tensor([self._joined[j] for j in seeded], dtype=torch.long, device=self._device)
-        unseeded = [j for j, g in enumerate(self._generators) if g is None and not params[j].greedy]
+        pairs = enumerate(zip(generators, self._greedy, strict=True))
+        unseeded = [j for j, (g, greedy) in pairs if g is None and not greedy]
         self._unseeded_rows = torch.tensor(unseeded, dtype=torch.long, device=self._device)
         self._sampled_rows = torch.cat([self._seeded_rows, self._unseeded_rows])
         # The common batch (every row sampled, all seeded or all not) gets its uniforms already in row order.
-        self._in_row_order = seeded + unseeded == list(range(len(params)))
-        self._unit_temperature = all(t == 1.0 for t in temps)
+        self._in_row_order = seeded + unseeded == list(range(len(generators)))
 
-    def select(self, keep: Sequence[int]) -> None:
-        """Keep only the current rows at positions `keep` (in that order)."""
+    @property
+    def order_free(self) -> bool:
+        """No row draws from the engine's shared generator, so the rows' order changes no row's tokens."""
+        return not self._unseeded_rows.numel()
+
+    def select(self, keep: Sequence[int], index: torch.Tensor | None = None) -> None:
+        """Keep only the current rows at positions `keep` (in that order); `index`: `keep` as a tensor, if made."""
+        if index is None:
+            index = torch.tensor(list(keep), dtype=torch.long, device=self._device)
         self._params = [self._params[j] for j in keep]
         self._generators = [self._generators[j] for j in keep]
         self._joined = [self._joined[j] for j in keep]
-        self._uniforms = self._uniforms[torch.tensor(list(keep), dtype=torch.long, device=self._device)]
+        self._greedy = [self._greedy[j] for j in keep]
+        self._filtered = [self._filtered[j] for j in keep]
+        self._unit = [self._unit[j] for j in keep]
+        self._uniforms = self._uniforms[index]
+        self._temperature = self._temperature[index]
+        self._top_k = self._top_k[index]
+        self._top_p = self._top_p[index]
         self._rebuild()
 
     def extend(self, params: Sequence[SamplingParams]) -> None:
         """Append rows sampled with `params`; their first token is the next call's."""
-        self._params += list(params)
+        params = list(params)
+        self._params += params
         self._generators += [
             torch.Generator(device=self._device).manual_seed(p.seed) if p.seed is not None and not p.greedy else None
             for p in params
         ]
         self._joined += [self._step] * len(params)
-        fresh = torch.zeros(len(params), UNIFORM_BLOCK, device=self._device)
+        self._greedy += [p.greedy for p in params]
+        self._filtered += [(p.top_k != -1 or p.top_p < 1.0) and not p.greedy for p in params]
+        # Greedy rows use temperature 1 so their log-probs are those of the raw logits.
+        temps = [p.temperature if not p.greedy else 1.0 for p in params]
+        self._unit += [t == 1.0 for t in temps]
+        device = self._device
+        fresh = torch.zeros(len(params), UNIFORM_BLOCK, device=device)
         self._uniforms = torch.cat([self._uniforms, fresh]) if len(self._uniforms) else fresh
+        temperature = torch.tensor(temps, dtype=torch.float32, device=device).unsqueeze(-1)
+        top_k = torch.tensor([p.top_k for p in params], dtype=torch.long, device=device).unsqueeze(-1)
+        top_p = torch.tensor([p.top_p for p in params], dtype=torch.float32, device=device).unsqueeze(-1)
+        self._temperature = torch.cat([self._temperature, temperature])
+        self._top_k = torch.cat([self._top_k, top_k])
+        self._top_p = torch.cat([self._top_p, top_p])
         self._rebuild()
 
     def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -214,8 +214,9 @@ class Scheduler:
         with self._setup.step_lock:
             cache, logits, mask, last = self._prefill(entries)
             shift = step.extend(cache, mask, last, step.width + max(e.budget for e in entries))
-        for entry in batch.entries:
-            entry.kv_start += shift
+        if shift:
+            for entry in batch.entries:
+                entry.kv_start += shift
         for entry in entries:
             entry.kv_start = step.width - len(entry.request.input_ids)
         batch.sampler.extend([e.request.sampling for e in entries])
@@ -246,7 +247,7 @@ class Scheduler:
             self._gate.leave(ticket, [entry.request.rid for entry, _ in outputs])
             keep = [row for row, entry in enumerate(batch.entries) if entry.finish is None]
             if keep:
-                tokens = batch.keep(keep, tokens)
+                tokens = batch.keep(batch.compaction_order(keep, done), tokens)
             with self._cond:
                 if not keep:
                     self._batch, self._logits = None, None
