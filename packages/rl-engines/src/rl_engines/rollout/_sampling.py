@@ -36,7 +36,6 @@ class BatchSampler:
         self._device = device
         self._shared = shared
         self._step = 0
-        self._params: list[SamplingParams] = []
         self._generators: list[torch.Generator | None] = []
         self._joined: list[int] = []
         self._greedy: list[bool] = []
@@ -75,7 +74,6 @@ class BatchSampler:
         """Keep only the current rows at positions `keep` (in that order); `index`: `keep` as a tensor, if made."""
         if index is None:
             index = torch.tensor(list(keep), dtype=torch.long, device=self._device)
-        self._params = [self._params[j] for j in keep]
         self._generators = [self._generators[j] for j in keep]
         self._joined = [self._joined[j] for j in keep]
         self._greedy = [self._greedy[j] for j in keep]
@@ -90,7 +88,6 @@ class BatchSampler:
     def extend(self, params: Sequence[SamplingParams]) -> None:
         """Append rows sampled with `params`; their first token is the next call's."""
         params = list(params)
-        self._params += params
         self._generators += [
             torch.Generator(device=self._device).manual_seed(p.seed) if p.seed is not None and not p.greedy else None
             for p in params
