@@ -55,6 +55,6 @@ def test_publishing_without_a_connected_sync_or_with_a_bad_bucket_size_is_refuse
     engine = FSDPEngine.from_config(engine_config())
     with pytest.raises(EngineError, match=r"no weight sync is connected; connect one first with connect_weight_sync"):
         engine.update_weights(1)
-    with pytest.raises(TrainConfigError, match=r"bucket_bytes must be a positive int, got 0") as error:
+    with pytest.raises(TrainConfigError, match=r"connect_weight_sync: bucket_bytes must be an int > 0, got 0") as error:
         engine.connect_weight_sync(_Recorder(), bucket_bytes=0)
     assert error.value.field == "bucket_bytes"

@@ -289,15 +289,7 @@ class FSDPEngine:
         """Publish this engine's weights through `sync` (AReaL's `connect_engine`): each `update_weights` exports
         them in buckets of at most `bucket_bytes` and hands them to `sync.sync`. The engine holds `sync` until
         `close_weight_sync`, which closes it."""
-        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
-            raise TrainConfigError(
-                f"FSDPEngine.connect_weight_sync: bucket_bytes must be a positive int, got {bucket_bytes!r}; pass the "
-                "largest export bucket in bytes",
-                field="bucket_bytes",
-                expected="a positive int",
-                found=bucket_bytes,
-                fix="pass the largest export bucket in bytes",
-            )
+        _export.check_bucket_bytes(bucket_bytes, "FSDPEngine.connect_weight_sync")
         self._weight_sync = sync
         self._sync_bucket_bytes = bucket_bytes
 

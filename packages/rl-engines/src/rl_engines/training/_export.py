@@ -65,6 +65,18 @@ def hf_named_tensors(backbone: torch.nn.Module) -> Iterator[tuple[str, torch.Ten
                 yield (f"{module_name}.{buffer_name}" if module_name else buffer_name), buffer
 
 
+def check_bucket_bytes(bucket_bytes: object, where: str) -> None:
+    """Refuse an export bucket size that is not an int > 0, naming `where` it was given."""
+    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
+        raise TrainConfigError(
+            f"{where}: bucket_bytes must be an int > 0, got {bucket_bytes!r}; pass the largest export bucket in bytes",
+            field="bucket_bytes",
+            expected="an int > 0",
+            found=bucket_bytes,
+            fix="pass the largest export bucket in bytes",
+        )
+
+
 def iter_weight_buckets(
     backbone: torch.nn.Module, bucket_bytes: int = DEFAULT_BUCKET_BYTES, dtype: torch.dtype | None = None
 ) -> Iterator[WeightBucket]:
@@ -75,8 +87,7 @@ def iter_weight_buckets(
         bucket_bytes: > 0, the most bytes of tensors one bucket holds.
         dtype: cast each tensor to this dtype (e.g. the rollout engine's); None keeps the stored dtype.
     """
-    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
-        raise TrainConfigError(f"bucket_bytes must be an int > 0, got {bucket_bytes!r}")
+    check_bucket_bytes(bucket_bytes, "export_weights")
     planned: list[tuple[str, torch.Tensor]] = []
     size = 0
     with torch.no_grad():
