@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rl_runtime.testing import SIGNAL_AT_STEP
+from rl_runtime.testing import SIGNAL_AT_STEP, run_signalled
 from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 
 WAIT_S = 600.0
@@ -42,13 +41,4 @@ def train_and_signal(
     (negative: killed by that signal) and stderr."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     command = [sys.executable, "-c", _SIGNALLING_CLI, str(at_step), sig.name, "train", recipe, *overrides, SINKS]
-    with log.open("w") as err:
-        process = subprocess.Popen(command, env=env, start_new_session=True, stderr=err)
-        try:
-            status = process.wait(timeout=WAIT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # it hung: take the whole group down
-            process.wait()
-            raise AssertionError(f"the run neither finished nor signalled step {at_step} in {WAIT_S} s") from None
-    assert status != 0, f"the run finished before step {at_step} was signalled: {log.read_text()[-3000:]}"
-    return status, log.read_text()
+    return run_signalled(command, at_step=at_step, stderr=log, timeout_s=WAIT_S, env=env)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
+from rl_runtime.testing import run_signalled
 from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 
 KILL_WAIT_S = 300.0
@@ -76,16 +76,7 @@ def run_and_signal(
     )
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     stderr = folder.parent / f"{folder.name}.stderr.{len(list(folder.parent.glob(folder.name + '.stderr.*')))}"
-    with stderr.open("w") as sink:
-        process = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True, stderr=sink)
-    try:
-        status = process.wait(timeout=KILL_WAIT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # it hung: take the whole group down
-        process.wait()
-        raise AssertionError(f"the run neither finished nor signalled step {at_step} in {KILL_WAIT_S} s") from None
-    assert status != 0, f"the run finished before step {at_step} was signalled: {stderr.read_text()[-3000:]}"
-    return status, stderr.read_text()
+    return run_signalled([sys.executable, "-c", script], at_step=at_step, stderr=stderr, timeout_s=KILL_WAIT_S, env=env)
 
 
 def newest_checkpoint_step(folder: Path) -> int:

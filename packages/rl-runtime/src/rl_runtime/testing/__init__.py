@@ -9,7 +9,7 @@ from rl_runtime.testing._embodied import (
     WordTask,
     register_embodied_doubles,
 )
-from rl_runtime.testing._signal_sink import SIGNAL_AT_STEP, SignalAtStep, register_signal_at_step
+from rl_runtime.testing._signal_sink import SIGNAL_AT_STEP, SignalAtStep, register_signal_at_step, run_signalled
 
 __all__ = [
     "LAST_FRAME",
@@ -21,4 +21,5 @@ __all__ = [
     "WordTask",
     "register_embodied_doubles",
     "register_signal_at_step",
+    "run_signalled",
 ]

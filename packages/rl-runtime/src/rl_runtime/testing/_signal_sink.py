@@ -11,13 +11,16 @@ stops at is decided by the run's own events:
 The trainer logs a step before it saves that step's checkpoint, so with `checkpoint_every=1` and `jsonl` listed
 first: SIGINT (or SIGTERM) at step N stops the run after step N with checkpoint N saved; SIGKILL at step N leaves
 checkpoint N-1 the newest and step N's record in `metrics.jsonl` (which the resumed run replaces).
+`run_signalled` starts such a run as the sink needs (its own process group) and waits for it.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from rl_runtime.metrics import SinkContext, register_sink
 
@@ -59,3 +62,25 @@ def register_signal_at_step(step: int, number: int) -> None:
         return SignalAtStep(step, number)
 
     register_sink(SIGNAL_AT_STEP)(build)
+
+
+def run_signalled(
+    command: Sequence[str], *, at_step: int, stderr: Path, timeout_s: float, env: Mapping[str, str] | None = None
+) -> tuple[int, str]:
+    """Run `command` (a run that lists `SIGNAL_AT_STEP`, registered for step `at_step`) in a process group of its own,
+    as the sink needs, with its stderr written to `stderr`; its exit status (negative: killed by that signal) and
+    stderr. An AssertionError when it hangs past `timeout_s` (the whole group is killed) or exits 0, having
+    finished before the step was signalled."""
+    with stderr.open("w") as sink:
+        process = subprocess.Popen(
+            list(command), env=None if env is None else dict(env), start_new_session=True, stderr=sink
+        )
+    try:
+        status = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # it hung: take the whole group down
+        process.wait()
+        raise AssertionError(f"the run neither finished nor signalled step {at_step} in {timeout_s} s") from None
+    if status == 0:
+        raise AssertionError(f"the run finished before step {at_step} was signalled: {stderr.read_text()[-3000:]}")
+    return status, stderr.read_text()
