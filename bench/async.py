@@ -24,8 +24,8 @@ its step allows), so its batch top-up does not run.
 Per run, from its metrics.jsonl: `timing_s/step` is the wall time of the driver call that ran the step, shared
 evenly over that call's steps (`trainer.steps_per_call`, set to STEPS_PER_CALL here), so a step's own time is not
 recorded and the first call's figure carries the first step (pipeline fill, first-step warm-up). Two figures:
-  steady    samples/s over the calls after the first and before the last (the default 11 steps: steps 5-9, one
-            whole call with the pipeline full on entry and no drain): the throughput of the running loop;
+  steady    samples/s over the calls after the first and before the last (the default 21 steps: steps 5-19, three
+            whole calls with the pipeline full on entry and no drain): the throughput of the running loop;
   whole     samples/s over every step after the first, as the rounds before 2026-11-27 13:30 printed it (steps 1-4
             share the first call's time, step 0 included; the last call includes the drain): run-length dependent.
 The training slot's idle ratio = `timing_s/wait_coordinator_inputs` over its nodes' time, the rollout slot's =
@@ -33,11 +33,14 @@ The training slot's idle ratio = `timing_s/wait_coordinator_inputs` over its nod
 line gives, per run, the medians over the steady steps of the rollout slot's generation (`timing_s/gen`) and the
 training slot's nodes less its input wait (`t`), and the longest `timing_s/gc` (a garbage collection's stall).
 Prints the medians per run kind over the rounds and the ratios to eta = 0 (compare them with bench/async_sim.py's
-2-slot prediction).
+2-slot prediction), then each round's own ratios to that round's eta = 0 run.
+Why 21 steps and 3 rounds by default (2026-11-28): with 11 steps the steady window is one call of 5 steps, about
+one second of training, and one round's eta = 1 ratio moved between 1.31x and 1.74x from run to run on the quiet
+machine (bench/README.md); 15 steady steps in each of three alternated rounds, medians, move much less.
 Last line: RESULT async samples_per_s_eta1=<steady x> ratio_eta1=<steady r> continuous_ratio_eta1=<steady c>
 whole_ratio_eta1=<r> whole_continuous_ratio_eta1=<c> goal=1.6 met|missed (met when a steady ratio at eta = 1 reaches
 it)
-Run: python bench/async.py [--workdir DIR] [--steps 11] [--rounds 1]   (about 2 minutes a round quiet, 10+ loaded)
+Run: python bench/async.py [--workdir DIR] [--steps 21] [--rounds 3]   (about 75 s a round quiet, 10+ min loaded)
 """
 
 from __future__ import annotations
@@ -256,8 +259,8 @@ def workload_line(seed: int, steps: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--steps", type=int, default=11)
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=21)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     if not steady_rows(args.steps):
         parser.error(f"--steps must be at least {2 * STEPS_PER_CALL + 1}: the steady window is a call after the first")
@@ -277,6 +280,12 @@ def main() -> None:
         results[mode, eta].append(measured)
         elapsed = time.perf_counter() - start
         print(f"run {index}: {mode} eta={eta} {measured} ({elapsed:.0f} s with start-up)", flush=True)
+    for mode, eta in RUNS[1:]:
+        paired = [
+            f"{m['samples_per_s'] / m0['samples_per_s']:.2f}"
+            for m, m0 in zip(results[mode, eta], results["step", 0], strict=True)
+        ]
+        print(f"{mode:10s} eta={eta}: steady ratio to the same round's eta=0, round by round: {', '.join(paired)}")
     base = statistics.median(m["samples_per_s"] for m in results["step", 0])
     whole_base = statistics.median(m["whole_samples_per_s"] for m in results["step", 0])
     for mode, eta in RUNS:
