@@ -176,6 +176,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ValueLossOutput",
         "aggregate_loss",
         "aggregation_divisor",
+        "check_policy_loss_params",
         "cispo",
         "clip_cov",
         "clipped_value_loss",

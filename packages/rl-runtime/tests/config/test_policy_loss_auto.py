@@ -95,6 +95,16 @@ def test_an_explicit_uncorrected_loss_under_staleness_runs_with_a_warning_naming
             r"algorithm.policy_loss_params.behav_imp_weight_cap: expected a value like its default 5.0",
         ),
         (
+            # Accepted by name and type, refused by the loss itself: caught at load, not at the first update.
+            [*SPLIT, "algorithm.max_staleness=1", "algorithm.policy_loss_params={behav_imp_weight_cap: 0.5}"],
+            r"algorithm.policy_loss_params: expected parameters policy loss 'decoupled_ppo' accepts, found "
+            r"\{'behav_imp_weight_cap': 0.5\}.*behav_imp_weight_cap must be > 1",
+        ),
+        (
+            ["algorithm.policy_loss_params={clip_ratio_c: 0.9}"],
+            r"algorithm.policy_loss_params: expected parameters policy loss 'ppo' accepts.*clip_ratio_c must be > 1",
+        ),
+        (
             [*SPLIT, "algorithm.max_staleness=1", "algorithm.policy_loss=decoupled_ppo", TIS],
             r"algorithm.rollout_correction: expected null with algorithm.policy_loss=decoupled_ppo",
         ),

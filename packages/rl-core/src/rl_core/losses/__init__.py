@@ -27,6 +27,7 @@ from rl_core.losses._geo_mean import geo_mean
 from rl_core.losses._gpg import gpg
 from rl_core.losses._gspo import gspo
 from rl_core.losses._kl_cov import kl_cov
+from rl_core.losses._param_check import check_policy_loss_params
 from rl_core.losses._ppo import ppo
 from rl_core.losses._registry import (
     ADVANTAGE_MULTIPLE_LOSSES,
@@ -70,6 +71,7 @@ __all__ = [
     "ValueLossOutput",
     "aggregate_loss",
     "aggregation_divisor",
+    "check_policy_loss_params",
     "cispo",
     "clip_cov",
     "clipped_value_loss",

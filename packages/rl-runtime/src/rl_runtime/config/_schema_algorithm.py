@@ -22,6 +22,7 @@ from rl_core.losses import (
     ROLLOUT_CORRECTION_DEFAULT_UPPER,
     ROLLOUT_CORRECTION_LEVELS,
     ROLLOUT_CORRECTION_MODES,
+    check_policy_loss_params,
 )
 from rl_runtime.config._errors import config_error
 from rl_runtime.config._types import Scalar
@@ -195,6 +196,20 @@ def _check_kl_target(instance: AlgorithmConfig, attribute: attrs.Attribute[Any],
         )
 
 
+def _check_policy_loss_values(instance: AlgorithmConfig, attribute: attrs.Attribute[Any], value: object) -> None:
+    """The loss that runs accepts the values of `policy_loss_params` (names and types are `params_for`'s check)."""
+    name = resolve_policy_loss(instance)
+    try:
+        check_policy_loss_params(name, dict(value))  # type: ignore[arg-type]  # params_for checked the mapping
+    except ValueError as error:
+        raise config_error(
+            attribute.name,
+            f"parameters policy loss {name!r} accepts",
+            value,
+            f"{error.__cause__ or error}; change the value or remove it to keep the loss's default",
+        ) from error
+
+
 @attrs.frozen
 class AlgorithmConfig:
     """The RL algorithm: how advantages are estimated and what loss the policy minimises."""
@@ -216,9 +231,12 @@ class AlgorithmConfig:
     staleness), else ppo (`resolve_policy_loss`; the run's log names the loss it ran)."""
     policy_loss_params: dict[str, Scalar] = attrs.field(
         factory=dict,
-        validator=params_for(
-            POLICY_LOSSES, "policy_loss", "policy loss", resolve=lambda algorithm: resolve_policy_loss(algorithm)
-        ),
+        validator=[
+            params_for(
+                POLICY_LOSSES, "policy_loss", "policy loss", resolve=lambda algorithm: resolve_policy_loss(algorithm)
+            ),
+            _check_policy_loss_values,
+        ],
     )
     """Keyword parameters of the loss that runs (ppo: clip_ratio, clip_ratio_low, clip_ratio_high, clip_ratio_c;
     decoupled_ppo: the same and behav_imp_weight_cap)."""
