@@ -18,7 +18,8 @@ rollout worker:
                `refill="pool"` takes the pool's next groups to finish instead (a share submitted first only when the
                pool holds too few; a refill group that is itself too stale is dropped in turn): the runtime did that
                from 2026-11-27 17:10 to 18:20, reverted because it slowed bench/async.py's continuous eta = 2 run
-               (docs/async.md); `refill="pool_submit"` submits as many groups as are short, then takes from the pool.
+               (bench/async_history.md); `refill="pool_submit"` submits as many groups as are short, then takes
+               from the pool.
   weights      `receive_weights` then waits for version max(held, k + 2 - eta) (the rollout runs eta - 1 steps
                ahead under continuous generation, `rollout_steps_ahead`) and loads each version up to it: requests
                running then are parked for `sync_s` (load and cache recompute, `pause("keep")`) and keep their

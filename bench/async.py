@@ -18,8 +18,8 @@ operations it binds to the workers); the runs execute in this process, one after
 generation a group the staleness buffer drops is replaced by a batch-at-a-time top-up (`top_up`, `draw_rollouts`),
 which generates at the model's own lengths, not the heavy-tailed ones: continuous runs that drop (eta = 2 here) are
 somewhat optimistic. (From 2026-11-27 17:10 to 18:20 the runtime refilled from the slot's pool instead, whose draws
-followed the workload; reverted, docs/async.md.) The step mode drops nothing here (each group comes from the version
-its step allows), so its batch top-up does not run.
+followed the workload; reverted, bench/async_history.md.) The step mode drops nothing here (each group comes from
+the version its step allows), so its batch top-up does not run.
 
 Per run, from its metrics.jsonl: `timing_s/step` is the wall time of the driver call that ran the step, shared
 evenly over that call's steps (`trainer.steps_per_call`, set to STEPS_PER_CALL here), so a step's own time is not
@@ -36,7 +36,8 @@ Prints the medians per run kind over the rounds and the ratios to eta = 0 (compa
 2-slot prediction), then each round's own ratios to that round's eta = 0 run.
 Why 21 steps and 3 rounds by default (2026-11-28): with 11 steps the steady window is one call of 5 steps, about
 one second of training, and one round's eta = 1 ratio moved between 1.31x and 1.74x from run to run on the quiet
-machine (bench/README.md); 15 steady steps in each of three alternated rounds, medians, move much less.
+machine (docs/async.md, "What to expect"; earlier rounds in bench/async_history.md); 15 steady steps in each of
+three alternated rounds, medians, move much less.
 Last line: RESULT async samples_per_s_eta1=<steady x> ratio_eta1=<steady r> continuous_ratio_eta1=<steady c>
 whole_ratio_eta1=<r> whole_continuous_ratio_eta1=<c> goal=1.6 met|missed (met when a steady ratio at eta = 1 reaches
 it)

@@ -53,6 +53,7 @@ pool_refill=<the reverted pool refill, a what-if> goal=2.5 met|missed
 Run: python bench/async_sim.py --metrics <run folder>/metrics.jsonl [--slots 2] [--steps 40] [--measured-ratio R]
      [--measured-continuous-ratio C]   (about 15 s; calibrate from bench/async.py's eta = 0 run with `--slots 1`: in
      split placement one slot trains every token; R and C its steady eta = 1 step and continuous ratios)
+Every calibration and round so far, with the designs tried and reverted: bench/async_history.md.
 """
 
 from __future__ import annotations
