@@ -8,9 +8,10 @@ longer than `data.max_prompt_length`, stops the run there, named by its file and
 draws it; and no step spends time in the tokenizer. The loader still gives the step its rows and their dataset
 indices (`LoaderBatch.indices`); the generate operations take the prompts of those indices from the table.
 
-Cost: one `task.encode` per row on every rollout worker (the embedded GRPO task encodes about 40 000 rows/s on one
-CPU core; a real tokenizer with a chat template is slower), and the table holds 8 bytes per prompt token (a flat
-int64 array with offsets, not a tuple of Python ints per row) plus each row's `PromptItem.extras`.
+Cost: one `task.encode` per row of the source on every rollout worker, at start-up (the whole source, since each
+epoch's order gives a rank other rows), and the table holds 8 bytes per prompt token (a flat int64 array with
+offsets, not a tuple of Python ints per row) plus each row's `PromptItem.extras`; measured figures are in
+docs/tutorials/own-model-and-data.md ("Your data"). A step's lookup builds its rows' `PromptItem`s from the array.
 """
 
 from __future__ import annotations

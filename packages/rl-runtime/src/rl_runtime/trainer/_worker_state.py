@@ -1,5 +1,5 @@
-"""What each DAG worker builds at start (engines, roles, its data shard) and does between steps (checkpoints,
-validation). Runs inside the worker process."""
+"""What each DAG worker builds at start (its data shard and the prompts encoded once, engines, roles) and does between
+steps (checkpoints, validation). Runs inside the worker process."""
 
 from __future__ import annotations
 
