@@ -12,8 +12,8 @@ from rl_runtime.workers import NODE_OPERATIONS
 def test_public_api_is_pinned() -> None:
     assert sorted(nodes.__all__) == sorted(
         [
-            "ActionPolicy", "Episode", "InstructionEncoder", "NodeResources", "PromptItem", "ResponseSample",
-            "ScoreResult", "Task", "TaskFactory", "run_episodes", "single_input", "with_fields",
+            "ActionPolicy", "Episode", "InstructionEncoder", "NodeResources", "PromptItem", "PromptTable",
+            "ResponseSample", "ScoreResult", "Task", "TaskFactory", "run_episodes", "single_input", "with_fields",
         ]
     )  # fmt: skip
 

@@ -15,7 +15,7 @@ import torch
 from rl_coordinator.loading import ShardedLoader
 from rl_core.graph import get_pipeline
 from rl_runtime.config import BatchPlan, RunConfig, config_from_dict
-from rl_runtime.nodes import NodeResources, PromptItem, ResponseSample, ScoreResult
+from rl_runtime.nodes import NodeResources, PromptItem, PromptTable, ResponseSample, ScoreResult
 from rl_runtime.nodes._advantage import compute_advantage
 from rl_runtime.nodes._generate import generate
 from rl_runtime.nodes._log_probs import compute_old_log_prob, skips_old_log_prob_pass
@@ -95,7 +95,11 @@ def _resources(config: RunConfig) -> NodeResources:
         shuffle=False,
     )
     actor.connect_weight_sync(weight_sync)
-    resources = NodeResources(config, plan, SumTask(), loader, rollout, actor, reference=build_reference(config))
+    task = SumTask()
+    table = PromptTable.encode(task, loader.source, config.data.max_prompt_length)  # as the worker builds it
+    resources = NodeResources(
+        config, plan, task, loader, rollout, actor, reference=build_reference(config), prompt_table=table
+    )
     sync_rollout_weights(resources, version=0)
     return resources
 

@@ -19,7 +19,7 @@ from rl_runtime.planning import SchedulerConfig, TaskScheduler
 from rl_runtime.workers import Driver, NodeExecutionError, WorkerLostError, WorkerResources, run_steps, start_workers
 from rl_runtime.workers._errors import StepTimeoutError, UnknownOperationError, WorkerStartError
 from rl_runtime.workers._gc_pauses import GC_TIMING
-from rl_runtime.workers._worker import WORKER_NICENESS
+from rl_runtime.workers._worker import WORKER_NICENESS, build_failure
 
 from ._fakes import chain_graph, fake_uids, merge_graph, node
 
@@ -137,6 +137,32 @@ def test_unknown_operation_fails_before_any_worker_starts(ray_runtime: None) -> 
         UnknownOperationError, match=r"node 'x' uses operation 'fake_nope'.*registered operations: .*fake_generate"
     ):
         start_workers(placement)
+
+
+RAY_CREATION_FAILURE = """The actor died because of an error raised in its creation task, \
+ray::DAGWorker.__init__() (pid=8168, ip=192.0.2.2, actor_id=49130cfb2351aeb66693239201000000, \
+repr=<rl_runtime.workers._worker.DAGWorker object at 0x7f>)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/src/rl_runtime/trainer/_worker_state.py", line 214, in _prompts
+    return loader, PromptTable.encode(task, loader.source, config.data.max_prompt_length)
+                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/src/rl_runtime/nodes/_prompt_table.py", line 42, in encode_rows
+    raise StepDataError(
+rl_runtime.workers._errors.StepDataError: train.jsonl row 7 (line 8): the prompt has 63 tokens, more than \
+data.max_prompt_length=32; raise max_prompt_length or remove the row
+"""
+"""Ray's text of a DAG worker whose resources factory raised (abridged from a real one: Ray keeps no exception
+object for an actor's creation task, only this text)."""
+
+
+def test_a_build_failure_reads_as_the_exception_the_build_raised() -> None:
+    assert build_failure(RAY_CREATION_FAILURE) == (
+        "StepDataError: train.jsonl row 7 (line 8): the prompt has 63 tokens, more than data.max_prompt_length=32; "
+        "raise max_prompt_length or remove the row"
+    )
+    assert build_failure("the actor died unexpectedly (killed by the OOM killer)") == (
+        "the actor died unexpectedly (killed by the OOM killer)"
+    )
 
 
 STUCK_S = 600.0

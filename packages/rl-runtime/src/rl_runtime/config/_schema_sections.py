@@ -83,7 +83,9 @@ class DataConfig:
     prompt_key: str = attrs.field(default="prompt", validator=non_empty_str)
     """Column holding the prompt (text or a chat message list)."""
     max_prompt_length: int = attrs.field(default=_DEFAULT_MAX_LENGTH, validator=int_at_least(1))
-    """Longest prompt in tokens; a longer prompt stops the step with an error naming its row."""
+    """Longest prompt in tokens. The training prompts are tokenized once, when the rollout workers start: a longer
+    one stops the run there, before its first step, with an error naming its row (a held-out one, at the validation
+    that reads it)."""
     max_response_length: int = attrs.field(default=_DEFAULT_MAX_LENGTH, validator=int_at_least(1))
     """Longest response in tokens (the rollout's token budget per sample)."""
     seed: int = attrs.field(default=0, validator=int_at_least(0))

@@ -19,7 +19,8 @@
 Importing this package registers them in `rl_runtime.workers.NODE_OPERATIONS`. Each takes a
 `NodeContext[NodeResources]` and reads the worker's engines, task, data shard and run config as `ctx.resources`
 (`NodeResources.extras` holds what a user's own operations need besides); the task
-(`Task`: prompt encoding and scoring) is the recipe's seam.
+(`Task`: prompt encoding and scoring) is the recipe's seam. Prompts are encoded once per rollout worker when it is
+built (`PromptTable`, `NodeResources.prompt_table`), not in the step.
 """
 
 # The built-in operations register themselves in NODE_OPERATIONS when their modules are imported.
@@ -38,6 +39,7 @@ from rl_runtime.nodes import (  # noqa: F401
 )
 from rl_runtime.nodes._batching import single_input, with_fields
 from rl_runtime.nodes._episodes import ActionPolicy, Episode, InstructionEncoder, run_episodes
+from rl_runtime.nodes._prompt_table import PromptTable
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._task import PromptItem, ResponseSample, ScoreResult, Task, TaskFactory
 
@@ -47,6 +49,7 @@ __all__ = [
     "InstructionEncoder",
     "NodeResources",
     "PromptItem",
+    "PromptTable",
     "ResponseSample",
     "ScoreResult",
     "Task",

@@ -26,7 +26,7 @@ from rl_engines.rollout import GenerateOutput, InferenceEngine, SamplingParams
 from rl_runtime.config import RunConfig
 from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._dynamic_sampling import informative_groups
-from rl_runtime.nodes._generate import PromptRequests, encode_rows, prompt_requests, response_budget
+from rl_runtime.nodes._generate import PromptRequests, next_prompts, prompt_requests, response_budget
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._reward import score_batch
 from rl_runtime.nodes._rollout_batch import build_rollout_batch
@@ -152,7 +152,8 @@ def _batch(groups: list[_Group]) -> StepData:
 
 def continuous_rollouts(res: NodeResources, step: int, rank: int) -> StepData:
     """This slot's share of the step from its GenerationPool: top it up to `POOL_STEPS` shares (new draws of the
-    loader, sampled with the run's settings), then take the share of groups that finished first."""
+    loader, their prompts from the worker's `prompt_table`, sampled with the run's settings), then take the share of
+    groups that finished first."""
     config, engine = res.config, res.rollout
     if engine is None or res.prompts is None:
         raise StepDataError("continuous generation runs on the rollout slots, which hold the engine and the prompts")
@@ -168,11 +169,9 @@ def continuous_rollouts(res: NodeResources, step: int, rank: int) -> StepData:
     )
     draw = 0
     while len(pool) < POOL_STEPS * share:
-        batch = next(res.prompts)
-        items = encode_rows(res.task, batch.rows, batch.locations, config.data.max_prompt_length)
         pool.submit(
             engine,
-            items,
+            next_prompts(res),
             config.batch.samples_per_prompt,
             sampling,
             seed_parts=(config.trainer.seed, step, rank, draw),

@@ -1,4 +1,7 @@
-"""The `generate` operation: draw this rank's prompts, sample each `samples_per_prompt` times, build the batch."""
+"""The `generate` operation: draw this rank's prompts, sample each `samples_per_prompt` times, build the batch.
+
+The prompts were encoded once, when the worker was built (`rl_runtime.nodes._prompt_table`); a step looks them up
+by the loader's dataset indices."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from rl_runtime.metrics._timer import timed
 from rl_runtime.nodes._resources import NodeResources
 from rl_runtime.nodes._rollout_batch import build_rollout_batch
 from rl_runtime.nodes._seeds import sample_seed, sample_uid
-from rl_runtime.nodes._task import PromptItem, Task
+from rl_runtime.nodes._task import PromptItem
 from rl_runtime.nodes._workflow_rollout import run_workflow
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
 
@@ -25,20 +28,16 @@ def response_budget(config: RunConfig) -> int:
     return config.rollout.max_new_tokens or config.data.max_response_length
 
 
-def encode_rows(
-    task: Task, rows: Sequence[Mapping[str, object]], where: Sequence[str], max_len: int
-) -> list[PromptItem]:
-    """Each row's prompt; a StepDataError names the row whose prompt exceeds `data.max_prompt_length`."""
-    items = []
-    for row, place in zip(rows, where, strict=True):
-        item = task.encode(row, place)
-        if len(item.prompt_ids) > max_len:
-            raise StepDataError(
-                f"{place}: the prompt has {len(item.prompt_ids)} tokens, more than data.max_prompt_length={max_len}; "
-                "raise max_prompt_length or remove the row"
-            )
-        items.append(item)
-    return items
+def next_prompts(res: NodeResources) -> list[PromptItem]:
+    """This rank's next prompts: the loader's next rows (`LoaderBatch.indices`), their `PromptItem`s taken from the
+    table the worker encoded when it was built (`NodeResources.prompt_table`); the task is not called in the step."""
+    if res.prompts is None or res.prompt_table is None:
+        raise StepDataError(
+            "this worker holds no prompt loader or no prompt table: the trainer's resources factory builds both on "
+            "the rollout slots; a NodeResources built by hand needs "
+            "prompt_table=rl_runtime.nodes.PromptTable.encode(task, loader.source, data.max_prompt_length)"
+        )
+    return res.prompt_table.items(next(res.prompts).indices)
 
 
 @dataclass(frozen=True)
@@ -119,8 +118,7 @@ def draw_rollouts(res: NodeResources, step: int, rank: int, draw: int) -> StepDa
             "this worker holds no rollout engine or prompt loader: under placement.colocate=false only the rollout "
             "slots sample; keep generate and dynamic_sampling in the rollout part of the pipeline"
         )
-    batch = next(res.prompts)
-    items = encode_rows(res.task, batch.rows, batch.locations, config.data.max_prompt_length)
+    items = next_prompts(res)
     sampling = SamplingParams(
         max_new_tokens=response_budget(config),
         temperature=config.rollout.temperature,

@@ -17,6 +17,7 @@ from rl_engines.reward_model import RewardScorer
 from rl_engines.rollout import InferenceEngine
 from rl_engines.sync import SyncReport
 from rl_runtime.config import BatchPlan, RunConfig
+from rl_runtime.nodes._prompt_table import PromptTable
 from rl_runtime.nodes._task import Task
 from rl_runtime.roles import ActorRole, CriticRole, ReferenceRole
 from rl_runtime.workers import StepDataError
@@ -50,7 +51,8 @@ class NodeResources:
     operation takes a `NodeContext[NodeResources]` and reads it as `ctx.resources`.
 
     Colocated, every worker holds every engine. Under split placement a worker holds only what its sub-graph's
-    nodes use: the rollout slots the rollout engine, the prompt loader and a `weight_receiver`; the training slots
+    nodes use: the rollout slots the rollout engine, the prompt loader and its `prompt_table`, and a
+    `weight_receiver`; the training slots
     the actor (its engine connected to a sender to the rollout slots), reference and critic. The others are None.
     Where the actor's weights go is its engine's connection (`ActorRole.connect_weight_sync`), made when the worker
     is built: this worker's own rollout engine's `rl_engines.sync.WeightSync` (colocated), or the sender to the
@@ -105,6 +107,10 @@ class NodeResources:
     """`algorithm.adv_estimator` with its `adv_params`, bound once rather than in every step, as the actor role builds
     its objective once: the trainer's resources factory passes it; None binds it at the first
     `require_advantage_estimator`."""
+    prompt_table: PromptTable | None = None
+    """Rollout side, text prompts: every row of `prompts`' source encoded by the task once, when the worker was built
+    (`PromptTable.encode`); the generate operations take each step's prompts from it by the loader's dataset indices.
+    None on a worker that does not sample text (training slots, embodied runs)."""
 
     def require_actor(self, node_id: str) -> ActorRole:
         """The actor role; a StepDataError naming `node_id` when this worker holds none."""

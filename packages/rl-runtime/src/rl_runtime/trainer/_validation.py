@@ -13,7 +13,8 @@ from rl_engines.rollout import SamplingParams
 from rl_runtime.evaluation import PASS_SCORE, evaluate_prompts
 from rl_runtime.evaluation._evaluate import SUM_KEYS, reduce_validation
 from rl_runtime.nodes import NodeResources
-from rl_runtime.nodes._generate import encode_rows, response_budget
+from rl_runtime.nodes._generate import response_budget
+from rl_runtime.nodes._prompt_table import encode_rows
 from rl_runtime.nodes._seeds import sample_seed, sample_uid
 from rl_runtime.workers import StepDataError
 

@@ -1,5 +1,5 @@
-"""What each DAG worker builds at start (engines, roles, its data shard) and does between steps (checkpoints,
-validation). Runs inside the worker process."""
+"""What each DAG worker builds at start (its data shard and the prompts encoded once, engines, roles) and does between
+steps (checkpoints, validation). Runs inside the worker process."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from rl_engines.reward_model import RewardModelPlacement, RewardModelScorer, Rew
 from rl_engines.rollout import InferenceEngine
 from rl_engines.sync import WeightPublisher
 from rl_runtime.config import BatchPlan, KLMode, RunConfig
-from rl_runtime.nodes import NodeResources, TaskFactory
+from rl_runtime.nodes import NodeResources, PromptTable, Task, TaskFactory
 from rl_runtime.nodes._continuous import continuous_generation, flush_into_buffer
 from rl_runtime.nodes._resources import WeightSubscriber, bound_estimator
 from rl_runtime.nodes._staleness_buffer import RolloutBuffer
@@ -130,11 +130,14 @@ class RunResourcesFactory:
 
     def __call__(self, assignment: WorkerAssignment) -> WorkerResources[NodeResources]:
         config, dp = self.config, assignment.dp
-        torch.manual_seed(config.trainer.seed)
         if self.split:
             engines = SlotEngines.for_roles(assignment.subgraph.roles, config)
         else:
             engines = SlotEngines.colocated(config)
+        # The prompts first: a row that cannot be encoded stops the run before any engine is built.
+        task = self.task_factory()
+        loader, prompt_table = self._prompts(engines, task, dp.rank, dp.size)
+        torch.manual_seed(config.trainer.seed)
         trains = engines.actor or engines.critic or engines.reference
         # Launched by torchrun, the ranks met before the worker was built, and the launch leaves the group.
         group, owns_group = None, not dist.is_initialized()
@@ -158,22 +161,13 @@ class RunResourcesFactory:
                 actor.connect_weight_sync(weight_sync)  # the actor's engine publishes its own weights through it
             else:
                 weight_sync.close()  # no actor here to publish from: `publish_weights` below refuses
-        loader = None
-        if engines.rollout:
-            loader = ShardedLoader(
-                open_files(config.data.train_files, "data.train_files"),
-                dp_rank=dp.rank,
-                dp_size=dp.size,
-                batch_size=self.plan.prompts_per_rollout_rank,
-                seed=config.data.seed,
-                shuffle=config.data.shuffle,
-            )
         env, embedder = build_env_side(config) if engines.rollout else (None, None)
         resources = NodeResources(
             config=config,
             plan=self.plan,
-            task=self.task_factory(),
+            task=task,
             prompts=loader,
+            prompt_table=prompt_table,
             rollout=rollout,
             actor=actor,
             reference=build_reference(config) if engines.reference else None,
@@ -197,6 +191,27 @@ class RunResourcesFactory:
             val_source = open_files(config.data.val_files, "data.val_files")
         hooks = RunHooks(resources, assignment.rank, dp.rank, dp.size, val_source, owns_group=owns_group)
         return WorkerResources(resources, hooks)
+
+    def _prompts(
+        self, engines: SlotEngines, task: Task, dp_rank: int, dp_size: int
+    ) -> tuple[ShardedLoader | None, PromptTable | None]:
+        """On a rollout worker: its loader of `data.train_files`, and (unless embodied: the env's rollout reads
+        (task, trial) rows, not prompts) every row's prompt encoded by `task` once, by dataset index. A row the task
+        refuses, or longer than `data.max_prompt_length`, raises here, before any step, naming the row."""
+        config = self.config
+        if not engines.rollout:
+            return None, None
+        loader = ShardedLoader(
+            open_files(config.data.train_files, "data.train_files"),
+            dp_rank=dp_rank,
+            dp_size=dp_size,
+            batch_size=self.plan.prompts_per_rollout_rank,
+            seed=config.data.seed,
+            shuffle=config.data.shuffle,
+        )
+        if config.env is not None:
+            return loader, None
+        return loader, PromptTable.encode(task, loader.source, config.data.max_prompt_length)
 
     def _scores_rewards(self, assignment: WorkerAssignment) -> bool:
         """Whether this worker runs the reward node (colocated: every worker; split: the rollout side)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,6 +33,8 @@ HEALTH_GROUP = "health"
 
 DEFAULT_READY_TIMEOUT_S = 300.0
 """Building resources can load a model; five minutes covers a large checkpoint on a slow disk."""
+_FRAME = re.compile(r'^\s+File ".*", line \d+')
+_MODULE_PREFIX = re.compile(r"^(?:\w+\.)+(?=\w+: )")
 
 DEFAULT_WORKER_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
 """One CPU per worker: its slot's share of the machine; GPU runs pass `num_gpus` through `actor_options`."""
@@ -229,7 +232,23 @@ def _wait_until_ready(workers: Sequence[Any], timeout_s: float) -> None:
             ray.get(done[0])
         except Exception as failure:
             _kill(workers)
-            raise WorkerStartError(f"worker rank {rank} failed to start: {failure}") from failure
+            raise WorkerStartError(f"worker rank {rank} failed to start: {build_failure(str(failure))}") from failure
+
+
+def build_failure(text: str) -> str:
+    """What a worker's build raised, from Ray's text of the actor's death (the actor's address, then the traceback):
+    the exception's own lines after the last frame, `module.Error: message` as `Error: message`, so the message (a
+    bad row, a missing model folder) is what the user reads first; the whole text when it holds no traceback (a
+    process killed from outside). The full text stays in the raised error's cause, for the log."""
+    lines = text.splitlines()
+    frames = [index for index, line in enumerate(lines) if _FRAME.match(line)]
+    if not frames:
+        return text
+    after = lines[frames[-1] + 1 :]
+    start = next((index for index, line in enumerate(after) if line.strip() and not line[0].isspace()), None)
+    if start is None:
+        return text
+    return _MODULE_PREFIX.sub("", "\n".join(after[start:]).strip())
 
 
 def _kill(workers: Sequence[Any]) -> None:
