@@ -35,6 +35,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "AdvantageInputs",
         "AdvantageOutput",
         "BoundEstimator",
+        "check_advantage_params",
         "cpgd",
         "gae",
         "get_advantage_estimator",

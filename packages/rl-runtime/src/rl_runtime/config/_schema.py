@@ -14,6 +14,7 @@ from rl_engines.training import TrainEngineConfig
 from rl_runtime.config._batch_plan import BatchPlan
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._schema_algorithm import AlgorithmConfig, RewardKind
+from rl_runtime.config._schema_algorithm_batch import algorithm_batch_problems
 from rl_runtime.config._schema_async import async_problems
 from rl_runtime.config._schema_engines import engine_problems
 from rl_runtime.config._schema_rewards import policy_slots, reward_model_slots, reward_problems
@@ -288,6 +289,7 @@ class RunConfig:
             async_problems,
             reward_problems,
             _batch_problems,
+            algorithm_batch_problems,
         )
         problems = [problem for check in checks for problem in check(self)]
         if problems:

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from rl_core.advantages import ADVANTAGE_ESTIMATORS
+from rl_core.advantages import ADVANTAGE_ESTIMATORS, check_advantage_params
 from rl_core.kl import KL_ESTIMATORS
 from rl_core.losses import (
     AGGREGATIONS,
@@ -210,6 +210,20 @@ def _check_policy_loss_values(instance: AlgorithmConfig, attribute: attrs.Attrib
         ) from error
 
 
+def _check_adv_values(instance: AlgorithmConfig, attribute: attrs.Attribute[Any], value: object) -> None:
+    """The estimator accepts the values of `adv_params` (names and types are `params_for`'s check); the group size
+    `batch.samples_per_prompt` is checked with the batch (`_schema_algorithm_batch`)."""
+    try:
+        check_advantage_params(instance.adv_estimator, dict(value))  # type: ignore[arg-type]  # params_for checked it
+    except ValueError as error:
+        raise config_error(
+            attribute.name,
+            f"parameters advantage estimator {instance.adv_estimator!r} accepts",
+            value,
+            f"{error.__cause__ or error}; change the value or remove it to keep the estimator's default",
+        ) from error
+
+
 @attrs.frozen
 class AlgorithmConfig:
     """The RL algorithm: how advantages are estimated and what loss the policy minimises."""
@@ -219,7 +233,8 @@ class AlgorithmConfig:
     )
     """Advantage estimator (rl_core.advantages.ADVANTAGE_ESTIMATORS: grpo, rloo, gae, reinforce_plus_plus, ...)."""
     adv_params: dict[str, Scalar] = attrs.field(
-        factory=dict, validator=params_for(ADVANTAGE_ESTIMATORS, "adv_estimator", "advantage estimator")
+        factory=dict,
+        validator=[params_for(ADVANTAGE_ESTIMATORS, "adv_estimator", "advantage estimator"), _check_adv_values],
     )
     """Keyword parameters of the estimator (grpo: norm_by_std, epsilon; gae: gamma, lam); unset ones keep defaults."""
     policy_loss: str = attrs.field(

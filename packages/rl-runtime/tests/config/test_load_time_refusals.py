@@ -1,0 +1,68 @@
+"""Values a component refuses when it runs are refused when the config loads, asked of the component itself, with
+the field, the value and the fix; the boundary values the component accepts still load."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rl_runtime.config import ConfigError, RunConfig, config_from_dict
+
+IN_REWARD = "algorithm.kl={mode: in_reward, coef: 0.1, target: 0.1, horizon: %d}"
+
+
+def _config(data: dict[str, Any], overrides: list[str]) -> RunConfig:
+    return config_from_dict(RunConfig, data, overrides)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["algorithm.adv_params={epsilon: 0.0}"],
+            r"algorithm.adv_params: expected parameters advantage estimator 'grpo' accepts, found \{'epsilon': 0.0\} "
+            r".*epsilon must be > 0, got 0.0; change the value or remove it to keep the estimator's default",
+        ),
+        (
+            ["algorithm.adv_estimator=gae", "algorithm.adv_params={gamma: 1.5}"],
+            r"algorithm.adv_params: expected parameters advantage estimator 'gae' accepts.*gamma must be in \[0, 1\]",
+        ),
+        (
+            ["algorithm.adv_estimator=cpgd", "algorithm.adv_params={max_weight: 0.5}"],
+            r"algorithm.adv_params: .*'cpgd'.*max_weight must be >= 1.0.*; change the value or remove it",
+        ),
+        (
+            ["algorithm.adv_estimator=grpo_passk", "batch.samples_per_prompt=1"],
+            r"batch.samples_per_prompt: expected a group size advantage estimator 'grpo_passk' accepts, found 1; "
+            r".*at least 2 samples per group.*raise batch.samples_per_prompt or pick another algorithm.adv_estimator",
+        ),
+        (
+            # 8 samples a step on one rank: the controller needs horizon > 0.2 x 8.
+            [IN_REWARD % 1],
+            r"algorithm.kl.horizon: expected a horizon the adaptive KL controller accepts for an update of 8 samples "
+            r".*found 1; the controller says: n_steps must be < horizon / 0.2 = 5, got 8.*raise algorithm.kl.horizon",
+        ),
+    ],
+)
+def test_a_value_the_component_refuses_is_refused_at_load(
+    minimal_data: dict[str, Any], overrides: list[str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _config(minimal_data, overrides)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["algorithm.adv_estimator=gae", "algorithm.adv_params={gamma: 1.0, lam: 0.0}"],
+        ["algorithm.adv_estimator=grpo_passk", "batch.samples_per_prompt=2"],
+        [IN_REWARD % 2],  # 8 x 0.2 = 1.6 < 2
+        # Split over 4 slots the advantage may span 3 ranks: 24 samples give at least 8 per rank.
+        ["placement.slots=4", "placement.colocate=false", "batch.prompts_per_step=24", IN_REWARD % 2],
+    ],
+)
+def test_the_boundary_values_the_component_accepts_still_load(
+    minimal_data: dict[str, Any], overrides: list[str]
+) -> None:
+    _config(minimal_data, overrides)
