@@ -43,6 +43,16 @@ def _config(data: dict[str, Any], overrides: list[str]) -> RunConfig:
             r"algorithm.kl.horizon: expected a horizon the adaptive KL controller accepts for an update of 8 samples "
             r".*found 1; the controller says: n_steps must be < horizon / 0.2 = 5, got 8.*raise algorithm.kl.horizon",
         ),
+        (
+            ["rollout.engine_kwargs={max_batch_size: 0}"],
+            r"rollout.engine_kwargs.max_batch_size: expected a value the hf engine accepts, found 0; "
+            r"rollout.engine_kwargs.max_batch_size must be >= 1, got 0",
+        ),
+        (
+            ["rollout.engine_kwargs={max_batch: 4}"],
+            r"rollout.engine_kwargs: expected settings of the hf engine: .*max_batch_size.*, found max_batch; "
+            r"remove or rename them",
+        ),
     ],
 )
 def test_a_value_the_component_refuses_is_refused_at_load(
@@ -58,6 +68,7 @@ def test_a_value_the_component_refuses_is_refused_at_load(
         ["algorithm.adv_estimator=gae", "algorithm.adv_params={gamma: 1.0, lam: 0.0}"],
         ["algorithm.adv_estimator=grpo_passk", "batch.samples_per_prompt=2"],
         [IN_REWARD % 2],  # 8 x 0.2 = 1.6 < 2
+        ["rollout.engine_kwargs={max_batch_size: 1, prefill_cache_size: 0, dtype: bfloat16, context_len: 2}"],
         # Split over 4 slots the advantage may span 3 ranks: 24 samples give at least 8 per rank.
         ["placement.slots=4", "placement.colocate=false", "batch.prompts_per_step=24", IN_REWARD % 2],
     ],

@@ -110,8 +110,12 @@ def test_full_config_sets_every_field_to_a_non_default_value(
     _field_values(config_from_dict(RunConfig, full_data), values)
     # The env sections exist only in an embodied pipeline, which a PPO config cannot be.
     _field_values(config_from_dict(RunConfig, full_embodied_data), values)
-    # Continuous generation runs single-turn rollouts on the hf engine, which full_data's rollout section is not.
-    rollout = {**full_data["rollout"], "engine": "hf", "workflow": "single_turn", "workflow_kwargs": {}, "servers": []}
+    # Continuous generation runs single-turn rollouts on the hf engine, which full_data's rollout section is not (its
+    # engine_kwargs are the server engine's, which the hf engine refuses).
+    rollout = {
+        **full_data["rollout"],
+        **{"engine": "hf", "workflow": "single_turn", "workflow_kwargs": {}, "servers": [], "engine_kwargs": {}},
+    }
     algorithm = {**full_data["algorithm"], "async_generation": "continuous", "max_staleness": 2}
     _field_values(config_from_dict(RunConfig, {**full_data, "rollout": rollout, "algorithm": algorithm}), values)
     for cls in _sections(RunConfig):
