@@ -53,6 +53,21 @@ def _config(data: dict[str, Any], overrides: list[str]) -> RunConfig:
             r"rollout.engine_kwargs: expected settings of the hf engine: .*max_batch_size.*, found max_batch; "
             r"remove or rename them",
         ),
+        (
+            ["actor.optimizer=null"],
+            r"actor.optimizer: expected optimizer settings: the actor is trained .*found null; remove "
+            r"actor.optimizer: null to train with the default AdamW",
+        ),
+        (
+            ["placement.device=cpu", "actor.offload.fsdp_cpu_offload=true"],
+            r"actor.offload.fsdp_cpu_offload: expected false with placement.device='cpu': the offload moves FSDP2 "
+            r"shards from a CUDA device to the CPU, found true; .*run on CUDA \(placement.device=cuda\)",
+        ),
+        (
+            ["rollout.temperature=0"],
+            r"rollout.temperature: expected a finite number > 0, found 0.0 \(float\); set one > 0 .*greedy decoding "
+            r"is for validation: val_temperature=0",
+        ),
     ],
 )
 def test_a_value_the_component_refuses_is_refused_at_load(
@@ -69,6 +84,9 @@ def test_a_value_the_component_refuses_is_refused_at_load(
         ["algorithm.adv_estimator=grpo_passk", "batch.samples_per_prompt=2"],
         [IN_REWARD % 2],  # 8 x 0.2 = 1.6 < 2
         ["rollout.engine_kwargs={max_batch_size: 1, prefill_cache_size: 0, dtype: bfloat16, context_len: 2}"],
+        ["reference={model: {path: /models/ref}, optimizer: null}"],  # the frozen reference needs none
+        ["placement.device=cuda", "actor.offload.fsdp_cpu_offload=true"],  # checked where the run goes, not here
+        ["rollout.temperature=0.01", "rollout.val_temperature=0"],
         # Split over 4 slots the advantage may span 3 ranks: 24 samples give at least 8 per rank.
         ["placement.slots=4", "placement.colocate=false", "batch.prompts_per_step=24", IN_REWARD % 2],
     ],

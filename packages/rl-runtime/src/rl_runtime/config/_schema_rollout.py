@@ -18,8 +18,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-import torch
-
 from rl_core.workflows import WorkflowLoadError, load_workflow
 from rl_engines.rollout import (
     HFEngineConfig,
@@ -29,8 +27,9 @@ from rl_engines.rollout import (
     missing_engine_extra,
 )
 from rl_runtime.config._errors import ConfigProblem
+from rl_runtime.config._schema_engines import on_gpu
 from rl_runtime.config._schema_rewards import policy_slots
-from rl_runtime.config._schema_sections import DeviceKind, WeightSyncKind
+from rl_runtime.config._schema_sections import WeightSyncKind
 
 if TYPE_CHECKING:
     from rl_runtime.config._schema import RunConfig
@@ -70,15 +69,10 @@ def engine_location(config: RunConfig) -> EngineLocation:
     return EngineLocation.REMOTE_SERVER
 
 
-def _on_gpu(config: RunConfig) -> bool:
-    device = config.placement.device
-    return device is DeviceKind.CUDA or (device is DeviceKind.AUTO and torch.cuda.is_available())
-
-
 def weight_sync_transports(config: RunConfig) -> tuple[WeightSyncKind, ...]:
     """The transports `config`'s rollout engine placement allows, fastest first."""
     location = engine_location(config)
-    same_device_group = () if _on_gpu(config) else (WeightSyncKind.BROADCAST,)
+    same_device_group = () if on_gpu(config) else (WeightSyncKind.BROADCAST,)
     if location is EngineLocation.IN_PROCESS:
         return (WeightSyncKind.REFERENCE, WeightSyncKind.SHARED_MEMORY, *same_device_group, WeightSyncKind.DISK)
     if location is EngineLocation.LOCAL_SERVER:
@@ -143,7 +137,7 @@ def _hf_settings_problems(config: RunConfig) -> list[ConfigProblem]:
         spec = RolloutEngineSpec(
             hf_config=None,
             dtype=precision.compute_dtype or precision.param_dtype,
-            device="cuda" if _on_gpu(config) else "cpu",
+            device="cuda" if on_gpu(config) else "cpu",
             seed=config.trainer.seed,
             engine_kwargs={name: value},
         )
@@ -201,7 +195,7 @@ def rollout_problems(config: RunConfig) -> list[ConfigProblem]:
         problems.append(
             ConfigProblem(
                 "rollout.weight_sync",
-                f"a transport that reaches an engine {where} on {'GPU' if _on_gpu(config) else 'CPU'}: {names}",
+                f"a transport that reaches an engine {where} on {'GPU' if on_gpu(config) else 'CPU'}: {names}",
                 rollout.weight_sync.value,
                 f"use auto (here {allowed[0].value}) or one of {names}",
             )

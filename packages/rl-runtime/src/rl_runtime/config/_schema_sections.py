@@ -13,7 +13,7 @@ import attrs
 from rl_coordinator.loading import datasets_installed, needs_datasets
 from rl_core import nearest_name
 from rl_engines.rollout import ROLLOUT_ENGINES
-from rl_runtime.config._errors import config_error
+from rl_runtime.config._errors import ConfigError, config_error
 from rl_runtime.config._validators import (
     int_at_least,
     non_empty_str,
@@ -169,6 +169,18 @@ def _check_top_k(_: object, attribute: attrs.Attribute[Any], value: object) -> N
         raise config_error(attribute.name, "-1 (disabled) or an int >= 1", value)
 
 
+_check_positive = number_in(0, low_open=True)
+
+
+def _check_temperature(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # The actor and reference roles refuse a temperature of 0 when the workers build them; refused here instead.
+    try:
+        _check_positive(instance, attribute, value)
+    except ConfigError as error:
+        fix = "set one > 0 (1.0 samples the model as it is); greedy decoding is for validation: val_temperature=0"
+        raise ConfigError([attrs.evolve(problem, fix=fix) for problem in error.problems]) from None
+
+
 @attrs.frozen
 class RolloutConfig:
     """How responses are sampled (the group size is `batch.samples_per_prompt`)."""
@@ -185,8 +197,9 @@ class RolloutConfig:
     """"auto", "reference", "shared_memory", "disk" or "broadcast": how weights reach the engine after an update;
     a transport the engine's placement cannot use is refused at load time. Under split placement the weights
     cross from the training slots to each rollout slot by broadcast first; this is the last hop, into its engine."""
-    temperature: float = attrs.field(default=1.0, validator=number_in(0))
-    """Sampling temperature; 0 is greedy."""
+    temperature: float = attrs.field(default=1.0, validator=_check_temperature)
+    """Sampling temperature, > 0: the actor and the reference divide their logits by it to score the samples
+    (greedy validation is `val_temperature` 0)."""
     top_p: float = attrs.field(default=1.0, validator=number_in(0, 1, low_open=True))
     """Nucleus sampling mass; 1 disables it."""
     top_k: int = attrs.field(default=_TOP_K_DISABLED, validator=_check_top_k)
