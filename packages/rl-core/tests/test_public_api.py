@@ -93,6 +93,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "VectorEnv",
         "VideoEmbedder",
         "VideoEmbedderFactory",
+        "check_env_config",
         "check_observation",
         "check_reset_args",
         "check_step_args",

@@ -95,3 +95,24 @@ def test_the_boundary_values_the_component_accepts_still_load(
     minimal_data: dict[str, Any], overrides: list[str]
 ) -> None:
     _config(minimal_data, overrides)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "env.num_envs=0",
+            r"env.num_envs: expected a value every env runs with, found 0 \(int\); env.num_envs must be >= 1, got 0; "
+            r"set env.num_envs to a positive int",
+        ),
+        ("env.num_workers=-1", r"env.num_workers: .*found -1 \(int\); env.num_workers must be >= 0 .*set it to 0"),
+        ("env.max_steps=0", r"env.max_steps: .*found 0 \(int\); env.max_steps must be >= 1"),
+    ],
+)
+def test_an_env_count_make_env_refuses_is_refused_at_load(
+    full_embodied_data: dict[str, Any], override: str, message: str
+) -> None:
+    # The driver's env probe builds one in-process env, so these reached the rollout workers before.
+    with pytest.raises(ConfigError, match=message):
+        _config(full_embodied_data, [override])
+    _config(full_embodied_data, [override.split("=")[0] + ("=0" if "workers" in override else "=1")])

@@ -6,7 +6,14 @@ from typing import Any
 
 import attrs
 
-from rl_core.envs import ENVIRONMENTS, VIDEO_EMBEDDERS, EmbedderConfig, EnvConfig
+from rl_core.envs import (
+    ENVIRONMENTS,
+    VIDEO_EMBEDDERS,
+    EmbedderConfig,
+    EnvConfig,
+    EnvConfigError,
+    check_env_config,
+)
 from rl_core.graph import EMBODIED_OPERATIONS, PIPELINES, NodeRole, get_pipeline
 from rl_engines.judge import JudgeConfig
 from rl_engines.reward_model import RewardModelConfig
@@ -136,6 +143,16 @@ def _check_env(_: object, attribute: attrs.Attribute[Any], value: EnvConfig | No
         raise ConfigError(
             [ConfigProblem(attribute.name, "an env section (rl_core.envs.EnvConfig)", describe_value(value))]
         )
+    try:
+        check_env_config(value)  # the counts and timeout make_env refuses; the tasks are checked by building it
+    except EnvConfigError as error:  # its message starts with the field: "env.num_envs must be >= 1, ..."
+        field = str(error).split(" ", 1)[0].removeprefix("env.")
+        path, found = (
+            (f"{attribute.name}.{field}", describe_value(getattr(value, field)))
+            if hasattr(value, field)
+            else (attribute.name, "an env section")
+        )
+        raise ConfigError([ConfigProblem(path, "a value every env runs with", found, str(error))]) from None
     if value.name not in ENVIRONMENTS:
         names = ", ".join(sorted(ENVIRONMENTS)) or "none registered: import the module that registers yours"
         raise ConfigError(
