@@ -64,6 +64,11 @@ def _config(data: dict[str, Any], overrides: list[str]) -> RunConfig:
             r"shards from a CUDA device to the CPU, found true; .*run on CUDA \(placement.device=cuda\)",
         ),
         (
+            ["actor.model.attn_implementation=spda"],
+            r"actor.model.attn_implementation: expected an attention implementation transformers knows \(eager, .*\) "
+            r"or a Hub kernel \(org/repo\), found 'spda' \(str\); did you mean 'sdpa'\?",
+        ),
+        (
             ["rollout.temperature=0"],
             r"rollout.temperature: expected a finite number > 0, found 0.0 \(float\); set one > 0 .*greedy decoding "
             r"is for validation: val_temperature=0",
