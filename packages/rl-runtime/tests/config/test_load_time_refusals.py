@@ -38,10 +38,11 @@ def _config(data: dict[str, Any], overrides: list[str]) -> RunConfig:
             r".*at least 2 samples per group.*raise batch.samples_per_prompt or pick another algorithm.adv_estimator",
         ),
         (
-            # 8 samples a step on one rank: the controller needs horizon > 0.2 x 8.
-            [IN_REWARD % 1],
-            r"algorithm.kl.horizon: expected a horizon the adaptive KL controller accepts for an update of 8 samples "
-            r".*found 1; the controller says: n_steps must be < horizon / 0.2 = 5, got 8.*raise algorithm.kl.horizon",
+            # Every built-in pipeline computes the reference log-probs after the advantages.
+            ["algorithm.kl={mode: in_reward, coef: 0.1}"],
+            r"algorithm.kl.mode: expected 'none' or 'as_loss' with pipeline 'grpo': the in-reward penalty needs the "
+            r"reference log-probs before the advantages, but its 'calculate_advantages' node runs before any "
+            r"compute_ref_log_prob node, found 'in_reward'; set algorithm.kl.mode=as_loss",
         ),
         (
             ["rollout.engine_kwargs={max_batch_size: 0}"],
@@ -87,13 +88,10 @@ def test_a_value_the_component_refuses_is_refused_at_load(
     [
         ["algorithm.adv_estimator=gae", "algorithm.adv_params={gamma: 1.0, lam: 0.0}"],
         ["algorithm.adv_estimator=grpo_passk", "batch.samples_per_prompt=2"],
-        [IN_REWARD % 2],  # 8 x 0.2 = 1.6 < 2
         ["rollout.engine_kwargs={max_batch_size: 1, prefill_cache_size: 0, dtype: bfloat16, context_len: 2}"],
         ["reference={model: {path: /models/ref}, optimizer: null}"],  # the frozen reference needs none
         ["placement.device=cuda", "actor.offload.fsdp_cpu_offload=true"],  # checked where the run goes, not here
         ["rollout.temperature=0.01", "rollout.val_temperature=0"],
-        # Split over 4 slots the advantage may span 3 ranks: 24 samples give at least 8 per rank.
-        ["placement.slots=4", "placement.colocate=false", "batch.prompts_per_step=24", IN_REWARD % 2],
     ],
 )
 def test_the_boundary_values_the_component_accepts_still_load(
@@ -121,3 +119,22 @@ def test_an_env_count_make_env_refuses_is_refused_at_load(
     with pytest.raises(ConfigError, match=message):
         _config(full_embodied_data, [override])
     _config(full_embodied_data, [override.split("=")[0] + ("=0" if "workers" in override else "=1")])
+
+
+def test_an_adaptive_kl_horizon_the_controller_refuses_is_refused_at_load(
+    minimal_data: dict[str, Any], reference_first_pipeline: str
+) -> None:
+    # 8 samples a step on one rank: the controller needs horizon > 0.2 x 8.
+    with pytest.raises(
+        ConfigError,
+        match=r"algorithm.kl.horizon: expected a horizon the adaptive KL controller accepts for an update of 8 "
+        r"samples .*found 1; the controller says: n_steps must be < horizon / 0.2 = 5, got 8.*raise "
+        r"algorithm.kl.horizon",
+    ):
+        _config(minimal_data, [f"pipeline={reference_first_pipeline}", IN_REWARD % 1])
+    _config(minimal_data, [f"pipeline={reference_first_pipeline}", IN_REWARD % 2])  # 8 x 0.2 = 1.6 < 2
+    # Split over 4 slots the advantage may span 3 ranks: 24 samples give at least 8 per rank.
+    split = ["placement.slots=4", "placement.colocate=false", "batch.prompts_per_step=24"]
+    _config(minimal_data, [f"pipeline={reference_first_pipeline}", *split, IN_REWARD % 2])
+    # A pipeline file that does not read here is the runtime's to report.
+    _config(minimal_data, ["pipeline=missing/pipeline.yaml", IN_REWARD % 1])

@@ -1,13 +1,17 @@
-"""Load-time checks of the algorithm section against the batch sizes, asked of the components themselves: the
-advantage estimator with groups of `batch.samples_per_prompt`, and the adaptive KL controller with the samples one
-rank's advantage node feeds it per step."""
+"""Load-time checks of the algorithm section against the batch sizes and the pipeline, asked of the components
+themselves where they can be: the advantage estimator with groups of `batch.samples_per_prompt`, the in-reward KL
+penalty against where the pipeline computes the reference log-probs, and the adaptive KL controller with the samples
+one rank's advantage node feeds it per step."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
 from rl_core.advantages import check_advantage_params
-from rl_core.graph import get_pipeline
+from rl_core.graph import TaskGraph, get_pipeline
 from rl_core.kl import AdaptiveKLController
 from rl_runtime.config._errors import ConfigProblem
 from rl_runtime.config._schema_algorithm import KLMode
@@ -16,6 +20,10 @@ from rl_runtime.config._schema_rewards import policy_slots
 if TYPE_CHECKING:
     from rl_runtime.config._schema import RunConfig
 
+ADVANTAGE_OPERATION = "compute_advantage"
+"""The node operation that applies the in-reward KL penalty before the advantages."""
+REFERENCE_OPERATION = "compute_ref_log_prob"
+"""The node operation that adds the reference log-probs the penalty reads."""
 FILTERING_OPERATIONS = frozenset({"embodied_sampling"})
 """Node operations that may leave a rank fewer samples than the batch plan's (the embodied success-rate band)."""
 _MIN_SPLIT_SLOTS = 2
@@ -34,12 +42,51 @@ def group_size_problems(config: RunConfig) -> list[ConfigProblem]:
     return []
 
 
+def run_graph(config: RunConfig) -> TaskGraph | None:
+    """The pipeline `config` runs: a built-in, or its pipeline file when it reads here (None when it does not: the
+    runtime names what is wrong with the file when it loads the pipeline)."""
+    from rl_runtime.config._schema import is_pipeline_file  # the schema imports this module
+
+    if not is_pipeline_file(config.pipeline):
+        return get_pipeline(config.pipeline)
+    try:
+        return TaskGraph.from_dict(yaml.safe_load(Path(config.pipeline).read_text()))
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):  # GraphError is a ValueError
+        return None
+
+
+def kl_in_reward_problems(config: RunConfig) -> list[ConfigProblem]:
+    """`kl.mode=in_reward` with a pipeline whose advantage node runs before its reference log-probs: the node refuses
+    the batch (StepDataError) at the first step. The built-in pipelines all compute them after the advantages."""
+    graph = run_graph(config)
+    if config.algorithm.kl.mode is not KLMode.IN_REWARD or graph is None:
+        return []
+    nodes = graph.nodes
+    early = [
+        node_id
+        for node_id, node in nodes.items()
+        if node.operation == ADVANTAGE_OPERATION
+        and not any(nodes[ancestor].operation == REFERENCE_OPERATION for ancestor in graph.ancestors(node_id))
+    ]
+    if not early:
+        return []
+    expected = (
+        f"'none' or 'as_loss' with pipeline {config.pipeline!r}: the in-reward penalty needs the reference log-probs "
+        f"before the advantages, but its {', '.join(map(repr, early))} node runs before any {REFERENCE_OPERATION} node"
+    )
+    fix = (
+        "set algorithm.kl.mode=as_loss (the KL as a loss term, GRPO's choice), or use a pipeline file whose "
+        f"{REFERENCE_OPERATION} node runs before {ADVANTAGE_OPERATION}"
+    )
+    return [ConfigProblem("algorithm.kl.mode", expected, "'in_reward'", fix)]
+
+
 def _fewest_samples_per_rank(config: RunConfig) -> int | None:
     """The fewest samples one rank's advantage node can hold per step: the step's samples over the most ranks it may
-    span (every policy slot colocated, all but one split); None when a node may filter samples out first."""
-    if config.pipeline.endswith((".yaml", ".yml")):
-        return None  # a pipeline file's nodes are bound when the workers start
-    if FILTERING_OPERATIONS & {node.operation for node in get_pipeline(config.pipeline).nodes.values()}:
+    span (every policy slot colocated, all but one split); None when a node may filter samples out first (or the
+    pipeline file does not read)."""
+    graph = run_graph(config)
+    if graph is None or FILTERING_OPERATIONS & {node.operation for node in graph.nodes.values()}:
         return None
     slots = policy_slots(config)
     ranks = slots if config.placement.colocate else slots - 1
@@ -71,4 +118,5 @@ def kl_horizon_problems(config: RunConfig) -> list[ConfigProblem]:
 
 def algorithm_batch_problems(config: RunConfig) -> list[ConfigProblem]:
     """Every setting of the algorithm that the component using it refuses with the run's batch sizes."""
-    return [*group_size_problems(config), *kl_horizon_problems(config)]
+    in_reward = kl_in_reward_problems(config)
+    return [*group_size_problems(config), *in_reward, *([] if in_reward else kl_horizon_problems(config))]
