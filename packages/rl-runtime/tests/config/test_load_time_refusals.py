@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from rl_runtime.config import ConfigError, RunConfig, config_from_dict
+from rl_runtime.metrics import missing_sink_extra
+from rl_runtime.metrics._sink import SINK_EXTRAS
 
 IN_REWARD = "algorithm.kl={mode: in_reward, coef: 0.1, target: 0.1, horizon: %d}"
 
@@ -138,3 +140,19 @@ def test_an_adaptive_kl_horizon_the_controller_refuses_is_refused_at_load(
     _config(minimal_data, [f"pipeline={reference_first_pipeline}", *split, IN_REWARD % 2])
     # A pipeline file that does not read here is the runtime's to report.
     _config(minimal_data, ["pipeline=missing/pipeline.yaml", IN_REWARD % 1])
+
+
+def test_a_log_sink_whose_package_is_missing_is_refused_at_load(
+    minimal_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sinks import their packages when the run builds them, after the workers start.
+    monkeypatch.setitem(SINK_EXTRAS, "wandb", ("rl_no_such_package", "wandb"))
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer.log_sinks.1: expected a log sink whose package is installed, found 'wandb' \(str\); the "
+        r"'wandb' log sink needs the 'rl_no_such_package' package, which is not installed; install it with "
+        r"`pip install 'rl-runtime\[wandb\]'` or drop 'wandb' from trainer.log_sinks",
+    ):
+        _config(minimal_data, ["trainer.log_sinks=[console, wandb]"])
+    assert missing_sink_extra("console") is None and missing_sink_extra("tensorboard") is None
+    _config(minimal_data, ["trainer.log_sinks=[console, jsonl, tensorboard]"])

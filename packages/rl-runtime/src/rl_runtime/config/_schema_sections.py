@@ -23,7 +23,7 @@ from rl_runtime.config._validators import (
     registered_name,
     registered_names,
 )
-from rl_runtime.metrics import LOG_SINKS
+from rl_runtime.metrics import LOG_SINKS, missing_sink_extra
 
 UNWIRED_ROLLOUT_ENGINES = {
     "sglang": (
@@ -303,6 +303,14 @@ def _check_resume(_: object, attribute: attrs.Attribute[Any], value: object) -> 
         )
 
 
+def _check_sink_packages(_: object, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    # The sinks import their packages when the run builds them, after the workers start; refused here instead.
+    for index, name in enumerate(value):
+        missing = missing_sink_extra(name)
+        if missing is not None:
+            raise config_error(f"{attribute.name}.{index}", "a log sink whose package is installed", name, missing)
+
+
 @attrs.frozen
 class TrainerConfig:
     """The training loop: its length, validation, checkpoints, resumption and logging."""
@@ -325,8 +333,11 @@ class TrainerConfig:
     """Folder of checkpoints and logs; one run at a time holds it (a lock file names the holder's pid and host)."""
     take_over: bool = attrs.field(default=False, validator=of_type(bool))
     """Start even though another live run holds `output_dir`'s lock; both then write there, so stop it first."""
-    log_sinks: tuple[str, ...] = attrs.field(default=("console",), validator=registered_names(LOG_SINKS, "log sink"))
-    """Where metrics go: any of console, jsonl, tensorboard, wandb, mlflow."""
+    log_sinks: tuple[str, ...] = attrs.field(
+        default=("console",), validator=[registered_names(LOG_SINKS, "log sink"), _check_sink_packages]
+    )
+    """Where metrics go: any of console, jsonl, tensorboard, wandb, mlflow (a sink whose package is not installed is
+    refused when the config loads)."""
     project_name: str = attrs.field(default="rl", validator=non_empty_str)
     """Project name shown by the tracking sinks (wandb, mlflow)."""
     experiment_name: str = attrs.field(default="run", validator=non_empty_str)
