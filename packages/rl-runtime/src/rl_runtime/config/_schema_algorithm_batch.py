@@ -24,8 +24,6 @@ ADVANTAGE_OPERATION = "compute_advantage"
 """The node operation that applies the in-reward KL penalty before the advantages."""
 REFERENCE_OPERATION = "compute_ref_log_prob"
 """The node operation that adds the reference log-probs the penalty reads."""
-FILTERING_OPERATIONS = frozenset({"embodied_sampling"})
-"""Node operations that may leave a rank fewer samples than the batch plan's (the embodied success-rate band)."""
 _MIN_SPLIT_SLOTS = 2
 """Split placement keeps at least one slot for the rollout."""
 
@@ -58,8 +56,10 @@ def run_graph(config: RunConfig) -> TaskGraph | None:
 def kl_in_reward_problems(config: RunConfig) -> list[ConfigProblem]:
     """`kl.mode=in_reward` with a pipeline whose advantage node runs before its reference log-probs: the node refuses
     the batch (StepDataError) at the first step. The built-in pipelines all compute them after the advantages."""
+    if config.algorithm.kl.mode is not KLMode.IN_REWARD:
+        return []
     graph = run_graph(config)
-    if config.algorithm.kl.mode is not KLMode.IN_REWARD or graph is None:
+    if graph is None:
         return []
     nodes = graph.nodes
     early = [
@@ -85,8 +85,11 @@ def _fewest_samples_per_rank(config: RunConfig) -> int | None:
     """The fewest samples one rank's advantage node can hold per step: the step's samples over the most ranks it may
     span (every policy slot colocated, all but one split); None when a node may filter samples out first (or the
     pipeline file does not read)."""
+    from rl_runtime.config._schema import EMBODIED_SAMPLING_OPERATION  # the schema imports this module
+
     graph = run_graph(config)
-    if graph is None or FILTERING_OPERATIONS & {node.operation for node in graph.nodes.values()}:
+    # The embodied success-rate band may leave a rank fewer samples than the batch plan's.
+    if graph is None or EMBODIED_SAMPLING_OPERATION in {node.operation for node in graph.nodes.values()}:
         return None
     slots = policy_slots(config)
     ranks = slots if config.placement.colocate else slots - 1
