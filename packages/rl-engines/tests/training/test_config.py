@@ -52,9 +52,9 @@ def _model(**kwargs) -> ModelConfig:
         (lambda: MicroBatchConfig(packing="yes"), r"packing must be True, False or 'auto', got 'yes'"),
         (
             lambda: TrainEngineConfig(
-                model=_model(attn_implementation="paged_attention"), micro_batch=MicroBatchConfig(packing=True)
+                model=_model(attn_implementation="paged|eager"), micro_batch=MicroBatchConfig(packing=True)
             ),
-            r"packing=True needs an attention implementation .* got ModelConfig\.attn_implementation='paged_attention'",
+            r"packing=True needs an attention implementation .* got ModelConfig\.attn_implementation='paged\|eager'",
         ),
     ],
 )
@@ -63,9 +63,21 @@ def test_invalid_settings_are_named(make, message: str) -> None:
         make()
 
 
+def test_an_attention_implementation_transformers_lacks_is_refused_with_the_nearest() -> None:
+    # transformers refuses it only when the engine builds the model, in the worker.
+    with pytest.raises(
+        TrainConfigError,
+        match=r"attn_implementation must be an attention implementation transformers "
+        r"knows \(eager, .*sdpa.*\) or a Hub kernel \(org/repo\), got 'spda'; did you mean 'sdpa'\?",
+    ):
+        _model(attn_implementation="spda")
+    for name in ("eager", "sdpa", "flex_attention", "flash_attention_2", "paged|eager", "kernels-community/flash-attn"):
+        assert _model(attn_implementation=name).attn_implementation == name
+
+
 def test_padded_rows_allow_any_attention_implementation() -> None:
     config = TrainEngineConfig(
-        model=_model(attn_implementation="paged_attention"), micro_batch=MicroBatchConfig(packing=False)
+        model=_model(attn_implementation="paged|eager"), micro_batch=MicroBatchConfig(packing=False)
     )
     assert not config.packing
 
@@ -75,7 +87,7 @@ def test_padded_rows_allow_any_attention_implementation() -> None:
     [
         ("sdpa", "auto", False),
         ("eager", "auto", False),
-        ("paged_attention", "auto", False),
+        ("paged|eager", "auto", False),
         ("flash_attention_2", "auto", True),
         ("flash_attention_3", "auto", True),
         ("sdpa", True, True),

@@ -103,6 +103,20 @@ def test_ppo_refuses_a_config_without_gae() -> None:
         get_recipe("ppo").check(config)
 
 
+@pytest.mark.parametrize(
+    ("template", "error"), [("Q: {foo}", "KeyError: 'foo'"), ("Q: {question} {", "Single '{' encountered")]
+)
+def test_a_prompt_template_the_prompt_builder_cannot_fill_is_refused_at_load(template: str, error: str) -> None:
+    # The rollout workers fill it when they encode the prompts; refused when the config loads instead.
+    with pytest.raises(
+        ConfigError,
+        match=r"task: expected a valid MathTaskConfig, found ValueError: task.template must be a str.format template "
+        rf"whose only placeholder is \{{question\}}, got .*{error}.*escape a literal brace as \{{\{{ or \}}\}}",
+    ):
+        load_recipe_config("grpo", overrides=[f"task.template='{template}'"])
+    assert load_recipe_config("grpo", overrides=["task.template='Q: {question} {{x}}'"]).task.template.endswith("{{x}}")
+
+
 def test_unknown_recipe_names_the_nearest() -> None:
     with pytest.raises(KeyError, match="grpo"):
         get_recipe("grpoo")

@@ -48,12 +48,12 @@ def test_overrides_reach_nested_sections_and_create_missing_ones(minimal_data: d
         "algorithm.kl.coef=0.01",
         "algorithm.adv_params.epsilon=1e-8",
         "trainer.output_dir=/tmp/x",
-        "rollout.engine_kwargs.tp=2",
+        "rollout.engine_kwargs.max_batch_size=2",  # a setting of the default "hf" engine
     ]
     config = config_from_dict(RunConfig, minimal_data, overrides)
     assert config.actor.optimizer.lr == 2e-6 and config.actor.optimizer.betas == (0.9, 0.95)
     assert config.algorithm.kl.coef == 0.01 and config.algorithm.adv_params == {"epsilon": 1e-8}
-    assert config.trainer.output_dir == Path("/tmp/x") and config.rollout.engine_kwargs == {"tp": 2}
+    assert config.trainer.output_dir == Path("/tmp/x") and config.rollout.engine_kwargs == {"max_batch_size": 2}
     assert config.actor.model.path == "/models/policy"  # untouched siblings survive
 
 

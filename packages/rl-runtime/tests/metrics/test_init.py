@@ -7,7 +7,7 @@ from rl_core.testing import modules_loaded_by_import
 
 PUBLIC_API = [
     "LOG_SINKS", "MetricSink", "MetricsError", "MetricsLogger", "MissingExtraError", "SinkContext",
-    "read_metrics_jsonl", "reduce_rank_metrics", "register_sink",
+    "missing_sink_extra", "read_metrics_jsonl", "reduce_rank_metrics", "register_sink",
 ]  # fmt: skip
 
 

@@ -36,7 +36,7 @@ class LengthTask:
         return ""
 
 
-def _config(tmp_path: Path, batch: dict[str, int] | None = None, **algorithm: Any) -> RunConfig:
+def _config(tmp_path: Path, batch: dict[str, int] | None = None, pipeline: str = "grpo", **algorithm: Any) -> RunConfig:
     (tmp_path / "train.jsonl").write_text('{"ids": [1]}\n' * 4)
     return config_from_dict(
         RunConfig,
@@ -45,6 +45,7 @@ def _config(tmp_path: Path, batch: dict[str, int] | None = None, **algorithm: An
             "batch": {"prompts_per_step": 2, "samples_per_prompt": 2, **(batch or {})},
             "actor": {"model": {"hf_config": {"model_type": "qwen2"}}},
             "algorithm": {"kl": {"mode": "none"}, **algorithm},
+            "pipeline": pipeline,
         },
     )
 
@@ -92,8 +93,8 @@ def test_advantage_without_scores_names_the_missing_field(tmp_path: Path) -> Non
         compute_advantage(ctx, {"rollout": _rollouts([1], [0])})
 
 
-def test_in_reward_kl_without_a_controller_names_the_fix(tmp_path: Path) -> None:
-    config = _config(tmp_path, kl={"mode": "in_reward", "coef": 0.01})
+def test_in_reward_kl_without_a_controller_names_the_fix(tmp_path: Path, reference_first_pipeline: str) -> None:
+    config = _config(tmp_path, pipeline=reference_first_pipeline, kl={"mode": "in_reward", "coef": 0.01})
     scored = compute_reward(_context(config, "compute_reward"), {"r": _rollouts([1, 3], [0, 0])})
     logps = torch.zeros_like(scored.batch["token_level_scores"])
     scored = with_fields(scored, ref_log_probs=logps, old_log_probs=logps)

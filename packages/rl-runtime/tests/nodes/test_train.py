@@ -46,7 +46,9 @@ class SumTask:
         return ""
 
 
-def _config(tmp_path: Path, *, batch: Mapping[str, Any] | None = None, **algorithm: Any) -> RunConfig:
+def _config(
+    tmp_path: Path, *, batch: Mapping[str, Any] | None = None, pipeline: str = "grpo", **algorithm: Any
+) -> RunConfig:
     rng = random.Random(0)
     rows = [{"ids": [rng.randrange(4, VOCAB) for _ in range(rng.randint(2, 5))]} for _ in range(8)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -77,6 +79,7 @@ def _config(tmp_path: Path, *, batch: Mapping[str, Any] | None = None, **algorit
             "algorithm": {"kl": {"mode": "none", "coef": 0.0}, **algorithm},
             "rollout": {"temperature": 0.9},
             "placement": {"slots": 1, "device": "cpu"},
+            "pipeline": pipeline,
         },
     )
 
@@ -158,9 +161,11 @@ def test_on_policy_step_from_the_training_forward_equals_the_recomputed_one(tmp_
     ],
 )
 def test_off_policy_steps_still_run_the_old_log_prob_forward(
-    tmp_path: Path, batch: dict[str, int], algorithm: dict[str, Any]
+    tmp_path: Path, batch: dict[str, int], algorithm: dict[str, Any], reference_first_pipeline: str
 ) -> None:
-    config = _config(tmp_path, batch=batch, **algorithm)
+    # The in-reward KL needs the reference log-probs before the advantages: a pipeline file (the built-ins are refused).
+    pipeline = reference_first_pipeline if "kl" in algorithm else "grpo"
+    config = _config(tmp_path, batch=batch, pipeline=pipeline, **algorithm)
     assert not skips_old_log_prob_pass(config)
     resources = _resources(config)
     data = generate(_context(resources, "generate"), {})

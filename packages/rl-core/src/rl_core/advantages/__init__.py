@@ -11,6 +11,7 @@ from rl_core.advantages._gae import gae
 from rl_core.advantages._gpg import gpg
 from rl_core.advantages._grpo import grpo
 from rl_core.advantages._opo import opo
+from rl_core.advantages._param_check import check_advantage_params
 from rl_core.advantages._passk import grpo_passk
 from rl_core.advantages._registry import (
     ADVANTAGE_ESTIMATORS,
@@ -30,6 +31,7 @@ __all__ = [
     "AdvantageInputs",
     "AdvantageOutput",
     "BoundEstimator",
+    "check_advantage_params",
     "cpgd",
     "gae",
     "get_advantage_estimator",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from rl_core import nearest_name
 from rl_engines.training._config_checks import check_bool, invalid
@@ -18,6 +19,10 @@ from rl_engines.training._errors import TrainConfigError
 
 OPENVLA_MODEL_TYPE = "openvla"
 """`rl_engines.vla.OPENVLA_MODEL_TYPE`, repeated here so the config module needs no model code."""
+EAGER_ATTENTION = "eager"
+"""transformers' plain attention, the one implementation outside its attention registry."""
+PAGED_PREFIX = "paged|"
+"""transformers strips this prefix from an implementation (only "paged|eager" keeps it)."""
 HF_MODEL_TYPE_KEY = "model_type"
 """The key of an `hf_config` mapping that picks the transformers config class (`AutoConfig.for_model`)."""
 
@@ -86,10 +91,35 @@ class ModelConfig:
                 self.attn_implementation,
                 message="ModelConfig.attn_implementation must name an attention implementation, e.g. 'sdpa'",
             )
+        check_attn_implementation(self.attn_implementation)
         for name in ("gradient_checkpointing", "fast_forward", "value_head", "broadcast_from_rank0"):
             check_bool("ModelConfig", name, getattr(self, name))
         if self.path is not None and _folder_model_type(self.path) == OPENVLA_MODEL_TYPE:
             check_openvla_settings(self)
+
+
+def attention_implementations() -> list[str]:
+    """The attention implementations transformers can build a model with: "eager" and the names in its attention
+    registry (`ALL_ATTENTION_FUNCTIONS`: sdpa, flash_attention_2, flex_attention, ..., and any registered by
+    `AttentionInterface.register`)."""
+    return [EAGER_ATTENTION, *ALL_ATTENTION_FUNCTIONS.valid_keys()]
+
+
+def check_attn_implementation(name: str) -> None:
+    """Refuse an `attn_implementation` transformers has no attention function for, which it would refuse only when
+    the engine builds the model. A Hub kernel ("org/repo", with a slash) is transformers' to fetch then; whether a
+    known one runs here (flash_attention_2 needs its package) is also decided then."""
+    known = attention_implementations()
+    if "/" in name or name in known or name.removeprefix(PAGED_PREFIX) in known:
+        return
+    near = nearest_name(name, known)
+    raise invalid(
+        "ModelConfig",
+        "attn_implementation",
+        f"an attention implementation transformers knows ({', '.join(known)}) or a Hub kernel (org/repo)",
+        name,
+        f"did you mean {near!r}?" if near else "use sdpa (the default) or eager",
+    )
 
 
 def _folder_model_type(folder: str) -> str | None:

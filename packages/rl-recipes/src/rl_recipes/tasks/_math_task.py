@@ -42,6 +42,20 @@ def _non_negative(_: object, attribute: attrs.Attribute[Any], value: float) -> N
         raise ValueError(f"task.{attribute.name} must be a number >= 0, got {value!r}")
 
 
+def _fillable_template(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # The prompt builder fills it when the rollout workers encode the prompts; a template it cannot fill is refused
+    # when the config loads instead.
+    if not isinstance(value, str):
+        raise ValueError(f"task.{attribute.name} must be a str with a {{question}} placeholder, got {value!r}")
+    try:
+        build_prompt("", template=value)
+    except (KeyError, IndexError, ValueError) as error:
+        raise ValueError(
+            f"task.{attribute.name} must be a str.format template whose only placeholder is {{question}}, got "
+            f"{value!r} ({type(error).__name__}: {error}); escape a literal brace as {{{{ or }}}}"
+        ) from None
+
+
 @attrs.frozen
 class MathTaskConfig:
     """The math task: where questions and answers are, the prompt template and the reward."""
@@ -55,7 +69,7 @@ class MathTaskConfig:
     """Row field holding the question."""
     answer_field: str = ANSWER_FIELD
     """Row field holding the answer text, ending `#### N`."""
-    template: str = PLAIN_TEMPLATE
+    template: str = attrs.field(default=PLAIN_TEMPLATE, validator=_fillable_template)
     """Prompt template with `{question}`, used when the tokenizer has no chat template."""
     reward_timeout_s: float = attrs.field(default=_DEFAULT_REWARD_TIMEOUT_S, validator=_positive)
     """A reward call that takes longer scores 0 and is counted as a timeout failure."""

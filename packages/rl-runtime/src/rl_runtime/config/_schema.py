@@ -6,7 +6,14 @@ from typing import Any
 
 import attrs
 
-from rl_core.envs import ENVIRONMENTS, VIDEO_EMBEDDERS, EmbedderConfig, EnvConfig
+from rl_core.envs import (
+    ENVIRONMENTS,
+    VIDEO_EMBEDDERS,
+    EmbedderConfig,
+    EnvConfig,
+    EnvConfigError,
+    check_env_config,
+)
 from rl_core.graph import EMBODIED_OPERATIONS, PIPELINES, NodeRole, get_pipeline
 from rl_engines.judge import JudgeConfig
 from rl_engines.reward_model import RewardModelConfig
@@ -14,6 +21,7 @@ from rl_engines.training import TrainEngineConfig
 from rl_runtime.config._batch_plan import BatchPlan
 from rl_runtime.config._errors import ConfigError, ConfigProblem, describe_value
 from rl_runtime.config._schema_algorithm import AlgorithmConfig, RewardKind
+from rl_runtime.config._schema_algorithm_batch import algorithm_batch_problems
 from rl_runtime.config._schema_async import async_problems
 from rl_runtime.config._schema_engines import engine_problems
 from rl_runtime.config._schema_rewards import policy_slots, reward_model_slots, reward_problems
@@ -135,6 +143,16 @@ def _check_env(_: object, attribute: attrs.Attribute[Any], value: EnvConfig | No
         raise ConfigError(
             [ConfigProblem(attribute.name, "an env section (rl_core.envs.EnvConfig)", describe_value(value))]
         )
+    try:
+        check_env_config(value)  # the counts and timeout make_env refuses; the tasks are checked by building it
+    except EnvConfigError as error:  # its message starts with the field: "env.num_envs must be >= 1, ..."
+        field = str(error).split(" ", 1)[0].removeprefix("env.")
+        path, found = (
+            (f"{attribute.name}.{field}", describe_value(getattr(value, field)))
+            if hasattr(value, field)
+            else (attribute.name, "an env section")
+        )
+        raise ConfigError([ConfigProblem(path, "a value every env runs with", found, str(error))]) from None
     if value.name not in ENVIRONMENTS:
         names = ", ".join(sorted(ENVIRONMENTS)) or "none registered: import the module that registers yours"
         raise ConfigError(
@@ -288,6 +306,7 @@ class RunConfig:
             async_problems,
             reward_problems,
             _batch_problems,
+            algorithm_batch_problems,
         )
         problems = [problem for check in checks for problem in check(self)]
         if problems:

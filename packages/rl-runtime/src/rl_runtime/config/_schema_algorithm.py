@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from rl_core.advantages import ADVANTAGE_ESTIMATORS
+from rl_core.advantages import ADVANTAGE_ESTIMATORS, check_advantage_params
 from rl_core.kl import KL_ESTIMATORS
 from rl_core.losses import (
     AGGREGATIONS,
@@ -78,7 +78,9 @@ class KLMode(enum.Enum):
     NONE = "none"
     """Not at all (the reference log-probs are still computed when the pipeline asks for them)."""
     IN_REWARD = "in_reward"
-    """As a per-token penalty subtracted from the rewards before the advantages (verl `use_kl_in_reward`)."""
+    """As a per-token penalty subtracted from the rewards before the advantages (verl `use_kl_in_reward`). It needs
+    the reference log-probs before the advantages: a pipeline file whose compute_ref_log_prob node runs before
+    compute_advantage (the built-in pipelines compute them after, and are refused with it when the config loads)."""
     AS_LOSS = "as_loss"
     """As a loss term added to the policy loss (verl `use_kl_loss`, GRPO's choice)."""
 
@@ -88,7 +90,8 @@ class KLConfig:
     """The KL to the reference policy."""
 
     mode: KLMode = attrs.field(default=KLMode.AS_LOSS, validator=of_type(KLMode))
-    """"none", "in_reward" or "as_loss"."""
+    """"none", "in_reward" (a pipeline file computing the reference log-probs before the advantages; refused with the
+    built-in pipelines) or "as_loss"."""
     estimator: str = attrs.field(default="low_var_kl", validator=registered_name(KL_ESTIMATORS, "KL estimator"))
     """Per-token KL estimator (rl_core.kl.KL_ESTIMATORS: k1, k2, k3/low_var_kl, abs, mse, ...)."""
     coef: float = attrs.field(default=_DEFAULT_KL_COEF, validator=number_in(0))
@@ -96,7 +99,8 @@ class KLConfig:
     target: float | None = attrs.field(default=None, validator=optional(number_in(0, low_open=True)))
     """Target KL of the adaptive controller; null keeps `coef` fixed."""
     horizon: int = attrs.field(default=_DEFAULT_KL_HORIZON, validator=int_at_least(1))
-    """Samples over which the adaptive controller adapts the coefficient."""
+    """Samples over which the adaptive controller adapts the coefficient; above 0.2 x one rank's samples per step
+    (checked when the config loads), so no update can drive the coefficient to 0."""
 
 
 @attrs.frozen
@@ -210,6 +214,20 @@ def _check_policy_loss_values(instance: AlgorithmConfig, attribute: attrs.Attrib
         ) from error
 
 
+def _check_adv_values(instance: AlgorithmConfig, attribute: attrs.Attribute[Any], value: object) -> None:
+    """The estimator accepts the values of `adv_params` (names and types are `params_for`'s check); the group size
+    `batch.samples_per_prompt` is checked with the batch (`_schema_algorithm_batch`)."""
+    try:
+        check_advantage_params(instance.adv_estimator, dict(value))  # type: ignore[arg-type]  # params_for checked it
+    except ValueError as error:
+        raise config_error(
+            attribute.name,
+            f"parameters advantage estimator {instance.adv_estimator!r} accepts",
+            value,
+            f"{error.__cause__ or error}; change the value or remove it to keep the estimator's default",
+        ) from error
+
+
 @attrs.frozen
 class AlgorithmConfig:
     """The RL algorithm: how advantages are estimated and what loss the policy minimises."""
@@ -219,9 +237,11 @@ class AlgorithmConfig:
     )
     """Advantage estimator (rl_core.advantages.ADVANTAGE_ESTIMATORS: grpo, rloo, gae, reinforce_plus_plus, ...)."""
     adv_params: dict[str, Scalar] = attrs.field(
-        factory=dict, validator=params_for(ADVANTAGE_ESTIMATORS, "adv_estimator", "advantage estimator")
+        factory=dict,
+        validator=[params_for(ADVANTAGE_ESTIMATORS, "adv_estimator", "advantage estimator"), _check_adv_values],
     )
-    """Keyword parameters of the estimator (grpo: norm_by_std, epsilon; gae: gamma, lam); unset ones keep defaults."""
+    """Keyword parameters of the estimator (grpo: norm_by_std, epsilon; gae: gamma, lam); unset ones keep defaults. A
+    value the estimator refuses (or a group size, `batch.samples_per_prompt`) is refused when the config loads."""
     policy_loss: str = attrs.field(
         default=AUTO_POLICY_LOSS,
         validator=registered_name(POLICY_LOSSES, "policy loss", extra=(AUTO_POLICY_LOSS,)),

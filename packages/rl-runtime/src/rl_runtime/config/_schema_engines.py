@@ -6,7 +6,8 @@ settings that would contradict those decisions:
 - a cosine schedule's length: `schedule.total_steps` null means the run's training steps;
 - the value head: the critic gets one, the actor and the reference do not;
 - the reference is frozen: no optimizer of its own; a null `reference` is the actor's engine config,
-  frozen (`reference_engine_config`).
+  frozen (`reference_engine_config`); the actor and the critic are trained, so they need one;
+- FSDP2 CPU offload moves shards off a CUDA device, so it needs `placement.device` to be one.
 """
 
 from __future__ import annotations
@@ -14,16 +15,27 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+import torch
+
 from rl_engines.training import OffloadConfig, OptimizerConfig, ScheduleConfig, TrainEngineConfig
 from rl_runtime.config._errors import ConfigProblem, describe_value
+from rl_runtime.config._schema_sections import DeviceKind
 
 if TYPE_CHECKING:
     from rl_runtime.config._schema import RunConfig
 
 ENGINE_SECTIONS = ("actor", "critic", "reference")
 """The run-config sections that hold a `TrainEngineConfig`."""
+TRAINED_SECTIONS = ("actor", "critic")
+"""The engine sections the run trains (the reference is frozen)."""
 _AUTO_DEVICE = "auto"
 _COSINE = "cosine"
+
+
+def on_gpu(config: RunConfig) -> bool:
+    """Whether `config`'s slots are GPUs: `placement.device` cuda, or auto with CUDA visible here."""
+    device = config.placement.device
+    return device is DeviceKind.CUDA or (device is DeviceKind.AUTO and torch.cuda.is_available())
 
 
 def engine_sections(config: RunConfig) -> list[tuple[str, TrainEngineConfig]]:
@@ -94,6 +106,38 @@ def _reference_problems(config: RunConfig) -> list[ConfigProblem]:
     return problems
 
 
+def _optimizer_problems(config: RunConfig) -> list[ConfigProblem]:
+    # The roles refuse a frozen engine when the workers build them (RoleConfigError); refused here instead.
+    return [
+        ConfigProblem(
+            f"{name}.optimizer",
+            f"optimizer settings: the {name} is trained (a null optimizer builds a frozen engine, for the reference)",
+            "null",
+            f"remove {name}.optimizer: null to train with the default AdamW, or set {name}.optimizer.lr",
+        )
+        for name, section in engine_sections(config)
+        if name in TRAINED_SECTIONS and section.optimizer is None
+    ]
+
+
+def _offload_problems(config: RunConfig) -> list[ConfigProblem]:
+    # The engine refuses the offload off CUDA when it is built in the worker (TrainConfigError); refused here instead.
+    if on_gpu(config):
+        return []
+    device = config.placement.device.value
+    return [
+        ConfigProblem(
+            f"{name}.offload.fsdp_cpu_offload",
+            f"false with placement.device={device!r}{' (no CUDA device visible)' if device == 'auto' else ''}: the "
+            "offload moves FSDP2 shards from a CUDA device to the CPU",
+            "true",
+            f"remove {name}.offload.fsdp_cpu_offload, or run on CUDA (placement.device=cuda)",
+        )
+        for name, section in engine_sections(config)
+        if section.offload.fsdp_cpu_offload
+    ]
+
+
 def _schedule_problems(config: RunConfig, run_steps: int | None) -> list[ConfigProblem]:
     problems = []
     for name, section in engine_sections(config):
@@ -131,6 +175,8 @@ def engine_problems(config: RunConfig) -> list[ConfigProblem]:
         *_device_problems(config),
         *_value_head_problems(config),
         *_reference_problems(config),
+        *_optimizer_problems(config),
+        *_offload_problems(config),
         *_schedule_problems(config, config.trainer.total_steps),
         *_budget_problems(config, longest),
     ]

@@ -14,23 +14,30 @@ from __future__ import annotations
 import dataclasses
 import enum
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-import torch
-
 from rl_core.workflows import WorkflowLoadError, load_workflow
-from rl_engines.rollout import InvalidRequestError, missing_engine_extra
+from rl_engines.rollout import (
+    HFEngineConfig,
+    InvalidRequestError,
+    RolloutEngineSpec,
+    hf_engine_config,
+    missing_engine_extra,
+)
 from rl_runtime.config._errors import ConfigProblem
+from rl_runtime.config._schema_engines import on_gpu
 from rl_runtime.config._schema_rewards import policy_slots
-from rl_runtime.config._schema_sections import DeviceKind, WeightSyncKind
+from rl_runtime.config._schema_sections import WeightSyncKind
 
 if TYPE_CHECKING:
     from rl_runtime.config._schema import RunConfig
 
 SERVER_ENGINE = "server"
 """The rollout engine that talks to rollout servers over HTTP."""
+HF_ENGINE = "hf"
+"""The in-process transformers rollout engine."""
 _LOCAL_HOSTS = ("localhost",)
 
 
@@ -62,15 +69,10 @@ def engine_location(config: RunConfig) -> EngineLocation:
     return EngineLocation.REMOTE_SERVER
 
 
-def _on_gpu(config: RunConfig) -> bool:
-    device = config.placement.device
-    return device is DeviceKind.CUDA or (device is DeviceKind.AUTO and torch.cuda.is_available())
-
-
 def weight_sync_transports(config: RunConfig) -> tuple[WeightSyncKind, ...]:
     """The transports `config`'s rollout engine placement allows, fastest first."""
     location = engine_location(config)
-    same_device_group = () if _on_gpu(config) else (WeightSyncKind.BROADCAST,)
+    same_device_group = () if on_gpu(config) else (WeightSyncKind.BROADCAST,)
     if location is EngineLocation.IN_PROCESS:
         return (WeightSyncKind.REFERENCE, WeightSyncKind.SHARED_MEMORY, *same_device_group, WeightSyncKind.DISK)
     if location is EngineLocation.LOCAL_SERVER:
@@ -85,17 +87,18 @@ def resolve_weight_sync(config: RunConfig) -> WeightSyncKind:
     return config.rollout.weight_sync
 
 
-def _server_settings_problems(settings: Mapping[str, Any]) -> list[ConfigProblem]:
-    """The "server" engine's `rollout.engine_kwargs` it would refuse at worker start, refused now instead."""
-    from rl_engines.remote import ServerEngineConfig
-
-    known = sorted(field.name for field in dataclasses.fields(ServerEngineConfig))
+def _settings_problems(
+    engine: str, owner: type, settings: Mapping[str, Any], build: Callable[[str, Any], object]
+) -> list[ConfigProblem]:
+    """The `rollout.engine_kwargs` of `engine` that its config class `owner` would refuse at worker start, refused now:
+    unknown keys, then each value as `build(name, value)` (the engine's own config with that one setting) takes it."""
+    known = sorted(field.name for field in dataclasses.fields(owner))  # type: ignore[arg-type]  # a dataclass
     unknown = sorted(set(settings) - set(known))
     if unknown:
         return [
             ConfigProblem(
                 "rollout.engine_kwargs",
-                f"settings of the server engine: {', '.join(known)}",
+                f"settings of the {engine} engine: {', '.join(known)}",
                 ", ".join(unknown),
                 "remove or rename them",
             )
@@ -103,17 +106,44 @@ def _server_settings_problems(settings: Mapping[str, Any]) -> list[ConfigProblem
     problems = []
     for name, value in settings.items():
         try:
-            ServerEngineConfig(**{name: value})
-        except (InvalidRequestError, TypeError) as error:
+            build(name, value)
+        except (InvalidRequestError, TypeError, ValueError) as error:
             problems.append(
                 ConfigProblem(
                     f"rollout.engine_kwargs.{name}",
-                    "a value the server engine accepts",
+                    f"a value the {engine} engine accepts",
                     repr(value),
-                    str(error).replace("ServerEngineConfig.", "rollout.engine_kwargs."),
+                    str(error).replace(f"{owner.__name__}.", "rollout.engine_kwargs."),
                 )
             )
     return problems
+
+
+def _server_settings_problems(settings: Mapping[str, Any]) -> list[ConfigProblem]:
+    """The "server" engine's `rollout.engine_kwargs` it would refuse at worker start, refused now instead."""
+    from rl_engines.remote import ServerEngineConfig
+
+    return _settings_problems(
+        "server", ServerEngineConfig, settings, lambda name, value: ServerEngineConfig(**{name: value})
+    )
+
+
+def _hf_settings_problems(config: RunConfig) -> list[ConfigProblem]:
+    """The "hf" engine's `rollout.engine_kwargs` it would refuse at worker start, refused now: each one is handed to
+    the engine's builder (`hf_engine_config`) with the dtype, device and seed the run gives it."""
+    precision = config.actor.precision
+
+    def build(name: str, value: Any) -> object:
+        spec = RolloutEngineSpec(
+            hf_config=None,
+            dtype=precision.compute_dtype or precision.param_dtype,
+            device="cuda" if on_gpu(config) else "cpu",
+            seed=config.trainer.seed,
+            engine_kwargs={name: value},
+        )
+        return hf_engine_config(spec)
+
+    return _settings_problems(HF_ENGINE, HFEngineConfig, config.rollout.engine_kwargs, build)
 
 
 def rollout_problems(config: RunConfig) -> list[ConfigProblem]:
@@ -126,6 +156,8 @@ def rollout_problems(config: RunConfig) -> list[ConfigProblem]:
         )
     if rollout.engine == SERVER_ENGINE and missing is None:
         problems += _server_settings_problems(rollout.engine_kwargs)
+    if rollout.engine == HF_ENGINE and config.env is None:  # an embodied run samples from its VLA policy instead
+        problems += _hf_settings_problems(config)
     if rollout.servers and rollout.engine != SERVER_ENGINE:
         problems.append(
             ConfigProblem(
@@ -163,7 +195,7 @@ def rollout_problems(config: RunConfig) -> list[ConfigProblem]:
         problems.append(
             ConfigProblem(
                 "rollout.weight_sync",
-                f"a transport that reaches an engine {where} on {'GPU' if _on_gpu(config) else 'CPU'}: {names}",
+                f"a transport that reaches an engine {where} on {'GPU' if on_gpu(config) else 'CPU'}: {names}",
                 rollout.weight_sync.value,
                 f"use auto (here {allowed[0].value}) or one of {names}",
             )

@@ -13,7 +13,7 @@ import attrs
 from rl_coordinator.loading import datasets_installed, needs_datasets
 from rl_core import nearest_name
 from rl_engines.rollout import ROLLOUT_ENGINES
-from rl_runtime.config._errors import config_error
+from rl_runtime.config._errors import ConfigError, config_error
 from rl_runtime.config._validators import (
     int_at_least,
     non_empty_str,
@@ -23,7 +23,7 @@ from rl_runtime.config._validators import (
     registered_name,
     registered_names,
 )
-from rl_runtime.metrics import LOG_SINKS
+from rl_runtime.metrics import LOG_SINKS, missing_sink_extra
 
 UNWIRED_ROLLOUT_ENGINES = {
     "sglang": (
@@ -169,6 +169,18 @@ def _check_top_k(_: object, attribute: attrs.Attribute[Any], value: object) -> N
         raise config_error(attribute.name, "-1 (disabled) or an int >= 1", value)
 
 
+_check_positive = number_in(0, low_open=True)
+
+
+def _check_temperature(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # The actor and reference roles refuse a temperature of 0 when the workers build them; refused here instead.
+    try:
+        _check_positive(instance, attribute, value)
+    except ConfigError as error:
+        fix = "set one > 0 (1.0 samples the model as it is); greedy decoding is for validation: val_temperature=0"
+        raise ConfigError([attrs.evolve(problem, fix=fix) for problem in error.problems]) from None
+
+
 @attrs.frozen
 class RolloutConfig:
     """How responses are sampled (the group size is `batch.samples_per_prompt`)."""
@@ -185,8 +197,9 @@ class RolloutConfig:
     """"auto", "reference", "shared_memory", "disk" or "broadcast": how weights reach the engine after an update;
     a transport the engine's placement cannot use is refused at load time. Under split placement the weights
     cross from the training slots to each rollout slot by broadcast first; this is the last hop, into its engine."""
-    temperature: float = attrs.field(default=1.0, validator=number_in(0))
-    """Sampling temperature; 0 is greedy."""
+    temperature: float = attrs.field(default=1.0, validator=_check_temperature)
+    """Sampling temperature, > 0: the actor and the reference divide their logits by it to score the samples
+    (greedy validation is `val_temperature` 0)."""
     top_p: float = attrs.field(default=1.0, validator=number_in(0, 1, low_open=True))
     """Nucleus sampling mass; 1 disables it."""
     top_k: int = attrs.field(default=_TOP_K_DISABLED, validator=_check_top_k)
@@ -290,6 +303,14 @@ def _check_resume(_: object, attribute: attrs.Attribute[Any], value: object) -> 
         )
 
 
+def _check_sink_packages(_: object, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    # The sinks import their packages when the run builds them, after the workers start; refused here instead.
+    for index, name in enumerate(value):
+        missing = missing_sink_extra(name)
+        if missing is not None:
+            raise config_error(f"{attribute.name}.{index}", "a log sink whose package is installed", name, missing)
+
+
 @attrs.frozen
 class TrainerConfig:
     """The training loop: its length, validation, checkpoints, resumption and logging."""
@@ -312,8 +333,11 @@ class TrainerConfig:
     """Folder of checkpoints and logs; one run at a time holds it (a lock file names the holder's pid and host)."""
     take_over: bool = attrs.field(default=False, validator=of_type(bool))
     """Start even though another live run holds `output_dir`'s lock; both then write there, so stop it first."""
-    log_sinks: tuple[str, ...] = attrs.field(default=("console",), validator=registered_names(LOG_SINKS, "log sink"))
-    """Where metrics go: any of console, jsonl, tensorboard, wandb, mlflow."""
+    log_sinks: tuple[str, ...] = attrs.field(
+        default=("console",), validator=[registered_names(LOG_SINKS, "log sink"), _check_sink_packages]
+    )
+    """Where metrics go: any of console, jsonl, tensorboard, wandb, mlflow (a sink whose package is not installed is
+    refused when the config loads)."""
     project_name: str = attrs.field(default="rl", validator=non_empty_str)
     """Project name shown by the tracking sinks (wandb, mlflow)."""
     experiment_name: str = attrs.field(default="run", validator=non_empty_str)

@@ -16,7 +16,7 @@ from rl_runtime.metrics import _sink_console, _sink_jsonl, _sink_mlflow, _sink_t
 from rl_runtime.metrics._errors import MetricsError, MissingExtraError
 from rl_runtime.metrics._logger import MetricsLogger
 from rl_runtime.metrics._reduce import reduce_rank_metrics
-from rl_runtime.metrics._sink import LOG_SINKS, MetricSink, SinkContext, register_sink
+from rl_runtime.metrics._sink import LOG_SINKS, MetricSink, SinkContext, missing_sink_extra, register_sink
 from rl_runtime.metrics._sink_jsonl import read_metrics_jsonl
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "MetricsLogger",
     "MissingExtraError",
     "SinkContext",
+    "missing_sink_extra",
     "read_metrics_jsonl",
     "reduce_rank_metrics",
     "register_sink",

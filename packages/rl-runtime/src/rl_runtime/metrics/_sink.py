@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -82,6 +83,20 @@ LOG_SINKS: dict[str, SinkFactory] = {}
 """Sink factories by the name `trainer.log_sinks` lists."""
 register_sink = registrar(LOG_SINKS, "log sink")
 """`@register_sink("name")` on a `SinkFactory` makes the sink available by that name."""
+
+
+SINK_EXTRAS: dict[str, tuple[str, str]] = {}
+"""For each optional sink, the package it imports first when built and the rl-runtime extra that provides it."""
+
+
+def missing_sink_extra(name: str) -> str | None:
+    """None when log sink `name`'s optional package is installed (or it needs none), else the message the sink would
+    raise when built (the package and the pip install that provides it); found without importing the package."""
+    needed = SINK_EXTRAS.get(name)
+    if needed is None or importlib.util.find_spec(needed[0]) is not None:
+        return None
+    module, extra = needed
+    return str(missing_extra(name, module, extra))
 
 
 def build_sink(name: str, context: SinkContext) -> MetricSink:

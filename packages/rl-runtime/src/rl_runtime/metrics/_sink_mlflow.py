@@ -9,7 +9,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rl_runtime.metrics._sink import SinkContext, flatten, import_extra, register_sink
+from rl_runtime.metrics._sink import SINK_EXTRAS, SinkContext, flatten, import_extra, register_sink
+
+_PACKAGE = "mlflow"
+_EXTRA = "mlflow"
+"""The package this sink imports when built, and the rl-runtime extra that provides it."""
+SINK_EXTRAS["mlflow"] = (_PACKAGE, _EXTRA)
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +87,7 @@ def mlflow_sink(context: SinkContext) -> MlflowSink:
     The default file store needs MLflow's opt-in `MLFLOW_ALLOW_FILE_STORE=true`, which this sets in the process
     environment when unset.
     """
-    import_extra("mlflow", "mlflow", "mlflow")  # the distribution first: its submodules may be cached already
+    import_extra(_PACKAGE, "mlflow", _EXTRA)  # the distribution first: its submodules may be cached already
     tracking = import_extra("mlflow.tracking", "mlflow", "mlflow")
     entities = import_extra("mlflow.entities", "mlflow", "mlflow")
     context.run_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rl_runtime.metrics._sink import SinkContext, import_extra, register_sink
+from rl_runtime.metrics._sink import SINK_EXTRAS, SinkContext, import_extra, register_sink
+
+_PACKAGE = "tensorboard"
+_EXTRA = "tensorboard"
+"""The package this sink imports when built, and the rl-runtime extra that provides it."""
+SINK_EXTRAS["tensorboard"] = (_PACKAGE, _EXTRA)
 
 TENSORBOARD_DIR_NAME = "tensorboard"
 
@@ -31,7 +36,7 @@ class TensorboardSink:
 def tensorboard_sink(context: SinkContext) -> TensorboardSink:
     """A `TensorboardSink` writing `run_dir/tensorboard`; a resumed run hides events from its discarded steps."""
     # torch.utils.tensorboard needs the tensorboard package; check for it first so the error names the extra.
-    import_extra("tensorboard", "tensorboard", "tensorboard")
+    import_extra(_PACKAGE, "tensorboard", _EXTRA)
     summary = import_extra("torch.utils.tensorboard", "tensorboard", "tensorboard")
     # purge_step makes TensorBoard drop events at or after the resume step that an interrupted run wrote.
     purge_step = context.start_step + 1 if context.start_step > 0 else None

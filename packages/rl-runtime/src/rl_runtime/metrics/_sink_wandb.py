@@ -8,7 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rl_runtime.metrics._sink import SinkContext, import_extra, register_sink
+from rl_runtime.metrics._sink import SINK_EXTRAS, SinkContext, import_extra, register_sink
+
+_PACKAGE = "wandb"
+_EXTRA = "wandb"
+"""The package this sink imports when built, and the rl-runtime extra that provides it."""
+SINK_EXTRAS["wandb"] = (_PACKAGE, _EXTRA)
 
 WANDB_ID_FILE_NAME = "wandb_run_id"
 """Holds the run's wandb id so a resumed run continues the same wandb run."""
@@ -45,7 +50,7 @@ def _run_id(context: SinkContext) -> str:
 @register_sink("wandb")
 def wandb_sink(context: SinkContext) -> WandbSink:
     """A `WandbSink` in `context.wandb_mode`; a resumed run continues the wandb run of its first start."""
-    wandb = import_extra("wandb", "wandb", "wandb")
+    wandb = import_extra(_PACKAGE, "wandb", _EXTRA)
     context.run_dir.mkdir(parents=True, exist_ok=True)
     run = wandb.init(
         project=context.project_name,

@@ -1,0 +1,125 @@
+"""Load-time checks of the algorithm section against the batch sizes and the pipeline, asked of the components
+themselves where they can be: the advantage estimator with groups of `batch.samples_per_prompt`, the in-reward KL
+penalty against where the pipeline computes the reference log-probs, and the adaptive KL controller with the samples
+one rank's advantage node feeds it per step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from rl_core.advantages import check_advantage_params
+from rl_core.graph import TaskGraph, get_pipeline
+from rl_core.kl import AdaptiveKLController
+from rl_runtime.config._errors import ConfigProblem
+from rl_runtime.config._schema_algorithm import KLMode
+from rl_runtime.config._schema_rewards import policy_slots
+
+if TYPE_CHECKING:
+    from rl_runtime.config._schema import RunConfig
+
+ADVANTAGE_OPERATION = "compute_advantage"
+"""The node operation that applies the in-reward KL penalty before the advantages."""
+REFERENCE_OPERATION = "compute_ref_log_prob"
+"""The node operation that adds the reference log-probs the penalty reads."""
+_MIN_SPLIT_SLOTS = 2
+"""Split placement keeps at least one slot for the rollout."""
+
+
+def group_size_problems(config: RunConfig) -> list[ConfigProblem]:
+    """The advantage estimator refuses groups of `batch.samples_per_prompt` (pass@k needs two samples per group)."""
+    algorithm, size = config.algorithm, config.batch.samples_per_prompt
+    try:
+        check_advantage_params(algorithm.adv_estimator, algorithm.adv_params, group_size=size)
+    except ValueError as error:
+        expected = f"a group size advantage estimator {algorithm.adv_estimator!r} accepts"
+        fix = f"{error.__cause__ or error}; raise batch.samples_per_prompt or pick another algorithm.adv_estimator"
+        return [ConfigProblem("batch.samples_per_prompt", expected, str(size), fix)]
+    return []
+
+
+def run_graph(config: RunConfig) -> TaskGraph | None:
+    """The pipeline `config` runs: a built-in, or its pipeline file when it reads here (None when it does not: the
+    runtime names what is wrong with the file when it loads the pipeline)."""
+    from rl_runtime.config._schema import is_pipeline_file  # the schema imports this module
+
+    if not is_pipeline_file(config.pipeline):
+        return get_pipeline(config.pipeline)
+    try:
+        return TaskGraph.from_dict(yaml.safe_load(Path(config.pipeline).read_text()))
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):  # GraphError is a ValueError
+        return None
+
+
+def kl_in_reward_problems(config: RunConfig) -> list[ConfigProblem]:
+    """`kl.mode=in_reward` with a pipeline whose advantage node runs before its reference log-probs: the node refuses
+    the batch (StepDataError) at the first step. The built-in pipelines all compute them after the advantages."""
+    if config.algorithm.kl.mode is not KLMode.IN_REWARD:
+        return []
+    graph = run_graph(config)
+    if graph is None:
+        return []
+    nodes = graph.nodes
+    early = [
+        node_id
+        for node_id, node in nodes.items()
+        if node.operation == ADVANTAGE_OPERATION
+        and not any(nodes[ancestor].operation == REFERENCE_OPERATION for ancestor in graph.ancestors(node_id))
+    ]
+    if not early:
+        return []
+    expected = (
+        f"'none' or 'as_loss' with pipeline {config.pipeline!r}: the in-reward penalty needs the reference log-probs "
+        f"before the advantages, but its {', '.join(map(repr, early))} node runs before any {REFERENCE_OPERATION} node"
+    )
+    fix = (
+        "set algorithm.kl.mode=as_loss (the KL as a loss term, GRPO's choice), or use a pipeline file whose "
+        f"{REFERENCE_OPERATION} node runs before {ADVANTAGE_OPERATION}"
+    )
+    return [ConfigProblem("algorithm.kl.mode", expected, "'in_reward'", fix)]
+
+
+def _fewest_samples_per_rank(config: RunConfig) -> int | None:
+    """The fewest samples one rank's advantage node can hold per step: the step's samples over the most ranks it may
+    span (every policy slot colocated, all but one split); None when a node may filter samples out first (or the
+    pipeline file does not read)."""
+    from rl_runtime.config._schema import EMBODIED_SAMPLING_OPERATION  # the schema imports this module
+
+    graph = run_graph(config)
+    # The embodied success-rate band may leave a rank fewer samples than the batch plan's.
+    if graph is None or EMBODIED_SAMPLING_OPERATION in {node.operation for node in graph.nodes.values()}:
+        return None
+    slots = policy_slots(config)
+    ranks = slots if config.placement.colocate else slots - 1
+    if ranks < 1 or (not config.placement.colocate and slots < _MIN_SPLIT_SLOTS):
+        return None  # the placement checks name the slots
+    return max(1, config.batch.prompts_per_step * config.batch.samples_per_prompt // ranks)
+
+
+def kl_horizon_problems(config: RunConfig) -> list[ConfigProblem]:
+    """The adaptive KL controller refuses one step's update: `kl.horizon` must exceed 0.2 x the samples per update."""
+    kl = config.algorithm.kl
+    if kl.mode is not KLMode.IN_REWARD or kl.target is None:
+        return []
+    samples = _fewest_samples_per_rank(config)
+    if samples is None:
+        return []
+    controller = AdaptiveKLController(kl.coef, kl.target, kl.horizon)
+    try:
+        controller.update(kl.target, samples)
+    except ValueError as error:
+        expected = (
+            f"a horizon the adaptive KL controller accepts for an update of {samples} samples (one rank's share of "
+            "batch.prompts_per_step x batch.samples_per_prompt)"
+        )
+        fix = f"the controller says: {error}; raise algorithm.kl.horizon"
+        return [ConfigProblem("algorithm.kl.horizon", expected, str(kl.horizon), fix)]
+    return []
+
+
+def algorithm_batch_problems(config: RunConfig) -> list[ConfigProblem]:
+    """Every setting of the algorithm that the component using it refuses with the run's batch sizes."""
+    in_reward = kl_in_reward_problems(config)
+    return [*group_size_problems(config), *in_reward, *([] if in_reward else kl_horizon_problems(config))]
