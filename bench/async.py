@@ -62,7 +62,7 @@ from rl_engines.rollout import InferenceEngine, SamplingParams
 from rl_recipes.cli import main as cli_main
 from rl_runtime.nodes import NodeResources, PromptItem
 from rl_runtime.nodes._continuous import GenerationPool, continuous_rollouts
-from rl_runtime.nodes._generate import PromptRequests, encode_rows, generate_groups, prompt_requests
+from rl_runtime.nodes._generate import PromptRequests, generate_groups, next_prompts, prompt_requests
 from rl_runtime.workers import NODE_OPERATIONS, NodeContext, StepData
 
 RUNS = (("step", 0), ("step", 1), ("step", 2), ("continuous", 1), ("continuous", 2))
@@ -96,8 +96,7 @@ def heavy_tailed_generate(ctx: NodeContext[NodeResources], inputs: Mapping[str, 
     res, config = ctx.resources, ctx.resources.config
     assert res.rollout is not None and res.prompts is not None, "runs on the rollout slots"
     start = time.perf_counter()
-    batch = next(res.prompts)
-    items = encode_rows(res.task, batch.rows, batch.locations, config.data.max_prompt_length)
+    items = next_prompts(res)
     n = config.batch.samples_per_prompt
     groups = prompt_requests(
         items,
