@@ -28,6 +28,7 @@ from rl_engines._llama_family import (
     padded_pattern,
     queries_and_keys,
     rms_norm,
+    rotary,
     rotate,
     unsupported,
 )
@@ -227,7 +228,7 @@ class FastDecoder:
         head_dim, eps = self._head_dim, self._eps
         hidden = F.embedding(ids, self._embedding)
         cos, sin = self._rotary(hidden, positions)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        cos, sin = rotary(cos.unsqueeze(1), sin.unsqueeze(1))
         allowed = padded_pattern(mask).unsqueeze(1)
         keys, values = [], []
         for layer in self._layers:
@@ -268,7 +269,7 @@ class FastDecoder:
         does when rows leave the batch."""
         rows, head_dim, eps = tokens.shape[0], self._head_dim, self._eps
         hidden = F.embedding(tokens, self._embedding)
-        cos, sin = self._rotary(hidden, positions.unsqueeze(-1))
+        cos, sin = rotary(*self._rotary(hidden, positions.unsqueeze(-1)))
         column = state.append()
         bias = state.bias[:, None, None, : column + 1]
         cache_rows = state.bias.shape[0]
