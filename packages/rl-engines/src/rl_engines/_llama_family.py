@@ -159,11 +159,21 @@ def config_head_dim(config: LlamaFamilyConfig) -> int:
     return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
 
 
+def rotary(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's rotary tables `cos, sin: (..., D)` as `rotate` takes them: `sin` with its first half negated.
+
+    transformers rotates as `x * cos + rotate_half(x) * sin` with `rotate_half(x) = cat(-x2, x1)`; moving that sign
+    onto the table (once per forward or decode step, not once per layer and tensor) leaves a plain half-swap, one
+    `roll`. Exact: `(-a) * b == a * (-b)` in IEEE arithmetic, so every rotated value keeps its bits."""
+    half = sin.shape[-1] // 2
+    return cos, torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+
+
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary position embedding of `x: (B, H, D)` with `cos, sin: (B, 1, D)`, or of `x: (B, H, W, D)` with `cos,
-    sin: (B, 1, W, D)`."""
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+    sin: (B, 1, W, D)`; `cos, sin` as `rotary` gives them. Bitwise transformers' `apply_rotary_pos_emb`, in four
+    ops instead of seven (the step runs it twice per layer)."""
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
 
 
 def causal_pattern(queries: int, keys: int, device: torch.device) -> torch.Tensor:

@@ -34,8 +34,8 @@ _GROUP_WORDS = 2**22
 """Tensors of at most `_CHUNK` words are summed together, up to this many words (32 MiB of int64) per pass: one
 pass of a few ops instead of five ops per tensor, most of a small model's checksum time."""
 _GROUP_LAYOUTS = 8
-"""Layouts (device and tensor sizes) whose weight and segment tensors are kept: a sync checksums the same ones."""
-_layout_cache: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
+"""Layouts (device and tensor sizes) whose weight tensors are kept: a sync checksums the same ones."""
+_layout_cache: OrderedDict[tuple, torch.Tensor] = OrderedDict()
 
 
 def _weights(device: torch.device) -> torch.Tensor:
@@ -71,8 +71,8 @@ def _words(tensor: torch.Tensor) -> torch.Tensor:
     return (flat.view(torch.uint8) if flat.dtype == torch.bool else flat).view(_WORD_DTYPE[width])
 
 
-def _group_layout(device: torch.device, sizes: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """For tensors of `sizes` words laid end to end: each word's weight and the index of its tensor."""
+def _group_layout(device: torch.device, sizes: tuple[int, ...]) -> torch.Tensor:
+    """For tensors of `sizes` words laid end to end: each word's weight."""
     key = (device, sizes)
     layout = _layout_cache.get(key)
     if layout is None:
@@ -80,7 +80,7 @@ def _group_layout(device: torch.device, sizes: tuple[int, ...]) -> tuple[torch.T
         owner = torch.repeat_interleave(torch.arange(len(sizes), device=device), counts)
         starts = torch.cumsum(counts, dim=0) - counts
         position = torch.arange(int(counts.sum()), device=device) - starts[owner]
-        layout = _layout_cache[key] = (_weights(device)[position], owner)
+        layout = _layout_cache[key] = _weights(device)[position]
         while len(_layout_cache) > _GROUP_LAYOUTS:
             _layout_cache.popitem(last=False)
     _layout_cache.move_to_end(key)
@@ -88,10 +88,13 @@ def _group_layout(device: torch.device, sizes: tuple[int, ...]) -> tuple[torch.T
 
 
 def _group_checksums(words: list[torch.Tensor], mask: int) -> list[int]:
-    """`tensor_checksum` of word tensors of one device and width, each of at most `_CHUNK` words, in one pass."""
-    weights, owner = _group_layout(words[0].device, tuple(w.numel() for w in words))
-    products = torch.cat(words).to(torch.int64).bitwise_and_(mask).mul_(weights)
-    sums = torch.zeros(len(words), dtype=torch.int64, device=products.device).index_add_(0, owner, products)
+    """`tensor_checksum` of word tensors of one device and width, each of at most `_CHUNK` words, in one pass.
+
+    Each tensor's products are summed by a plain `sum` over its slice: the same exact integers as one `index_add_`
+    over all of them into per-tensor slots, which took a third of a small model's checksum time."""
+    sizes = tuple(w.numel() for w in words)
+    products = torch.cat(words).to(torch.int64).bitwise_and_(mask).mul_(_group_layout(words[0].device, sizes))
+    sums = torch.stack([part.sum() for part in products.split(sizes)])
     return [total % _MOD for total in sums.tolist()]
 
 

@@ -28,6 +28,7 @@ from rl_engines._llama_family import (
     padded_pattern,
     queries_and_keys,
     rms_norm,
+    rotary,
     rotate,
     unsupported,
 )
@@ -227,7 +228,7 @@ class FastDecoder:
         head_dim, eps = self._head_dim, self._eps
         hidden = F.embedding(ids, self._embedding)
         cos, sin = self._rotary(hidden, positions)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        cos, sin = rotary(cos.unsqueeze(1), sin.unsqueeze(1))
         allowed = padded_pattern(mask).unsqueeze(1)
         keys, values = [], []
         for layer in self._layers:
@@ -268,24 +269,29 @@ class FastDecoder:
         does when rows leave the batch."""
         rows, head_dim, eps = tokens.shape[0], self._head_dim, self._eps
         hidden = F.embedding(tokens, self._embedding)
-        cos, sin = self._rotary(hidden, positions.unsqueeze(-1))
+        cos, sin = rotary(*self._rotary(hidden, positions.unsqueeze(-1)))
         column = state.append()
-        bias = state.bias[:, None, None, : column + 1]
-        cache_rows = state.bias.shape[0]
+        width = column + 1
+        bias = state.bias[:, None, None, :width]
+        cache_rows, kv_heads = state.bias.shape[0], state.keys[0].shape[1]
+        pairs = cache_rows * kv_heads
         for i, layer in enumerate(self._layers):
             x = rms_norm(hidden, layer.input_norm, eps)
             q, k = queries_and_keys(layer, x, (rows, -1, head_dim), eps)
             q, k, v = rotate(q, cos, sin), rotate(k, cos, sin), linear(x, layer.v).view(rows, -1, head_dim)
             if shared is not None:  # index_select: a third cheaper than indexing on these small tensors
                 q, k, v = q.index_select(0, shared[1]), k.index_select(0, shared[1]), v.index_select(0, shared[1])
-            state.keys[i][:, :, column] = k
-            state.values[i][:, :, column] = v
-            keys, values = state.keys[i][:, :, : column + 1], state.values[i][:, :, : column + 1]
-            # Each key-value head serves a group of consecutive query heads (transformers' repeat_kv).
-            q = q.view(cache_rows, keys.shape[1], -1, head_dim)
-            scores = torch.matmul(q, keys.transpose(-1, -2)).mul_(layer.scaling).add_(bias)
+            state.keys[i].select(2, column).copy_(k)
+            state.values[i].select(2, column).copy_(v)
+            # Each key-value head serves a group of consecutive query heads (transformers' repeat_kv): one product
+            # per row and key-value head over the filled columns, by `bmm` on views (what `matmul` of the 4-d views
+            # runs, without its reshaping ops around it).
+            keys = state.keys[i].flatten(0, 1).narrow(1, 0, width)
+            values = state.values[i].flatten(0, 1).narrow(1, 0, width)
+            scores = torch.bmm(q.view(pairs, -1, head_dim), keys.transpose(1, 2))
+            scores = scores.view(cache_rows, kv_heads, -1, width).mul_(layer.scaling).add_(bias)
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-            attended = torch.matmul(probs, values).view(cache_rows, -1)
+            attended = torch.bmm(probs.view(pairs, -1, width), values).view(cache_rows, -1)
             if shared is not None:
                 attended = attended.index_select(0, shared[0])
             hidden = hidden + linear(attended, layer.o)

@@ -27,6 +27,7 @@ from rl_engines._llama_family import (
     padded_pattern,
     queries_and_keys,
     rms_norm,
+    rotary,
     rotate,
 )
 from rl_engines._llama_family import unsupported as unsupported_architecture
@@ -141,7 +142,7 @@ class FastForward:
         decoder = self._model.model
         hidden = decoder.embed_tokens(input_ids)
         cos, sin = decoder.rotary_emb(hidden[None], positions[None])
-        cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)
+        cos, sin = rotary(cos[0].unsqueeze(1), sin[0].unsqueeze(1))
         tokens, eps = input_ids.shape[0], self._eps
         for layer in self._layers():
             x = rms_norm(hidden, layer.input_norm, eps)
