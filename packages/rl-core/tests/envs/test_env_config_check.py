@@ -19,8 +19,9 @@ from rl_core.envs import EnvConfig, EnvConfigError, check_env_config, make_env
 )
 def test_a_count_or_timeout_no_env_runs_with_is_named(field: str, value: float, message: str) -> None:
     config = EnvConfig(**{field: value})  # pyright: ignore[reportArgumentType]
-    with pytest.raises(EnvConfigError, match=message):
+    with pytest.raises(EnvConfigError, match=message) as raised:
         check_env_config(config)
+    assert raised.value.field == field
     with pytest.raises(EnvConfigError, match=message):  # make_env checks first, whatever the name
         make_env(config)
 

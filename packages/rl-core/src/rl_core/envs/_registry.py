@@ -27,19 +27,23 @@ register_video_embedder = registrar(VIDEO_EMBEDDERS, "video embedder")
 
 
 def check_env_config(config: EnvConfig) -> None:
-    """Raise `EnvConfigError` naming the field unless `config`'s counts and timeout are ones every env runs with
-    (`num_envs`, `max_steps`, `num_trials` >= 1, `num_workers` >= 0, `step_timeout_s` > 0). The env's own factory
-    checks the rest (its name, tasks and options) when `make_env` builds it."""
+    """Raise `EnvConfigError` naming the field (also as its `field`) unless `config`'s counts and timeout are ones
+    every env runs with (`num_envs`, `max_steps`, `num_trials` >= 1, `num_workers` >= 0, `step_timeout_s` > 0). The
+    env's own factory checks the rest (its name, tasks and options) when `make_env` builds it."""
     for name in ("num_envs", "max_steps", "num_trials"):
         value = getattr(config, name)
         if value < 1:
-            raise EnvConfigError(f"env.{name} must be >= 1, got {value}; set env.{name} to a positive int")
+            raise EnvConfigError(f"env.{name} must be >= 1, got {value}; set env.{name} to a positive int", field=name)
     if config.num_workers < 0:
         raise EnvConfigError(
-            f"env.num_workers must be >= 0 (0 = in-process), got {config.num_workers}; set it to 0 or more"
+            f"env.num_workers must be >= 0 (0 = in-process), got {config.num_workers}; set it to 0 or more",
+            field="num_workers",
         )
     if not config.step_timeout_s > 0:
-        raise EnvConfigError(f"env.step_timeout_s must be > 0, got {config.step_timeout_s}; set a positive timeout")
+        raise EnvConfigError(
+            f"env.step_timeout_s must be > 0, got {config.step_timeout_s}; set a positive timeout",
+            field="step_timeout_s",
+        )
 
 
 def make_env(config: EnvConfig) -> VectorEnv:

@@ -22,6 +22,11 @@ class EnvConfigError(RLCoreError, ValueError):
     """An environment or embedder was asked for something it does not have (unknown task, trial out of range,
     wrong embedding dimension); raised before any worker starts, naming the field and the fix."""
 
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        """`field`: the `EnvConfig` field at fault, when one is (a config loader files the problem under it)."""
+        super().__init__(message)
+        self.field = field
+
 
 @dataclass(frozen=True)
 class EnvSpec:

@@ -145,11 +145,10 @@ def _check_env(_: object, attribute: attrs.Attribute[Any], value: EnvConfig | No
         )
     try:
         check_env_config(value)  # the counts and timeout make_env refuses; the tasks are checked by building it
-    except EnvConfigError as error:  # its message starts with the field: "env.num_envs must be >= 1, ..."
-        field = str(error).split(" ", 1)[0].removeprefix("env.")
+    except EnvConfigError as error:
         path, found = (
-            (f"{attribute.name}.{field}", describe_value(getattr(value, field)))
-            if hasattr(value, field)
+            (f"{attribute.name}.{error.field}", describe_value(getattr(value, error.field)))
+            if error.field is not None
             else (attribute.name, "an env section")
         )
         raise ConfigError([ConfigProblem(path, "a value every env runs with", found, str(error))]) from None
