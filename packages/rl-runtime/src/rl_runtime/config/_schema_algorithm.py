@@ -10,6 +10,7 @@ against the keyword parameters of the registered function, so a typo in either i
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -27,6 +28,7 @@ from rl_core.losses import (
 from rl_runtime.config._errors import config_error
 from rl_runtime.config._types import Scalar
 from rl_runtime.config._validators import (
+    Validator,
     int_at_least,
     number_in,
     of_type,
@@ -200,32 +202,25 @@ def _check_kl_target(instance: AlgorithmConfig, attribute: attrs.Attribute[Any],
         )
 
 
-def _check_policy_loss_values(instance: AlgorithmConfig, attribute: attrs.Attribute[Any], value: object) -> None:
-    """The loss that runs accepts the values of `policy_loss_params` (names and types are `params_for`'s check)."""
-    name = resolve_policy_loss(instance)
-    try:
-        check_policy_loss_params(name, dict(value))  # type: ignore[arg-type]  # params_for checked the mapping
-    except ValueError as error:
-        raise config_error(
-            attribute.name,
-            f"parameters policy loss {name!r} accepts",
-            value,
-            f"{error.__cause__ or error}; change the value or remove it to keep the loss's default",
-        ) from error
+def _values_accepted(
+    kind: str, short: str, name_of: Callable[[AlgorithmConfig], str], check: Callable[[str, Mapping[str, Any]], None]
+) -> Validator:
+    """The registered `kind` that runs (`name_of(algorithm)`; `short` in the fix) accepts the values of its parameters
+    (names and types are `params_for`'s check): `check(name, params)` asks it; its ValueError becomes a ConfigError."""
 
+    def validate(instance: AlgorithmConfig, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
+        name = name_of(instance)
+        try:
+            check(name, dict(value))
+        except ValueError as error:
+            raise config_error(
+                attribute.name,
+                f"parameters {kind} {name!r} accepts",
+                value,
+                f"{error.__cause__ or error}; change the value or remove it to keep the {short}'s default",
+            ) from error
 
-def _check_adv_values(instance: AlgorithmConfig, attribute: attrs.Attribute[Any], value: object) -> None:
-    """The estimator accepts the values of `adv_params` (names and types are `params_for`'s check); the group size
-    `batch.samples_per_prompt` is checked with the batch (`_schema_algorithm_batch`)."""
-    try:
-        check_advantage_params(instance.adv_estimator, dict(value))  # type: ignore[arg-type]  # params_for checked it
-    except ValueError as error:
-        raise config_error(
-            attribute.name,
-            f"parameters advantage estimator {instance.adv_estimator!r} accepts",
-            value,
-            f"{error.__cause__ or error}; change the value or remove it to keep the estimator's default",
-        ) from error
+    return validate
 
 
 @attrs.frozen
@@ -238,7 +233,13 @@ class AlgorithmConfig:
     """Advantage estimator (rl_core.advantages.ADVANTAGE_ESTIMATORS: grpo, rloo, gae, reinforce_plus_plus, ...)."""
     adv_params: dict[str, Scalar] = attrs.field(
         factory=dict,
-        validator=[params_for(ADVANTAGE_ESTIMATORS, "adv_estimator", "advantage estimator"), _check_adv_values],
+        validator=[
+            params_for(ADVANTAGE_ESTIMATORS, "adv_estimator", "advantage estimator"),
+            # the group size, batch.samples_per_prompt, is checked with the batch (_schema_algorithm_batch)
+            _values_accepted(
+                "advantage estimator", "estimator", lambda algorithm: algorithm.adv_estimator, check_advantage_params
+            ),
+        ],
     )
     """Keyword parameters of the estimator (grpo: norm_by_std, epsilon; gae: gamma, lam); unset ones keep defaults. A
     value the estimator refuses (or a group size, `batch.samples_per_prompt`) is refused when the config loads."""
@@ -255,7 +256,9 @@ class AlgorithmConfig:
             params_for(
                 POLICY_LOSSES, "policy_loss", "policy loss", resolve=lambda algorithm: resolve_policy_loss(algorithm)
             ),
-            _check_policy_loss_values,
+            _values_accepted(
+                "policy loss", "loss", lambda algorithm: resolve_policy_loss(algorithm), check_policy_loss_params
+            ),
         ],
     )
     """Keyword parameters of the loss that runs (ppo: clip_ratio, clip_ratio_low, clip_ratio_high, clip_ratio_c;
