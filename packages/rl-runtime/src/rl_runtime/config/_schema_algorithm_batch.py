@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from rl_core.advantages import check_advantage_params
-from rl_core.graph import TaskGraph, get_pipeline
+from rl_core.graph import KL_IN_REWARD_PIPELINES, TaskGraph, get_pipeline
 from rl_core.kl import AdaptiveKLController
 from rl_runtime.config._errors import ConfigProblem
 from rl_runtime.config._schema_algorithm import KLMode
@@ -40,13 +40,19 @@ def group_size_problems(config: RunConfig) -> list[ConfigProblem]:
     return []
 
 
+def kl_in_reward(config: RunConfig) -> bool:
+    """Whether the run puts the KL to the reference in the reward (`algorithm.kl.mode=in_reward`)."""
+    return config.algorithm.kl.mode is KLMode.IN_REWARD
+
+
 def run_graph(config: RunConfig) -> TaskGraph | None:
-    """The pipeline `config` runs: a built-in, or its pipeline file when it reads here (None when it does not: the
-    runtime names what is wrong with the file when it loads the pipeline)."""
+    """The pipeline `config` runs: a built-in (its `rl_core.graph.KL_IN_REWARD_PIPELINES` variant under
+    `kl.mode=in_reward`), or its pipeline file when it reads here (None when it does not: the runtime names what is
+    wrong with the file when it loads the pipeline)."""
     from rl_runtime.config._schema import is_pipeline_file  # the schema imports this module
 
     if not is_pipeline_file(config.pipeline):
-        return get_pipeline(config.pipeline)
+        return get_pipeline(config.pipeline, kl_in_reward=kl_in_reward(config))
     try:
         return TaskGraph.from_dict(yaml.safe_load(Path(config.pipeline).read_text()))
     except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):  # GraphError is a ValueError
@@ -55,8 +61,9 @@ def run_graph(config: RunConfig) -> TaskGraph | None:
 
 def kl_in_reward_problems(config: RunConfig) -> list[ConfigProblem]:
     """`kl.mode=in_reward` with a pipeline whose advantage node runs before its reference log-probs: the node refuses
-    the batch (StepDataError) at the first step. The built-in pipelines all compute them after the advantages."""
-    if config.algorithm.kl.mode is not KLMode.IN_REWARD:
+    the batch (StepDataError) at the first step. Every built-in runs its in-reward variant, which computes them first;
+    what is left is a pipeline file, or a registered pipeline without such a variant, that computes them after."""
+    if not kl_in_reward(config):
         return []
     graph = run_graph(config)
     if graph is None:
@@ -74,9 +81,11 @@ def kl_in_reward_problems(config: RunConfig) -> list[ConfigProblem]:
         f"'none' or 'as_loss' with pipeline {config.pipeline!r}: the in-reward penalty needs the reference log-probs "
         f"before the advantages, but its {', '.join(map(repr, early))} node runs before any {REFERENCE_OPERATION} node"
     )
+    variants = ", ".join(sorted(KL_IN_REWARD_PIPELINES))
     fix = (
-        "set algorithm.kl.mode=as_loss (the KL as a loss term, GRPO's choice), or use a pipeline file whose "
-        f"{REFERENCE_OPERATION} node runs before {ADVANTAGE_OPERATION}"
+        "set algorithm.kl.mode=as_loss (the KL as a loss term, GRPO's choice), or use a pipeline with an in-reward "
+        f"variant ({variants}), a pipeline file whose {REFERENCE_OPERATION} node runs before {ADVANTAGE_OPERATION}, "
+        "or register the pipeline's in-reward variant with rl_core.graph.register_kl_in_reward_pipeline"
     )
     return [ConfigProblem("algorithm.kl.mode", expected, "'in_reward'", fix)]
 

@@ -53,6 +53,9 @@ def compute_advantage(ctx: NodeContext[NodeResources], inputs: Mapping[str, Step
                     "whose NodeResources.kl_controller is None; build the workers with rl_runtime.trainer's "
                     "resources factory, or give NodeResources a rl_core.kl controller"
                 )
+            # verl's apply_kl_penalty compares the old log-probs (the actor's forward of the weights that sampled,
+            # the proximal policy's under max_staleness > 0) with the reference: the built-ins' in-reward variants
+            # compute both before this node. A pipeline file with only the reference first gets the rollout's.
             current = batch.get(OLD_LOG_PROBS, batch[ROLLOUT_LOG_PROBS])
             penalty = apply_kl_penalty(
                 rewards,
