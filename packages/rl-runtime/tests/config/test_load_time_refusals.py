@@ -173,20 +173,20 @@ def test_in_reward_kl_is_refused_with_a_pipeline_file_that_computes_the_referenc
 
 
 def test_an_adaptive_kl_horizon_the_controller_refuses_is_refused_at_load(minimal_data: dict[str, Any]) -> None:
-    # 8 samples a step on one rank: the controller needs horizon > 0.2 x 8.
+    # 8 samples a step (8 prompts x 1): the controller needs horizon > 0.2 x 8.
     with pytest.raises(
         ConfigError,
         match=r"algorithm.kl.horizon: expected a horizon the adaptive KL controller accepts for an update of 8 "
-        r"samples .*found 1; the controller says: n_steps must be < horizon / 0.2 = 5, got 8.*raise "
-        r"algorithm.kl.horizon",
+        r"samples \(a step's batch.prompts_per_step x batch.samples_per_prompt\), found 1; the controller says: "
+        r"n_steps must be < horizon / 0.2 = 5, got 8.*raise algorithm.kl.horizon",
     ):
         _config(minimal_data, [IN_REWARD % 1])
     _config(minimal_data, [IN_REWARD % 2])  # 8 x 0.2 = 1.6 < 2
-    # Split over 4 slots the advantage may span 3 ranks: 24 samples give at least 8 per rank.
-    split = ["placement.slots=4", "placement.colocate=false", "batch.prompts_per_step=24"]
-    _config(minimal_data, [*split, IN_REWARD % 2])
-    # A pipeline file that does not read here is the runtime's to report.
-    _config(minimal_data, ["pipeline=missing/pipeline.yaml", IN_REWARD % 1])
+    # The controllers of all ranks step together on the whole step's samples, on any placement: 24 need > 4.8.
+    for placement in (["placement.slots=4"], ["placement.slots=4", "placement.colocate=false"]):
+        with pytest.raises(ConfigError, match=r"algorithm.kl.horizon: .*an update of 24 samples"):
+            _config(minimal_data, [*placement, "batch.prompts_per_step=24", IN_REWARD % 4])
+        _config(minimal_data, [*placement, "batch.prompts_per_step=24", IN_REWARD % 5])
 
 
 def test_a_log_sink_whose_package_is_missing_is_refused_at_load(

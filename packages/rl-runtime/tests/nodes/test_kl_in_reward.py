@@ -14,6 +14,7 @@ from rl_core.kl import AdaptiveKLController, FixedKLController, KLController
 from rl_runtime.config import RunConfig, config_from_dict
 from rl_runtime.nodes import NodeResources, with_fields
 from rl_runtime.nodes._advantage import compute_advantage as _compute_advantage
+from rl_runtime.nodes._kl_reward import step_kl
 from rl_runtime.nodes._reward import compute_reward as _compute_reward
 from rl_runtime.planning._placement import DataParallelInfo
 from rl_runtime.workers import NodeContext, StepData
@@ -127,3 +128,53 @@ def test_the_adaptive_controller_steps_once_per_batch_and_the_next_step_logs_its
 def _scores() -> list[list[float]]:
     """LengthTask's scores of the batch: each response's length on its last token."""
     return [[0, 0, 1, 0, 0], [0, 0, 0, 0, 3], [0, 0, 0, 2, 0], [0, 0, 0, 2, 0]]
+
+
+TWO_RANKS = """
+import json, sys
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from rl_runtime.nodes._kl_reward import step_kl
+
+def run(rank, port, out):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    if rank == 0:  # three samples: token-mean KL 0.1 (2 tokens), 0.3 (1 token), and one with no response token
+        kl = torch.tensor([[0.05, 0.15, 0.0], [0.0, 0.3, 0.0], [0.0, 0.0, 0.0]])
+        mask = torch.tensor([[1, 1, 0], [0, 1, 0], [0, 0, 0]])
+    else:  # one sample of token-mean KL 0.6
+        kl, mask = torch.tensor([[0.6, 0.6, 0.6]]), torch.ones(1, 3)
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(step_kl(kl, mask, dist.group.WORLD), f)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(int(sys.argv[1]), sys.argv[2]), nprocs=2)
+"""
+
+
+def test_every_rank_steps_its_controller_on_the_whole_steps_kl_and_samples(tmp_path: Path) -> None:
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    script = tmp_path / "two_ranks.py"
+    script.write_text(TWO_RANKS)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "result"
+    done = subprocess.run(
+        [sys.executable, str(script), str(port), str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(Path(f"{out}.{rank}").read_text()) for rank in (0, 1)]
+    # The mean over the 3 samples with a response token, of each one's token-mean KL; 4 samples in all.
+    assert results[0] == results[1]
+    assert results[0][0] == pytest.approx((0.1 + 0.3 + 0.6) / 3, rel=1e-6)  # float32 inputs and results[0][1] == 4
+
+
+def test_one_rank_alone_reports_the_penalty_functions_metric() -> None:
+    kl = torch.tensor([[0.05, 0.15, 0.0], [0.0, 0.3, 0.0], [0.0, 0.0, 0.0]])
+    assert step_kl(kl, torch.tensor([[1, 1, 0], [0, 1, 0], [0, 0, 0]]), None) == pytest.approx((0.2, 3))

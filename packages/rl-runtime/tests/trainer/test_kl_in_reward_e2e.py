@@ -4,8 +4,9 @@ penalty and coefficient are the values verl's formulas give.
 
 Every response of the tiny model runs to `rollout.max_new_tokens` = 8 tokens (it has no EOS token), so a sample's
 summed penalty is 8 x its token-mean KL, and verl's data metrics tie the logged KL to the rewards exactly:
-`critic/rewards/mean = critic/score/mean - coef x 8 x actor/reward_kl_penalty` (every rank holds 8 samples and
-the same coefficient, so the means over the ranks keep the identity)."""
+`critic/rewards/mean = critic/score/mean - coef x 8 x actor/reward_kl_penalty` (both ranks hold 8 samples and step
+their controllers together on the whole step's KL, so they log the same KL and coefficient, and the means over the
+ranks keep the identity)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from ._task import HF_CONFIG, TokenTask, tiny_config
 
 pytestmark = pytest.mark.slow
 RESPONSE_TOKENS = 8
-SAMPLES_PER_RANK = 8
-"""4 prompts x 4 samples over the 2 colocated slots."""
+STEP_SAMPLES = 16
+"""4 prompts x 4 samples: what one controller update counts (verl's `n_steps`, the whole batch), on 2 ranks too."""
 CRITIC = {
     "model": {"hf_config": dict(HF_CONFIG), "init_seed": 3},
     "optimizer": {"lr": 1e-3, "weight_decay": 0.0},
@@ -76,9 +77,9 @@ def test_the_adaptive_controller_moves_the_coefficient_by_its_formula(
     history = _run(tmp_path, pipeline, {"coef": coef, "target": target, "horizon": horizon})
     first, second = history
     assert first["actor/reward_kl_penalty_coeff"] == coef
-    # Ziegler et al.'s update after step 1 (verl's AdaptiveKLController): KL ~0 is far below the target, so the
-    # proportional error clips to -0.2 on every rank.
+    # Ziegler et al.'s update after step 1 (verl's AdaptiveKLController) on the step's KL (~0, far below the target:
+    # the proportional error clips to -0.2) and its 16 samples.
     error = min(max(first["actor/reward_kl_penalty"] / target - 1, -0.2), 0.2)
     assert error == -0.2
-    expected = coef * (1 + error * SAMPLES_PER_RANK / horizon)
+    expected = coef * (1 + error * STEP_SAMPLES / horizon)
     assert second["actor/reward_kl_penalty_coeff"] == pytest.approx(expected, rel=1e-12)

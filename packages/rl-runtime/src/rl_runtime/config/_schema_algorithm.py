@@ -103,8 +103,9 @@ class KLConfig:
     target: float | None = attrs.field(default=None, validator=optional(number_in(0, low_open=True)))
     """Target KL of the adaptive controller; null keeps `coef` fixed."""
     horizon: int = attrs.field(default=_DEFAULT_KL_HORIZON, validator=int_at_least(1))
-    """Samples over which the adaptive controller adapts the coefficient; above 0.2 x one rank's samples per step
-    (checked when the config loads), so no update can drive the coefficient to 0."""
+    """Samples over which the adaptive controller adapts the coefficient (verl `kl_ctrl.horizon`; each step counts
+    its `prompts_per_step x samples_per_prompt` samples, on every placement); above 0.2 x those (checked when the
+    config loads), so no update can drive the coefficient to 0."""
 
 
 @attrs.frozen

@@ -1,7 +1,7 @@
 """Load-time checks of the algorithm section against the batch sizes and the pipeline, asked of the components
 themselves where they can be: the advantage estimator with groups of `batch.samples_per_prompt`, the in-reward KL
 penalty against where the pipeline computes the reference log-probs, and the adaptive KL controller with the samples
-one rank's advantage node feeds it per step."""
+of one step."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from rl_core.graph import KL_IN_REWARD_PIPELINES, TaskGraph, get_pipeline
 from rl_core.kl import AdaptiveKLController
 from rl_runtime.config._errors import ConfigProblem
 from rl_runtime.config._schema_algorithm import KLMode
-from rl_runtime.config._schema_rewards import policy_slots
 
 if TYPE_CHECKING:
     from rl_runtime.config._schema import RunConfig
@@ -24,8 +23,6 @@ ADVANTAGE_OPERATION = "compute_advantage"
 """The node operation that applies the in-reward KL penalty before the advantages."""
 REFERENCE_OPERATION = "compute_ref_log_prob"
 """The node operation that adds the reference log-probs the penalty reads."""
-_MIN_SPLIT_SLOTS = 2
-"""Split placement keeps at least one slot for the rollout."""
 
 
 def group_size_problems(config: RunConfig) -> list[ConfigProblem]:
@@ -90,21 +87,11 @@ def kl_in_reward_problems(config: RunConfig) -> list[ConfigProblem]:
     return [ConfigProblem("algorithm.kl.mode", expected, "'in_reward'", fix)]
 
 
-def _fewest_samples_per_rank(config: RunConfig) -> int | None:
-    """The fewest samples one rank's advantage node can hold per step: the step's samples over the most ranks it may
-    span (every policy slot colocated, all but one split); None when a node may filter samples out first (or the
-    pipeline file does not read)."""
-    from rl_runtime.config._schema import EMBODIED_SAMPLING_OPERATION  # the schema imports this module
-
-    graph = run_graph(config)
-    # The embodied success-rate band may leave a rank fewer samples than the batch plan's.
-    if graph is None or EMBODIED_SAMPLING_OPERATION in {node.operation for node in graph.nodes.values()}:
-        return None
-    slots = policy_slots(config)
-    ranks = slots if config.placement.colocate else slots - 1
-    if ranks < 1 or (not config.placement.colocate and slots < _MIN_SPLIT_SLOTS):
-        return None  # the placement checks name the slots
-    return max(1, config.batch.prompts_per_step * config.batch.samples_per_prompt // ranks)
+def step_samples(config: RunConfig) -> int:
+    """The samples one step's KL controller update counts: the whole step's, `batch.prompts_per_step` x
+    `batch.samples_per_prompt`, on every placement (the advantage nodes step their controllers on the step's KL
+    together, `rl_runtime.nodes._kl_reward.step_kl`). A filter (DAPO's refills, the embodied band) never adds any."""
+    return config.batch.prompts_per_step * config.batch.samples_per_prompt
 
 
 def kl_horizon_problems(config: RunConfig) -> list[ConfigProblem]:
@@ -112,15 +99,13 @@ def kl_horizon_problems(config: RunConfig) -> list[ConfigProblem]:
     kl = config.algorithm.kl
     if kl.mode is not KLMode.IN_REWARD or kl.target is None:
         return []
-    samples = _fewest_samples_per_rank(config)
-    if samples is None:
-        return []
+    samples = step_samples(config)
     controller = AdaptiveKLController(kl.coef, kl.target, kl.horizon)
     try:
         controller.update(kl.target, samples)
     except ValueError as error:
         expected = (
-            f"a horizon the adaptive KL controller accepts for an update of {samples} samples (one rank's share of "
+            f"a horizon the adaptive KL controller accepts for an update of {samples} samples (a step's "
             "batch.prompts_per_step x batch.samples_per_prompt)"
         )
         fix = f"the controller says: {error}; raise algorithm.kl.horizon"
