@@ -125,9 +125,8 @@ def test_each_builtin_has_a_kl_in_reward_variant_with_the_log_probs_before_the_a
     assert set(KL_IN_REWARD_PIPELINES) == set(EXPECTED)
     graph = get_pipeline(name, kl_in_reward=True)
     assert graph.graph_id == name  # the same pipeline to the planner, the split and the run folder
-    assert graph.description == f"{get_pipeline(name).description} (kl.mode=in_reward: old and reference log-probs " + (
-        "before the advantages)"
-    )
+    note = " (kl.mode=in_reward: old and reference log-probs before the advantages)"
+    assert graph.description == get_pipeline(name).description + note  # the run's log names the variant
     _assert_chain(graph, EXPECTED_KL_IN_REWARD[name])
     assert graph.nodes.keys() == get_pipeline(name).nodes.keys()  # the same nodes, in another order
 
