@@ -9,7 +9,6 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -115,30 +114,3 @@ def ray_runtime(_shared_ray: _SharedRay) -> Iterator[None]:
 def wide_ray_runtime(_shared_ray: _SharedRay) -> Iterator[None]:
     with _local_ray(_shared_ray, WIDE_NUM_CPUS):
         yield
-
-
-REFERENCE_FIRST = {
-    "rollout_actor": [],
-    "function_reward": ["rollout_actor"],
-    "actor_old_log_prob": ["function_reward"],
-    "reference_log_prob": ["actor_old_log_prob"],
-    "calculate_advantages": ["reference_log_prob"],
-    "actor_train": ["calculate_advantages"],
-}
-"""grpo's nodes with the reference log-probs before the advantages, where `algorithm.kl.mode=in_reward` can run (the
-built-in pipelines compute them after the advantages, and the config refuses the in-reward penalty there)."""
-
-
-@pytest.fixture
-def reference_first_pipeline(tmp_path: Path) -> str:
-    """A pipeline file of grpo's nodes with the reference log-probs computed before the advantages."""
-    import yaml
-
-    from rl_core.graph import get_pipeline
-
-    graph = get_pipeline("grpo").to_dict()
-    for node in graph["nodes"]:
-        node["dependencies"] = REFERENCE_FIRST[node["id"]]
-    path = tmp_path / "reference_first.yaml"
-    path.write_text(yaml.safe_dump(graph))
-    return str(path)

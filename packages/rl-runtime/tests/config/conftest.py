@@ -45,8 +45,7 @@ def full_data() -> dict[str, Any]:
             "policy_loss_params": {"clip_ratio_low": 3e-4, "clip_ratio_high": 4e-4},
             "loss_agg_mode": "seq-mean-token-mean",
             "entropy_coef": 0.01,
-            # kl.mode=in_reward (and its target) needs a pipeline with the reference before the advantages, which
-            # ppo is not: test_full_config_sets_every_field_to_a_non_default_value sets them on a pipeline file.
+            # kl.mode=in_reward and its target: test_full_config_sets_every_field_to_a_non_default_value sets them.
             "kl": {"mode": "none", "estimator": "k1", "coef": 0.05, "horizon": 500},
             "dynamic_sampling": {"epsilon": 0.01, "max_draws": 4},
             "overlong": {"buffer_length": 64, "penalty_factor": 0.5},

@@ -3,10 +3,13 @@ the field, the value and the fix; the boundary values the component accepts stil
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from rl_core.graph import get_pipeline
 from rl_runtime.config import ConfigError, RunConfig, config_from_dict
 from rl_runtime.metrics import missing_sink_extra
 from rl_runtime.metrics._sink import SINK_EXTRAS
@@ -38,13 +41,6 @@ def _config(data: dict[str, Any], overrides: list[str]) -> RunConfig:
             ["algorithm.adv_estimator=grpo_passk", "batch.samples_per_prompt=1"],
             r"batch.samples_per_prompt: expected a group size advantage estimator 'grpo_passk' accepts, found 1; "
             r".*at least 2 samples per group.*raise batch.samples_per_prompt or pick another algorithm.adv_estimator",
-        ),
-        (
-            # Every built-in pipeline computes the reference log-probs after the advantages.
-            ["algorithm.kl={mode: in_reward, coef: 0.1}"],
-            r"algorithm.kl.mode: expected 'none' or 'as_loss' with pipeline 'grpo': the in-reward penalty needs the "
-            r"reference log-probs before the advantages, but its 'calculate_advantages' node runs before any "
-            r"compute_ref_log_prob node, found 'in_reward'; set algorithm.kl.mode=as_loss",
         ),
         (
             ["rollout.engine_kwargs={max_batch_size: 0}"],
@@ -123,23 +119,74 @@ def test_an_env_count_make_env_refuses_is_refused_at_load(
     _config(full_embodied_data, [override.split("=")[0] + ("=0" if "workers" in override else "=1")])
 
 
-def test_an_adaptive_kl_horizon_the_controller_refuses_is_refused_at_load(
-    minimal_data: dict[str, Any], reference_first_pipeline: str
+ADVANTAGES_FIRST = {
+    "rollout_actor": [],
+    "function_reward": ["rollout_actor"],
+    "calculate_advantages": ["function_reward"],
+    "reference_log_prob": ["calculate_advantages"],
+    "actor_old_log_prob": ["reference_log_prob"],
+    "actor_train": ["actor_old_log_prob"],
+}
+"""grpo's nodes in a pipeline file with the reference log-probs after the advantages."""
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "extra"),
+    [
+        ("grpo", []),
+        ("ppo", ["algorithm.adv_estimator=gae", "critic={model: {path: /models/critic}}"]),
+        ("dapo", ["algorithm.dynamic_sampling={epsilon: 0.0}"]),
+        ("remax", ["algorithm.adv_estimator=remax"]),
+    ],
+)
+def test_in_reward_kl_loads_with_every_language_builtin(
+    minimal_data: dict[str, Any], pipeline: str, extra: list[str]
 ) -> None:
-    # 8 samples a step on one rank: the controller needs horizon > 0.2 x 8.
+    config = _config(minimal_data, [f"pipeline={pipeline}", *extra, "algorithm.kl={mode: in_reward, coef: 0.001}"])
+    assert config.pipeline == pipeline  # the config keeps the name; the runtime runs its in-reward variant
+    _config(minimal_data, [f"pipeline={pipeline}", *extra, IN_REWARD % 500])  # and the adaptive controller
+
+
+def test_in_reward_kl_loads_with_the_embodied_builtin(full_embodied_data: dict[str, Any]) -> None:
+    _config(full_embodied_data, ["algorithm.kl={mode: in_reward, coef: 0.001}"])
+
+
+def test_in_reward_kl_is_refused_with_a_pipeline_file_that_computes_the_reference_after_the_advantages(
+    minimal_data: dict[str, Any], tmp_path: Path
+) -> None:
+    graph = get_pipeline("grpo").to_dict()
+    for node in graph["nodes"]:
+        node["dependencies"] = ADVANTAGES_FIRST[node["id"]]
+    path = tmp_path / "advantages_first.yaml"
+    path.write_text(yaml.safe_dump(graph))
+    with pytest.raises(
+        ConfigError,
+        match=rf"algorithm.kl.mode: expected 'none' or 'as_loss' with pipeline '{path}': the in-reward penalty needs "
+        r"the reference log-probs before the advantages, but its 'calculate_advantages' node runs before any "
+        r"compute_ref_log_prob node, found 'in_reward'; set algorithm.kl.mode=as_loss .*or use a pipeline with an "
+        r"in-reward variant \(dapo, embodied_srpo, grpo, ppo, remax\), a pipeline file whose compute_ref_log_prob "
+        r"node runs before compute_advantage, or register the pipeline's in-reward variant with "
+        r"rl_core.graph.register_kl_in_reward_pipeline",
+    ):
+        _config(minimal_data, [f"pipeline={path}", "algorithm.kl={mode: in_reward, coef: 0.1}"])
+    _config(minimal_data, [f"pipeline={path}", "algorithm.kl={mode: as_loss, coef: 0.1}"])
+
+
+def test_an_adaptive_kl_horizon_the_controller_refuses_is_refused_at_load(minimal_data: dict[str, Any]) -> None:
+    # 8 samples a step (8 prompts x 1): the controller needs horizon > 0.2 x 8.
     with pytest.raises(
         ConfigError,
         match=r"algorithm.kl.horizon: expected a horizon the adaptive KL controller accepts for an update of 8 "
-        r"samples .*found 1; the controller says: n_steps must be < horizon / 0.2 = 5, got 8.*raise "
-        r"algorithm.kl.horizon",
+        r"samples \(a step's batch.prompts_per_step x batch.samples_per_prompt\), found 1; the controller says: "
+        r"n_steps must be < horizon / 0.2 = 5, got 8.*raise algorithm.kl.horizon",
     ):
-        _config(minimal_data, [f"pipeline={reference_first_pipeline}", IN_REWARD % 1])
-    _config(minimal_data, [f"pipeline={reference_first_pipeline}", IN_REWARD % 2])  # 8 x 0.2 = 1.6 < 2
-    # Split over 4 slots the advantage may span 3 ranks: 24 samples give at least 8 per rank.
-    split = ["placement.slots=4", "placement.colocate=false", "batch.prompts_per_step=24"]
-    _config(minimal_data, [f"pipeline={reference_first_pipeline}", *split, IN_REWARD % 2])
-    # A pipeline file that does not read here is the runtime's to report.
-    _config(minimal_data, ["pipeline=missing/pipeline.yaml", IN_REWARD % 1])
+        _config(minimal_data, [IN_REWARD % 1])
+    _config(minimal_data, [IN_REWARD % 2])  # 8 x 0.2 = 1.6 < 2
+    # The controllers of all ranks step together on the whole step's samples, on any placement: 24 need > 4.8.
+    for placement in (["placement.slots=4"], ["placement.slots=4", "placement.colocate=false"]):
+        with pytest.raises(ConfigError, match=r"algorithm.kl.horizon: .*an update of 24 samples"):
+            _config(minimal_data, [*placement, "batch.prompts_per_step=24", IN_REWARD % 4])
+        _config(minimal_data, [*placement, "batch.prompts_per_step=24", IN_REWARD % 5])
 
 
 def test_a_log_sink_whose_package_is_missing_is_refused_at_load(

@@ -12,10 +12,8 @@ from typing import Any
 
 import attrs
 import pytest
-import yaml
 
 from rl_core.advantages import ADVANTAGE_ESTIMATORS
-from rl_core.graph import get_pipeline
 from rl_engines.training import TrainEngineConfig
 from rl_runtime.config import (
     ApportionStrategy,
@@ -105,21 +103,8 @@ def test_every_field_of_every_section_is_documented() -> None:
         assert not missing, f"{cls.__name__} fields without a docstring: {sorted(missing)}"
 
 
-_PPO_REFERENCE_FIRST = {
-    "rollout_actor": [],
-    "function_reward": ["rollout_actor"],
-    "compute_value": ["function_reward"],
-    "actor_old_log_prob": ["compute_value"],
-    "reference_log_prob": ["actor_old_log_prob"],
-    "calculate_advantages": ["reference_log_prob"],
-    "actor_train": ["calculate_advantages"],
-    "critic_train": ["actor_train"],
-}
-"""ppo's nodes with the reference log-probs before the advantages, where an in-reward KL penalty can run."""
-
-
 def test_full_config_sets_every_field_to_a_non_default_value(
-    full_data: dict[str, Any], full_embodied_data: dict[str, Any], tmp_path: Path
+    full_data: dict[str, Any], full_embodied_data: dict[str, Any]
 ) -> None:
     values: dict[tuple[type, str], list[Any]] = {}
     _field_values(config_from_dict(RunConfig, full_data), values)
@@ -133,15 +118,10 @@ def test_full_config_sets_every_field_to_a_non_default_value(
     }
     algorithm = {**full_data["algorithm"], "async_generation": "continuous", "max_staleness": 2}
     _field_values(config_from_dict(RunConfig, {**full_data, "rollout": rollout, "algorithm": algorithm}), values)
-    # An in-reward KL penalty (and its adaptive target) runs where the reference log-probs precede the advantages.
-    pipeline = get_pipeline("ppo").to_dict()
-    for node in pipeline["nodes"]:
-        node["dependencies"] = _PPO_REFERENCE_FIRST[node["id"]]
-    (tmp_path / "reference_first.yaml").write_text(yaml.safe_dump(pipeline))
+    # An in-reward KL penalty with its adaptive target (ppo then runs its variant with the log-probs first).
     kl = {"mode": "in_reward", "estimator": "k1", "coef": 0.05, "target": 0.1, "horizon": 500}
     in_reward = {**full_data["algorithm"], "kl": kl}
-    pipeline_file = str(tmp_path / "reference_first.yaml")
-    _field_values(config_from_dict(RunConfig, {**full_data, "pipeline": pipeline_file, "algorithm": in_reward}), values)
+    _field_values(config_from_dict(RunConfig, {**full_data, "algorithm": in_reward}), values)
     for cls in _sections(RunConfig):
         for name, default in _fields(cls):
             if default is attrs.NOTHING or (cls.__name__, name) in _DECIDED_BY_THE_RUN:

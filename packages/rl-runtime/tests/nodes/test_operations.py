@@ -93,8 +93,8 @@ def test_advantage_without_scores_names_the_missing_field(tmp_path: Path) -> Non
         compute_advantage(ctx, {"rollout": _rollouts([1], [0])})
 
 
-def test_in_reward_kl_without_a_controller_names_the_fix(tmp_path: Path, reference_first_pipeline: str) -> None:
-    config = _config(tmp_path, pipeline=reference_first_pipeline, kl={"mode": "in_reward", "coef": 0.01})
+def test_in_reward_kl_without_a_controller_names_the_fix(tmp_path: Path) -> None:
+    config = _config(tmp_path, pipeline="grpo", kl={"mode": "in_reward", "coef": 0.01})
     scored = compute_reward(_context(config, "compute_reward"), {"r": _rollouts([1, 3], [0, 0])})
     logps = torch.zeros_like(scored.batch["token_level_scores"])
     scored = with_fields(scored, ref_log_probs=logps, old_log_probs=logps)

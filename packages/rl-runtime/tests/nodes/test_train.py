@@ -161,11 +161,9 @@ def test_on_policy_step_from_the_training_forward_equals_the_recomputed_one(tmp_
     ],
 )
 def test_off_policy_steps_still_run_the_old_log_prob_forward(
-    tmp_path: Path, batch: dict[str, int], algorithm: dict[str, Any], reference_first_pipeline: str
+    tmp_path: Path, batch: dict[str, int], algorithm: dict[str, Any]
 ) -> None:
-    # The in-reward KL needs the reference log-probs before the advantages: a pipeline file (the built-ins are refused).
-    pipeline = reference_first_pipeline if "kl" in algorithm else "grpo"
-    config = _config(tmp_path, batch=batch, pipeline=pipeline, **algorithm)
+    config = _config(tmp_path, batch=batch, pipeline="grpo", **algorithm)
     assert not skips_old_log_prob_pass(config)
     resources = _resources(config)
     data = generate(_context(resources, "generate"), {})

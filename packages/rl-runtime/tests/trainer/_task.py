@@ -19,6 +19,17 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 VOCAB = 64
 TARGET_KEY = "target"
+HF_CONFIG: Mapping[str, Any] = {
+    "model_type": "qwen2",
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": VOCAB,
+    "max_position_embeddings": 32,
+}
+"""The tiny Qwen2 of `tiny_config`'s actor (no EOS token: every response runs to `rollout.max_new_tokens`)."""
 
 
 class TokenTask:
@@ -56,12 +67,13 @@ def tiny_config(
     pipeline: str = "grpo",
     rollout: Mapping[str, Any] | None = None,
     reward_model: Mapping[str, Any] | None = None,
+    critic: Mapping[str, Any] | None = None,
     **trainer: Any,
 ) -> RunConfig:
     """A 2-slot GRPO config of a 2-layer Qwen2, 4 prompts x 4 samples, 8 new tokens; colocated unless `placement`
     overrides it; `actor` adds to the actor section, `algorithm` to the algorithm section, `rollout` to the rollout
     section, `trainer` to the trainer section; `reward_model` is the reward_model section (none by default);
-    `pipeline` replaces grpo."""
+    `critic` is the critic section (none by default), `pipeline` replaces grpo."""
     folder.mkdir(parents=True, exist_ok=True)
     train = write_rows(folder / "train.jsonl", 32, seed=1)
     val = write_rows(folder / "val.jsonl", 6, seed=2)
@@ -79,19 +91,7 @@ def tiny_config(
         },
         "algorithm": {"adv_estimator": "grpo", "kl": {"mode": "as_loss", "coef": 0.01}, **(algorithm or {})},
         "actor": {
-            "model": {
-                "hf_config": {
-                    "model_type": "qwen2",
-                    "hidden_size": 32,
-                    "intermediate_size": 64,
-                    "num_hidden_layers": 2,
-                    "num_attention_heads": 4,
-                    "num_key_value_heads": 2,
-                    "vocab_size": VOCAB,
-                    "max_position_embeddings": 32,
-                },
-                "init_seed": 3,
-            },
+            "model": {"hf_config": dict(HF_CONFIG), "init_seed": 3},
             "optimizer": {"lr": 1e-3, "weight_decay": 0.0},
             "micro_batch": {"max_tokens_per_micro_batch": 64},
             **(actor or {}),
@@ -106,5 +106,6 @@ def tiny_config(
         },
         "pipeline": pipeline,
         **({"reward_model": dict(reward_model)} if reward_model is not None else {}),
+        **({"critic": dict(critic)} if critic is not None else {}),
     }
     return config_from_dict(RunConfig, data)

@@ -16,7 +16,7 @@ from rl_runtime.config import ConfigError, KLMode, RankBalancing
 from rl_runtime.nodes._rebalance import with_rebalance
 from rl_runtime.trainer import Trainer, TrainerError
 from rl_runtime.trainer._checkpoints import CHECKPOINTS_DIR, STATE_FILE
-from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, plan_placement, split_pipeline
+from rl_runtime.trainer._split import RECEIVE_WEIGHTS_NODE, STALENESS_BUFFER_NODE, plan_placement, split_pipeline
 from rl_runtime.trainer._worker_state import SlotEngines
 
 from ._task import TokenTask, tiny_config
@@ -63,6 +63,30 @@ def test_sampling_and_reward_nodes_stay_on_the_rollout_side(
     assert [(dep.upstream_node, dep.downstream_node) for dep in split.cross_dependencies] == [
         (rollout[-1], first_training)
     ]
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "rollout", "training"),
+    [
+        ("grpo", ["rollout_actor", "function_reward"], []),
+        ("dapo", ["rollout_actor", "function_reward", "dynamic_sampling"], []),
+        ("remax", ["rollout_actor", "function_reward", "greedy_baseline"], []),
+        ("ppo", ["rollout_actor", "function_reward"], ["compute_value"]),
+    ],
+)
+@pytest.mark.parametrize("staleness_buffer", [False, True])
+def test_a_kl_in_reward_variant_splits_with_every_forward_on_the_training_side(
+    pipeline: str, rollout: list[str], training: list[str], staleness_buffer: bool
+) -> None:
+    # kl.mode=in_reward: the log-prob forwards move before the advantages, all on the training slots.
+    split = split_pipeline(get_pipeline(pipeline, kl_in_reward=True), staleness_buffer=staleness_buffer)
+
+    sent = STALENESS_BUFFER_NODE if staleness_buffer else rollout[-1]
+    assert _ids(split.subgraphs[0]) == [*rollout, *([sent] if staleness_buffer else []), RECEIVE_WEIGHTS_NODE]
+    forwards = ["actor_old_log_prob", "reference_log_prob", "calculate_advantages", "actor_train"]
+    assert _ids(split.subgraphs[1]) == [*training, *forwards, *(["critic_train"] if pipeline == "ppo" else [])]
+    first = [*training, *forwards][0]
+    assert [(dep.upstream_node, dep.downstream_node) for dep in split.cross_dependencies] == [(sent, first)]
 
 
 def test_embodied_srpo_filters_on_the_training_side_so_the_edge_carries_every_episode() -> None:

@@ -4,7 +4,15 @@ Pure data and standard library only (no torch), so a planner or config loader ca
 executors are bound to nodes by operation name in rl-runtime.
 """
 
-from rl_core.graph._builtin import BUILTIN_OPERATIONS, EMBODIED_OPERATIONS, PIPELINES, get_pipeline, register_pipeline
+from rl_core.graph._builtin import (
+    BUILTIN_OPERATIONS,
+    EMBODIED_OPERATIONS,
+    KL_IN_REWARD_PIPELINES,
+    PIPELINES,
+    get_pipeline,
+    register_kl_in_reward_pipeline,
+    register_pipeline,
+)
 from rl_core.graph._errors import (
     CycleError,
     DuplicateGraphError,
@@ -31,6 +39,7 @@ from rl_core.graph._weight import estimate_weight
 __all__ = [
     "BUILTIN_OPERATIONS",
     "EMBODIED_OPERATIONS",
+    "KL_IN_REWARD_PIPELINES",
     "PARAM_COUNT_KEY",
     "PIPELINES",
     "ROLLOUT_ROLES",
@@ -50,6 +59,7 @@ __all__ = [
     "estimate_weight",
     "get_pipeline",
     "is_irreducible",
+    "register_kl_in_reward_pipeline",
     "register_pipeline",
     "split_graph",
     "split_plan",

@@ -3,6 +3,7 @@
 
     rl-recipes train ppo                       # the embedded default: tiny model, CPU, a few minutes
     rl-recipes train ppo --config my.yaml actor.optimizer.lr=1e-6
+    rl-recipes train ppo algorithm.kl.mode=in_reward algorithm.kl.coef=0.001   # the KL in the reward, as verl's
 
 The packaged `configs/ppo.yaml` spells out every setting; the checks below refuse a config that would
 silently run another algorithm under this name. `run` is the whole run: checks and warm start, the task, the

@@ -80,9 +80,11 @@ class KLMode(enum.Enum):
     NONE = "none"
     """Not at all (the reference log-probs are still computed when the pipeline asks for them)."""
     IN_REWARD = "in_reward"
-    """As a per-token penalty subtracted from the rewards before the advantages (verl `use_kl_in_reward`). It needs
-    the reference log-probs before the advantages: a pipeline file whose compute_ref_log_prob node runs before
-    compute_advantage (the built-in pipelines compute them after, and are refused with it when the config loads)."""
+    """As a per-token penalty subtracted from the rewards before the advantages (verl `use_kl_in_reward`):
+    `token_level_rewards = token_level_scores - coef * KL(old_log_probs, ref_log_probs)`. It needs the log-probs
+    before the advantages: a built-in pipeline runs its variant that computes the old and reference log-probs first
+    (`rl_core.graph.KL_IN_REWARD_PIPELINES`, verl's order; the old-log-prob forward then always runs); a pipeline
+    file must put its compute_ref_log_prob node before compute_advantage (refused when the config loads if not)."""
     AS_LOSS = "as_loss"
     """As a loss term added to the policy loss (verl `use_kl_loss`, GRPO's choice)."""
 
@@ -92,8 +94,8 @@ class KLConfig:
     """The KL to the reference policy."""
 
     mode: KLMode = attrs.field(default=KLMode.AS_LOSS, validator=of_type(KLMode))
-    """"none", "in_reward" (a pipeline file computing the reference log-probs before the advantages; refused with the
-    built-in pipelines) or "as_loss"."""
+    """"none", "in_reward" (a penalty in the rewards; the built-in pipelines then compute the old and reference
+    log-probs before the advantages) or "as_loss"."""
     estimator: str = attrs.field(default="low_var_kl", validator=registered_name(KL_ESTIMATORS, "KL estimator"))
     """Per-token KL estimator (rl_core.kl.KL_ESTIMATORS: k1, k2, k3/low_var_kl, abs, mse, ...)."""
     coef: float = attrs.field(default=_DEFAULT_KL_COEF, validator=number_in(0))
@@ -101,8 +103,9 @@ class KLConfig:
     target: float | None = attrs.field(default=None, validator=optional(number_in(0, low_open=True)))
     """Target KL of the adaptive controller; null keeps `coef` fixed."""
     horizon: int = attrs.field(default=_DEFAULT_KL_HORIZON, validator=int_at_least(1))
-    """Samples over which the adaptive controller adapts the coefficient; above 0.2 x one rank's samples per step
-    (checked when the config loads), so no update can drive the coefficient to 0."""
+    """Samples over which the adaptive controller adapts the coefficient (verl `kl_ctrl.horizon`; each step counts
+    its `prompts_per_step x samples_per_prompt` samples, on every placement); above 0.2 x those (checked when the
+    config loads), so no update can drive the coefficient to 0."""
 
 
 @attrs.frozen

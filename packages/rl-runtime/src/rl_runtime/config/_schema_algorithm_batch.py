@@ -1,7 +1,7 @@
 """Load-time checks of the algorithm section against the batch sizes and the pipeline, asked of the components
 themselves where they can be: the advantage estimator with groups of `batch.samples_per_prompt`, the in-reward KL
 penalty against where the pipeline computes the reference log-probs, and the adaptive KL controller with the samples
-one rank's advantage node feeds it per step."""
+of one step."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING
 import yaml
 
 from rl_core.advantages import check_advantage_params
-from rl_core.graph import TaskGraph, get_pipeline
+from rl_core.graph import KL_IN_REWARD_PIPELINES, TaskGraph, get_pipeline
 from rl_core.kl import AdaptiveKLController
 from rl_runtime.config._errors import ConfigProblem
 from rl_runtime.config._schema_algorithm import KLMode
-from rl_runtime.config._schema_rewards import policy_slots
 
 if TYPE_CHECKING:
     from rl_runtime.config._schema import RunConfig
@@ -24,8 +23,6 @@ ADVANTAGE_OPERATION = "compute_advantage"
 """The node operation that applies the in-reward KL penalty before the advantages."""
 REFERENCE_OPERATION = "compute_ref_log_prob"
 """The node operation that adds the reference log-probs the penalty reads."""
-_MIN_SPLIT_SLOTS = 2
-"""Split placement keeps at least one slot for the rollout."""
 
 
 def group_size_problems(config: RunConfig) -> list[ConfigProblem]:
@@ -40,13 +37,19 @@ def group_size_problems(config: RunConfig) -> list[ConfigProblem]:
     return []
 
 
+def kl_in_reward(config: RunConfig) -> bool:
+    """Whether the run puts the KL to the reference in the reward (`algorithm.kl.mode=in_reward`)."""
+    return config.algorithm.kl.mode is KLMode.IN_REWARD
+
+
 def run_graph(config: RunConfig) -> TaskGraph | None:
-    """The pipeline `config` runs: a built-in, or its pipeline file when it reads here (None when it does not: the
-    runtime names what is wrong with the file when it loads the pipeline)."""
+    """The pipeline `config` runs: a built-in (its `rl_core.graph.KL_IN_REWARD_PIPELINES` variant under
+    `kl.mode=in_reward`), or its pipeline file when it reads here (None when it does not: the runtime names what is
+    wrong with the file when it loads the pipeline)."""
     from rl_runtime.config._schema import is_pipeline_file  # the schema imports this module
 
     if not is_pipeline_file(config.pipeline):
-        return get_pipeline(config.pipeline)
+        return get_pipeline(config.pipeline, kl_in_reward=kl_in_reward(config))
     try:
         return TaskGraph.from_dict(yaml.safe_load(Path(config.pipeline).read_text()))
     except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):  # GraphError is a ValueError
@@ -55,8 +58,9 @@ def run_graph(config: RunConfig) -> TaskGraph | None:
 
 def kl_in_reward_problems(config: RunConfig) -> list[ConfigProblem]:
     """`kl.mode=in_reward` with a pipeline whose advantage node runs before its reference log-probs: the node refuses
-    the batch (StepDataError) at the first step. The built-in pipelines all compute them after the advantages."""
-    if config.algorithm.kl.mode is not KLMode.IN_REWARD:
+    the batch (StepDataError) at the first step. Every built-in runs its in-reward variant, which computes them first;
+    what is left is a pipeline file, or a registered pipeline without such a variant, that computes them after."""
+    if not kl_in_reward(config):
         return []
     graph = run_graph(config)
     if graph is None:
@@ -74,28 +78,20 @@ def kl_in_reward_problems(config: RunConfig) -> list[ConfigProblem]:
         f"'none' or 'as_loss' with pipeline {config.pipeline!r}: the in-reward penalty needs the reference log-probs "
         f"before the advantages, but its {', '.join(map(repr, early))} node runs before any {REFERENCE_OPERATION} node"
     )
+    variants = ", ".join(sorted(KL_IN_REWARD_PIPELINES))
     fix = (
-        "set algorithm.kl.mode=as_loss (the KL as a loss term, GRPO's choice), or use a pipeline file whose "
-        f"{REFERENCE_OPERATION} node runs before {ADVANTAGE_OPERATION}"
+        "set algorithm.kl.mode=as_loss (the KL as a loss term, GRPO's choice), or use a pipeline with an in-reward "
+        f"variant ({variants}), a pipeline file whose {REFERENCE_OPERATION} node runs before {ADVANTAGE_OPERATION}, "
+        "or register the pipeline's in-reward variant with rl_core.graph.register_kl_in_reward_pipeline"
     )
     return [ConfigProblem("algorithm.kl.mode", expected, "'in_reward'", fix)]
 
 
-def _fewest_samples_per_rank(config: RunConfig) -> int | None:
-    """The fewest samples one rank's advantage node can hold per step: the step's samples over the most ranks it may
-    span (every policy slot colocated, all but one split); None when a node may filter samples out first (or the
-    pipeline file does not read)."""
-    from rl_runtime.config._schema import EMBODIED_SAMPLING_OPERATION  # the schema imports this module
-
-    graph = run_graph(config)
-    # The embodied success-rate band may leave a rank fewer samples than the batch plan's.
-    if graph is None or EMBODIED_SAMPLING_OPERATION in {node.operation for node in graph.nodes.values()}:
-        return None
-    slots = policy_slots(config)
-    ranks = slots if config.placement.colocate else slots - 1
-    if ranks < 1 or (not config.placement.colocate and slots < _MIN_SPLIT_SLOTS):
-        return None  # the placement checks name the slots
-    return max(1, config.batch.prompts_per_step * config.batch.samples_per_prompt // ranks)
+def step_samples(config: RunConfig) -> int:
+    """The samples one step's KL controller update counts: the whole step's, `batch.prompts_per_step` x
+    `batch.samples_per_prompt`, on every placement (the advantage nodes step their controllers on the step's KL
+    together, `rl_runtime.nodes._kl_reward.step_kl`). A filter (DAPO's refills, the embodied band) never adds any."""
+    return config.batch.prompts_per_step * config.batch.samples_per_prompt
 
 
 def kl_horizon_problems(config: RunConfig) -> list[ConfigProblem]:
@@ -103,15 +99,13 @@ def kl_horizon_problems(config: RunConfig) -> list[ConfigProblem]:
     kl = config.algorithm.kl
     if kl.mode is not KLMode.IN_REWARD or kl.target is None:
         return []
-    samples = _fewest_samples_per_rank(config)
-    if samples is None:
-        return []
+    samples = step_samples(config)
     controller = AdaptiveKLController(kl.coef, kl.target, kl.horizon)
     try:
         controller.update(kl.target, samples)
     except ValueError as error:
         expected = (
-            f"a horizon the adaptive KL controller accepts for an update of {samples} samples (one rank's share of "
+            f"a horizon the adaptive KL controller accepts for an update of {samples} samples (a step's "
             "batch.prompts_per_step x batch.samples_per_prompt)"
         )
         fix = f"the controller says: {error}; raise algorithm.kl.horizon"

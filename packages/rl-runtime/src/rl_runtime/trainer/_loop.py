@@ -16,6 +16,7 @@ from rl_engines.reward_model import check_reward_model
 from rl_runtime.config import BatchPlan, RunConfig
 from rl_runtime.config._converter import unstructure
 from rl_runtime.config._schema import is_pipeline_file
+from rl_runtime.config._schema_algorithm_batch import kl_in_reward
 from rl_runtime.config._schema_sections import RESUME_AUTO, RESUME_NEVER
 from rl_runtime.metrics import MetricsLogger, SinkContext
 from rl_runtime.nodes import TaskFactory
@@ -50,10 +51,12 @@ class TrainResult:
     last_checkpoint: Path | None
 
 
-def load_pipeline(pipeline: str) -> TaskGraph:
-    """The built-in pipeline `pipeline`, or the TaskGraph described by a pipeline YAML file."""
+def load_pipeline(pipeline: str, *, kl_in_reward: bool = False) -> TaskGraph:
+    """The built-in pipeline `pipeline` (with `kl_in_reward`, its variant that computes the old and reference
+    log-probs before the advantages, `rl_core.graph.KL_IN_REWARD_PIPELINES`), or the TaskGraph described by a
+    pipeline YAML file (run as written: the config refuses `kl.mode=in_reward` with one that cannot run it)."""
     if not is_pipeline_file(pipeline):
-        return get_pipeline(pipeline)
+        return get_pipeline(pipeline, kl_in_reward=kl_in_reward)
     path = Path(pipeline)
     if not path.is_file():
         raise TrainerError(f"pipeline: {pipeline!r} is not a file; give a pipeline YAML or a built-in name")
@@ -84,7 +87,8 @@ class Trainer:
         self.task_factory = task_factory
         self.extras_factory = extras_factory
         self.slots = config.placement.slots
-        self.graph = with_rebalance(load_pipeline(config.pipeline), config.batch.balance_across_ranks)
+        graph = load_pipeline(config.pipeline, kl_in_reward=kl_in_reward(config))
+        self.graph = with_rebalance(graph, config.batch.balance_across_ranks)
         self.placement = plan_placement(config, self.graph)
         rollout_dp = len(rollout_subgraph(self.placement).ranks)
         train_dp = len(train_subgraph(self.placement).ranks)

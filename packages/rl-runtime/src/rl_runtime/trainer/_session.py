@@ -93,6 +93,7 @@ class TrainingSession:
         acquire_run_lock(self.trainer.run_dir, take_over=self.config.trainer.take_over)
         self._locked = True
         try:
+            logger.info("pipeline %s: %s", self.config.pipeline, self.trainer.graph.description)
             logger.info("placement:\n%s", self.trainer.placement.describe())
             logger.info("batch plan:\n%s", self.trainer.plan.describe())
             logger.info("%s", describe_policy_loss(self.config))
