@@ -8,18 +8,24 @@ its agents and every `ray::` worker. One JSON line per snapshot goes to `--out`.
 the tree it reads; it polls the files' sizes every `--poll` seconds and reads /proc only when a line was added.
 
 `report` takes two snapshots of each metrics file (after `--from` and after `--to` logged steps, by default the
-steady window bench/async.py uses: after the first call of 5 steps and before the last) and prints, for every
-process (named by its Ray title or command) and its busiest threads, CPU-seconds per step, run-queue wait per step
-(time the thread was runnable but another had the core), context switches and minor page faults per step, beside
-the window's wall time per step and the steps' mean `timing_s/*` metrics. CPU-seconds do not depend on what else
-runs on the machine; wall and wait times do.
+steady window bench/async.py uses: after the first call of 5 steps and before the last; the last snapshot of a run
+is taken while its workers exit, so a window must end before it) and prints, for every process (named by its Ray
+title or command) and its busiest threads, CPU-ms per step, run-queue wait per step (time the thread was runnable
+but another had the core), context switches and minor page faults per step, beside the window's wall time per step
+and the steps' mean `timing_s/*` metrics; `--json` prints one line per window of CPU-ms per step by kind
+(`summary`). CPU time is far steadier than wall time under other load, but not immune to it: the same node work
+took 460-650 CPU-ms a step on these shared cores as the load moved, so compare kinds within a window, or paired runs.
 
-  python bench/cpu_accounting.py record --out /tmp/acct.jsonl --watch '/tmp/w/runs/*/metrics.jsonl' -- \\
+  python bench/_cpu_accounting.py record --out /tmp/acct.jsonl --watch '/tmp/w/runs/async_*/**/metrics.jsonl' -- \\
       python bench/async.py --workdir /tmp/w --rounds 1
-  python bench/cpu_accounting.py report /tmp/acct.jsonl [--from 5 --to 20] [--threads 6]
+  python bench/_cpu_accounting.py report /tmp/acct.jsonl [--from 5 --to 20] [--threads 6] [--json]
 
-Thread names are the kernel's (`comm`): Ray's C++ threads name themselves, Python threads on 3.11 keep the name of
-the thread that started them (`py-spy dump --pid P` maps a tid to its Python stack).
+`--watch` needs a file that grows as steps finish: `rl-recipes train` appends metrics.jsonl after every call of
+`trainer.steps_per_call` steps; a driver of `Trainer(...).session()` (bench/_trl_ours_worker.py) writes none until it
+ends, so have it append a line per step to a file of its own. Thread names are the kernel's (`comm`): Ray's C++
+threads name themselves, Python threads on 3.11 keep the name of the thread that started them; `record --names`
+adds each Python process's thread names from `py-spy dump` (pip install py-spy; it stops each process once, at its
+first snapshot, so use it for exploring, not for the runs you compare).
 """
 
 from __future__ import annotations
@@ -312,7 +318,10 @@ def report(path: Path, first: int | None, last: int | None, threads: int, as_jso
     snapshots = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     files = sorted({f for snap in snapshots for f in snap["lines"]})
     for metrics in files:
-        count = max(snap["lines"].get(metrics, 0) for snap in snapshots)
+        counts = {snap["lines"].get(metrics, 0) for snap in snapshots}
+        if len(counts) == 1:  # it did not grow while recorded: another run's file matching the glob
+            continue
+        count = max(counts)
         calls = -(-count // STEPS_PER_CALL)
         lo = first if first is not None else STEPS_PER_CALL
         hi = last if last is not None else STEPS_PER_CALL * (calls - 1)
