@@ -18,7 +18,15 @@ from rl_runtime.nodes._generate import draw_rollouts
 from rl_runtime.nodes._train import checksum_metric, receive_rollout_weights, sync_rollout_weights
 from rl_runtime.planning._rendezvous import FileRendezvous
 from rl_runtime.trainer._engines import local_weight_sync
-from rl_runtime.trainer._weight_link import SENDER_RANK, WeightReceiver, WeightSender, join_weight_group
+from rl_runtime.trainer._weight_link import (
+    MESSAGE_ALIGN,
+    SENDER_RANK,
+    WeightReceiver,
+    WeightSender,
+    _receive_message,
+    _send_message,
+    join_weight_group,
+)
 from rl_runtime.workers import StepDataError
 
 from ._task import VOCAB, tiny_config
@@ -87,6 +95,66 @@ def test_each_sync_lands_the_sent_weights_in_the_engine_exactly(tmp_path: Path, 
     finally:
         sender.close()
         receiver.close()
+
+
+def test_a_sync_is_one_message_per_bucket_and_a_trailer(tmp_path: Path, engine: HFEngine) -> None:
+    sender, receiver = _link(tmp_path, engine)
+    group = sender._group
+    assert group is not None
+    calls: list[torch.Tensor] = []
+    broadcast = group.broadcast
+
+    def counted(tensor: torch.Tensor, src: int = 0) -> None:
+        calls.append(tensor)
+        broadcast(tensor, src)
+
+    group.broadcast = counted  # type: ignore[method-assign]
+    try:
+        weights = _weights(3)
+        sent, _ = _sync(sender, receiver, weights, 1)
+        # each message is its lengths (int64 pair), then one uint8 buffer: 2 per bucket, 2 for the trailer
+        assert len(calls) == 2 * sent.buckets + 2
+        assert [c.dtype for c in calls] == [torch.int64, torch.uint8] * (sent.buckets + 1)
+        assert engine.weights_checksum(list(weights)) == weights_checksum(weights.items())
+    finally:
+        sender.close()
+        receiver.close()
+
+
+def test_a_message_carries_every_dtype_and_shape_bit_exactly(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    tensors = [
+        torch.randn(3, 5).to(torch.bfloat16),
+        torch.arange(7, dtype=torch.int64) - 3,
+        torch.tensor([True, False, True, True]),
+        torch.tensor(2.5),  # a scalar
+        torch.zeros(0, 3),  # no elements
+        torch.randn(1).to(torch.float16),
+        torch.randn(4, 6).t(),  # not contiguous
+    ]
+    header = {"version": 9, "names": [f"t{i}" for i in range(len(tensors))]}
+    header |= {
+        "dtypes": [str(t.dtype).removeprefix("torch.") for t in tensors],
+        "shapes": [list(t.shape) for t in tensors],
+    }
+    exchange = FileRendezvous(tmp_path / "weight_group.json")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        sender_group = pool.submit(join_weight_group, exchange, SENDER_RANK, 1, TIMEOUT_S)
+        receiver_group = pool.submit(join_weight_group, exchange, 1, 1, TIMEOUT_S)
+        groups = sender_group.result(), receiver_group.result()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            sent = pool.submit(_send_message, groups[0], header, tensors)
+            received = pool.submit(_receive_message, groups[1])
+            as_sent, (got_header, got) = sent.result(TIMEOUT_S), received.result(TIMEOUT_S)
+    finally:
+        for group in groups:
+            group.close()
+    assert got_header == header
+    for original, on_wire, arrived in zip(tensors, as_sent, got, strict=True):
+        assert arrived.dtype == original.dtype and arrived.shape == original.shape
+        assert torch.equal(arrived, original) and torch.equal(on_wire, original)
+        assert arrived.data_ptr() % MESSAGE_ALIGN == got[0].data_ptr() % MESSAGE_ALIGN  # aligned alike in the buffer
 
 
 def test_a_training_rank_that_does_not_send_still_drains_the_collective_export() -> None:

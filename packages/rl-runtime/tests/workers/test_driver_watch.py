@@ -1,4 +1,5 @@
-"""Workers die with their driver: a process watching a driver ends within a poll of the driver's death."""
+"""Workers die with their driver: a process watching a driver ends as soon as the driver dies, and the watch does not
+wake while the driver lives (Linux: it blocks on pidfds)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
-from rl_runtime.workers._driver_watch import EXIT_CODE, DriverIdentity, process_alive, watch_driver
+import pytest
+
+from rl_runtime.workers._driver_watch import (
+    EXIT_CODE,
+    DriverIdentity,
+    process_alive,
+    process_fds,
+    wait_any_ends,
+    watch_driver,
+)
 
 _DRIVER = """
 import subprocess, sys
@@ -54,3 +65,49 @@ def test_no_watch_for_a_driver_on_another_host_or_none() -> None:
     assert not watch_driver(None)
     assert not watch_driver(DriverIdentity(os.getpid(), "another-host.invalid"))
     assert process_alive(os.getpid()) and EXIT_CODE != 0
+
+
+def _voluntary_switches(tid: int) -> int:
+    status = Path(f"/proc/self/task/{tid}/status").read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "pidfd_open") or not Path("/proc/self/task").exists(), reason="pidfds and /proc are Linux's"
+)
+def test_the_watch_sleeps_until_a_process_ends_without_waking() -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    fds = process_fds((sleeper.pid, os.getpid()))
+    assert fds is not None
+    ended, tid = threading.Event(), []
+
+    def watch() -> None:
+        tid.append(threading.get_native_id())
+        wait_any_ends(fds)
+        ended.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        assert not ended.wait(0.2) and tid
+        before = _voluntary_switches(tid[0])
+        assert not ended.wait(0.5)  # both alive: a 50 ms poll would have woken ~10 times by now
+        assert _voluntary_switches(tid[0]) == before
+        assert sleeper.stdin is not None
+        sleeper.stdin.close()
+        sleeper.wait()
+        assert ended.wait(10)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds are Linux's")
+def test_a_process_gone_before_the_watch_starts_counts_as_ended() -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its pid names no process now
+    fds = process_fds((gone.pid,))
+    assert fds is not None
+    try:
+        wait_any_ends(fds)  # returns at once
+    finally:
+        os.close(fds[0])
