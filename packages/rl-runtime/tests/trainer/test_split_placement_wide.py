@@ -1,10 +1,12 @@
 """Split placement on more than 2 slots (a Ray runtime of 4 logical CPUs; CI's machines have 2 cores): two rollout
 slots and two training slots, so samples cross from 2 producers to 2 consumers, the actor shards over the training
 slots alone, one training slot sends the weights to both rollout slots and the other only takes part in the
-export's gathers; and a rollout slot, a training slot and a reward model on a third slot of its own."""
+export's gathers; two rollout slots feeding one training slot, whose batches of different widths it stacks; and a
+rollout slot, a training slot and a reward model on a third slot of its own."""
 
 from __future__ import annotations
 
+import json
 import string
 from pathlib import Path
 
@@ -45,6 +47,61 @@ def test_two_rollout_and_two_training_slots(tmp_path: Path, wide_ray_runtime: No
     actor = checksum_metric(weights_checksum(actor_weights(folder, tmp_path).items()))
     assert result.history[-1]["rollout/weights_checksum"] == actor
     assert result.history[-1]["val/num_prompts"] == 6  # both rollout slots evaluated their half of the 6 prompts
+
+
+SHORT, LONG = 3, 6
+"""Prompt lengths of the even and the odd rows of `_alternating_rows`."""
+NEW_TOKENS = 8
+"""tiny_config's responses: no EOS, so every one is `rollout.max_new_tokens` long."""
+
+
+def _alternating_rows(path: Path, count: int) -> Path:
+    """Even rows SHORT prompt tokens, odd rows LONG: unshuffled, rollout rank 0 of 2 reads the even rows and rank 1
+    the odd ones (strided shards), so their batches are SHORT + NEW_TOKENS and LONG + NEW_TOKENS wide."""
+    rows = [{"prompt_ids": [4 + i % 7] * (SHORT if i % 2 == 0 else LONG), "target": 4 + i % 8} for i in range(count)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.mark.parametrize("algorithm", [{}, {"max_staleness": 1}], ids=["sync", "one_step_off"])
+def test_two_rollout_slots_feed_one_training_slot_batches_of_different_widths(
+    tmp_path: Path, wide_ray_runtime: None, algorithm: dict[str, int]
+) -> None:
+    train = _alternating_rows(tmp_path / "alternating.jsonl", 32)
+    config = tiny_config(
+        tmp_path,
+        placement={"slots": 3, "colocate": False, "strategy": "even"},
+        data={"train_files": [str(train)], "shuffle": False},
+        algorithm=algorithm,
+        total_steps=2,
+    )
+    trainer = Trainer(config, TokenTask)
+    assert [(p.subgraph_id, p.ranks) for p in trainer.placement.subgraphs] == [
+        ("grpo/rollout", (0, 1)),
+        ("grpo/train", (2,)),
+    ]
+    assert (trainer.plan.rollout_dp, trainer.plan.train_dp) == (2, 1)
+    result = trainer.fit()
+
+    samples = config.batch.prompts_per_step * config.batch.samples_per_prompt
+    assert len(result.history) == 2
+    for metrics in result.history:
+        # The training slot trained every sample of both rollout slots: half SHORT + NEW_TOKENS tokens long, half
+        # LONG + NEW_TOKENS (its attention mask counts them; a padding column counted as a token would show).
+        assert metrics["perf/total_num_tokens"] == samples // 2 * (SHORT + NEW_TOKENS + LONG + NEW_TOKENS)
+        assert (metrics["prompt_length/min"], metrics["prompt_length/max"]) == (SHORT, LONG)
+        assert metrics["prompt_length/mean"] == (SHORT + LONG) / 2
+        assert metrics["response_length/mean"] == NEW_TOKENS
+        assert metrics["actor/grad_norm"] > 0
+        if algorithm:
+            assert metrics["async/num_trained_samples"] == samples
+    # After the last step both rollout slots hold the weights the training slot sent (the mean of their checksums
+    # equals the sender's only if both do), the actor's in the checkpoint.
+    last = result.history[-1]
+    assert last["sync/weight_version"] == last["rollout/weight_version"] == 2
+    assert last["rollout/weights_checksum"] == last["sync/weights_checksum"]
+    actor = checksum_metric(weights_checksum(actor_weights(result.last_checkpoint, tmp_path).items()))
+    assert last["rollout/weights_checksum"] == actor
 
 
 RM_WEIGHT = 2.0
