@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ray._private import state
@@ -19,7 +20,7 @@ from rl_runtime.trainer import Trainer
 
 from ._reward_model import save_tiny_reward_model
 from ._runs import actor_weights
-from ._task import VOCAB, TokenTask, tiny_config
+from ._task import HF_CONFIG, VOCAB, TokenTask, tiny_config
 
 pytestmark = pytest.mark.slow
 SLOTS = 4
@@ -63,22 +64,35 @@ def _alternating_rows(path: Path, count: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("algorithm", [{}, {"max_staleness": 1}], ids=["sync", "one_step_off"])
+CRITIC = {
+    "model": {"hf_config": dict(HF_CONFIG), "init_seed": 3},
+    "optimizer": {"lr": 1e-3, "weight_decay": 0.0},
+    "micro_batch": {"max_tokens_per_micro_batch": 64},
+}
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "algorithm"),
+    [("grpo", {}), ("grpo", {"max_staleness": 1}), ("ppo", {"adv_estimator": "gae"})],
+    ids=["grpo", "grpo_one_step_off", "ppo"],
+)
 def test_two_rollout_slots_feed_one_training_slot_batches_of_different_widths(
-    tmp_path: Path, wide_ray_runtime: None, algorithm: dict[str, int]
+    tmp_path: Path, wide_ray_runtime: None, pipeline: str, algorithm: dict[str, Any]
 ) -> None:
     train = _alternating_rows(tmp_path / "alternating.jsonl", 32)
     config = tiny_config(
         tmp_path,
         placement={"slots": 3, "colocate": False, "strategy": "even"},
         data={"train_files": [str(train)], "shuffle": False},
+        pipeline=pipeline,
         algorithm=algorithm,
+        critic=CRITIC if pipeline == "ppo" else None,
         total_steps=2,
     )
     trainer = Trainer(config, TokenTask)
     assert [(p.subgraph_id, p.ranks) for p in trainer.placement.subgraphs] == [
-        ("grpo/rollout", (0, 1)),
-        ("grpo/train", (2,)),
+        (f"{pipeline}/rollout", (0, 1)),
+        (f"{pipeline}/train", (2,)),
     ]
     assert (trainer.plan.rollout_dp, trainer.plan.train_dp) == (2, 1)
     result = trainer.fit()
@@ -93,8 +107,10 @@ def test_two_rollout_slots_feed_one_training_slot_batches_of_different_widths(
         assert metrics["prompt_length/mean"] == (SHORT + LONG) / 2
         assert metrics["response_length/mean"] == NEW_TOKENS
         assert metrics["actor/grad_norm"] > 0
-        if algorithm:
+        if "max_staleness" in algorithm:
             assert metrics["async/num_trained_samples"] == samples
+        if pipeline == "ppo":  # the critic's values were computed and trained on the stacked batch
+            assert metrics["critic/vf_loss"] > 0 and "critic/values/mean" in metrics
     # After the last step both rollout slots hold the weights the training slot sent (the mean of their checksums
     # equals the sender's only if both do), the actor's in the checkpoint.
     last = result.history[-1]

@@ -3,13 +3,14 @@ the right with 0 to the widest, then trimmed to the longest sample."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from rl_engines.rollout import GenerateOutput
 from rl_runtime.nodes import PromptItem
 from rl_runtime.nodes._rollout_batch import PAD_ID, build_rollout_batch
-from rl_runtime.workers import StepData
-from rl_runtime.workers._padding import PAD_VALUE, pad_samples, stack_padded, trim_padding
+from rl_runtime.workers import StepData, StepDataError
+from rl_runtime.workers._padding import PAD_VALUE, pad_stack, stack_padded, trim_padding
 from rl_runtime.workers._step_data import Sample, SampleBatch
 
 
@@ -114,18 +115,16 @@ def test_stacked_rollout_batches_equal_the_batch_one_producer_builds_from_the_sa
         assert torch.equal(stack_padded(picked).batch[name], tensor), name
 
 
-def test_pad_samples_pads_every_dim_and_leaves_scalars() -> None:
-    short = Sample({"ids": torch.tensor([3, 3]), "uid": torch.tensor(1), "frames": torch.ones(1, 2)}, {"text": "a"})
-    long = Sample(
-        {"ids": torch.tensor([4, 4, 4, 0]), "uid": torch.tensor(2), "frames": torch.ones(2, 1)}, {"text": "b"}
-    )
-    padded = pad_samples([short, long])
-    assert torch.equal(padded[0].tensors["ids"], torch.tensor([3, 3, PAD_ID, PAD_ID]))
-    assert torch.equal(padded[1].tensors["ids"], long.tensors["ids"]) and padded[0].extras == {"text": "a"}
-    assert padded[0].tensors["uid"].dim() == 0
-    # (S, C) per sample: padded to the most steps and the most channels among the samples, zeros past each one's.
-    assert padded[0].tensors["frames"].tolist() == [[1.0, 1.0], [0.0, 0.0]]
-    assert padded[1].tensors["frames"].tolist() == [[1.0, 0.0], [1.0, 0.0]]
+def test_pad_stack_pads_every_dim_with_zeros_and_refuses_mixed_ranks() -> None:
+    assert pad_stack("ids", [torch.tensor([3, 3]), torch.tensor([4, 4, 4, 0])]).tolist() == [[3, 3, 0, 0], [4, 4, 4, 0]]
+    assert pad_stack("uid", [torch.tensor(1), torch.tensor(2)]).tolist() == [1, 2]  # (B,) fields: scalars per sample
+    masks = pad_stack("response_mask", [torch.tensor([True]), torch.tensor([False, True])])
+    assert masks.dtype == torch.bool and masks.tolist() == [[True, False], [False, True]]
+    # (S, C) per sample, differing in both: padded to the most steps and the most channels, zeros past each one's.
+    frames = pad_stack("frames", [torch.ones(1, 2), torch.full((2, 1), 2.0)])
+    assert frames.tolist() == [[[1.0, 1.0], [0.0, 0.0]], [[2.0, 0.0], [2.0, 0.0]]]
+    with pytest.raises(StepDataError, match=r"the samples' 'ids' tensors have \[1, 2\] dims; every producer of the"):
+        pad_stack("ids", [torch.zeros(2), torch.zeros(2, 1)])
 
 
 def test_trim_padding_cuts_unused_columns_of_token_fields_only() -> None:
