@@ -116,6 +116,7 @@ def test_two_rollout_slots_feed_one_training_slot_batches_of_different_widths(
     last = result.history[-1]
     assert last["sync/weight_version"] == last["rollout/weight_version"] == 2
     assert last["rollout/weights_checksum"] == last["sync/weights_checksum"]
+    assert result.last_checkpoint is not None
     actor = checksum_metric(weights_checksum(actor_weights(result.last_checkpoint, tmp_path).items()))
     assert last["rollout/weights_checksum"] == actor
 
