@@ -17,10 +17,8 @@ from rl_runtime.config import RankBalancing
 from rl_runtime.metrics import reduce_rank_metrics
 from rl_runtime.nodes._rebalance import (
     REBALANCE_OPERATION,
-    pad_samples,
     rank_seqlen_metrics,
     rebalance,
-    trim_padding,
     with_rebalance,
 )
 from rl_runtime.nodes._rollout_batch import PAD_ID
@@ -35,7 +33,6 @@ from rl_runtime.workers import (
     run_steps,
     start_workers,
 )
-from rl_runtime.workers._step_data import Sample
 
 # Worker processes cannot import this test module; ship its operations by value instead of by name.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -293,23 +290,6 @@ def test_rank_reports_reduce_to_verls_global_seqlen() -> None:
         "balanced_max": 31.0,
         "mean": 30.0,
     }
-
-
-def test_pad_samples_widens_token_fields_and_trim_padding_cuts_unused_columns() -> None:
-    short = Sample({"ids": torch.tensor([3, 3]), "uid": torch.tensor(1)}, {"text": "a"})
-    long = Sample({"ids": torch.tensor([4, 4, 4, 0]), "uid": torch.tensor(2)}, {"text": "b"})
-    padded = pad_samples([short, long])
-    assert torch.equal(padded[0].tensors["ids"], torch.tensor([3, 3, PAD_ID, PAD_ID]))
-    assert torch.equal(padded[1].tensors["ids"], long.tensors["ids"]) and padded[0].extras == {"text": "a"}
-    assert padded[0].tensors["uid"].dim() == 0
-
-    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])
-    data = StepData({"attention_mask": mask, "ids": mask * 9, "score": torch.ones(2, 5), "uid": torch.tensor([1, 2])})
-    trimmed = trim_padding(data)
-    assert torch.equal(trimmed.batch["attention_mask"], mask[:, :3])
-    assert torch.equal(trimmed.batch["ids"], mask[:, :3] * 9)
-    assert trimmed.batch["score"].shape == (2, 5)  # not token-aligned: kept whole
-    assert trim_padding(StepData({"attention_mask": mask[:, :3]})).batch["attention_mask"].shape == (2, 3)
 
 
 @pytest.mark.parametrize(

@@ -68,12 +68,13 @@ def tiny_config(
     rollout: Mapping[str, Any] | None = None,
     reward_model: Mapping[str, Any] | None = None,
     critic: Mapping[str, Any] | None = None,
+    data: Mapping[str, Any] | None = None,
     **trainer: Any,
 ) -> RunConfig:
     """A 2-slot GRPO config of a 2-layer Qwen2, 4 prompts x 4 samples, 8 new tokens; colocated unless `placement`
     overrides it; `actor` adds to the actor section, `algorithm` to the algorithm section, `rollout` to the rollout
     section, `trainer` to the trainer section; `reward_model` is the reward_model section (none by default);
-    `critic` is the critic section (none by default), `pipeline` replaces grpo."""
+    `critic` is the critic section (none by default), `pipeline` replaces grpo; `data` adds to the data section."""
     folder.mkdir(parents=True, exist_ok=True)
     train = write_rows(folder / "train.jsonl", 32, seed=1)
     val = write_rows(folder / "val.jsonl", 6, seed=2)
@@ -83,6 +84,7 @@ def tiny_config(
             "val_files": [str(val)],
             "max_prompt_length": 8,
             "max_response_length": 8,
+            **(data or {}),
         },
         "batch": {
             "prompts_per_step": 4,

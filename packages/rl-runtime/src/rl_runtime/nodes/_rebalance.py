@@ -4,7 +4,7 @@ the DataCoordinator, and `with_rebalance`, which puts it in a pipeline (verl's `
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import torch
 
@@ -12,13 +12,14 @@ from rl_coordinator import CoordinatorInputError
 from rl_coordinator.coordinator import ReadRequest, StepSpec
 from rl_core import nearest_name
 from rl_core.graph import GraphError, Node, NodeRole, TaskGraph
-from rl_core.schema import ATTENTION_MASK, GROUP_ID, PROMPT_LEN, RESPONSE_LEN, UID
+from rl_core.schema import GROUP_ID, PROMPT_LEN, RESPONSE_LEN, UID
 from rl_runtime.config import RankBalancing
 from rl_runtime.nodes._batching import require_fields, single_input
-from rl_runtime.nodes._rollout_batch import PAD_ID, select_samples
+from rl_runtime.nodes._rollout_batch import select_samples
 from rl_runtime.workers import NodeContext, StepData, StepDataError, register_operation
+from rl_runtime.workers._padding import stack_padded
 from rl_runtime.workers._routing import EdgeRoute, edge_key
-from rl_runtime.workers._step_data import Sample, SampleBatch, stack_samples
+from rl_runtime.workers._step_data import SampleBatch
 from rl_runtime.workers._transport import sample_infos
 
 REBALANCE_OPERATION = "rebalance"
@@ -109,49 +110,6 @@ def _step_spec(ctx: NodeContext, num_samples: int, keep_groups: bool, workload: 
         raise StepDataError(f"node {ctx.node.id!r} params: {exc}") from None
 
 
-def pad_samples(samples: Sequence[Sample]) -> list[Sample]:
-    """`samples` with each tensor's first dim right-padded with PAD_ID to the longest among the samples.
-
-    Samples from different producer batches carry their batch's padding width (a `(B, T)` field is `(T,)` per
-    sample); padding to a common width lets them stack. Scalars per sample (`(B,)` fields) are left alone.
-    """
-    widths: dict[str, int] = {}
-    for sample in samples:
-        for name, tensor in sample.tensors.items():
-            if tensor.dim() > 0:
-                widths[name] = max(widths.get(name, 0), tensor.shape[0])
-    padded = []
-    for sample in samples:
-        tensors = {}
-        for name, tensor in sample.tensors.items():
-            missing = widths.get(name, 0) - tensor.shape[0] if tensor.dim() > 0 else 0
-            if missing:
-                pad = tensor.new_full((missing, *tensor.shape[1:]), PAD_ID)
-                tensor = torch.cat([tensor, pad])
-            tensors[name] = tensor
-        padded.append(Sample(tensors, sample.extras))
-    return padded
-
-
-def trim_padding(data: StepData) -> StepData:
-    """`data` with the trailing columns no sample uses (all-zero `attention_mask`) cut from every `(B, T)` field.
-
-    Fields whose dim 1 has `attention_mask`'s width are token-aligned (right-padded rows); others are kept whole.
-    """
-    mask = data.batch.get(ATTENTION_MASK)
-    if mask is None or mask.dim() != 2 or not mask.any():
-        return data
-    width = mask.shape[1]
-    used = int(mask.any(dim=0).nonzero().max()) + 1
-    if used == width:
-        return data
-    batch = {
-        name: tensor[:, :used] if tensor.dim() >= 2 and tensor.shape[1] == width else tensor
-        for name, tensor in data.batch.items()
-    }
-    return StepData(batch, data.extras, data.metrics)
-
-
 def rank_seqlen_metrics(tokens_before: int, tokens_after: int) -> dict[str, float]:
     """This rank's part of verl's `global_seqlen/{min,max,minmax_diff,balanced_min,balanced_max,mean}`.
 
@@ -208,7 +166,7 @@ def rebalance(ctx: NodeContext, inputs: Mapping[str, StepData]) -> StepData:
             f"node {ctx.node.id!r}, step {ctx.step}: the coordinator could not partition the step ({exc}); every "
             f"rank must hold {data.num_samples} samples" + (", in whole groups of one size" if keep_groups else "")
         ) from exc
-    balanced = trim_padding(stack_samples(pad_samples(samples)))
+    balanced = stack_padded(samples)
     ordered = select_samples(balanced, torch.argsort(balanced.batch[UID]))
     after = sum(info.total_tokens for info in mine)
     return StepData(ordered.batch, ordered.extras, rank_seqlen_metrics(before, after))

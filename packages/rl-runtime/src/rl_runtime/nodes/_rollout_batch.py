@@ -20,8 +20,9 @@ from rl_core.schema import (
 from rl_engines.rollout import GenerateOutput
 from rl_runtime.nodes._task import PromptItem
 from rl_runtime.workers import StepData, StepDataError
+from rl_runtime.workers._padding import PAD_VALUE
 
-PAD_ID = 0
+PAD_ID = PAD_VALUE
 """Token id written into padding; never read, since every consumer masks padding out."""
 FINISH_REASON_KEY = "finish_reason"
 
@@ -96,15 +97,28 @@ def select_samples(data: StepData, rows: Sequence[int] | torch.Tensor) -> StepDa
 
 
 def concat_samples(parts: Sequence[StepData]) -> StepData:
-    """The samples of `parts` one after another, `(B, T)` tensors right-padded to the widest part."""
+    """The samples of `parts` one after another, each field right-padded with PAD_ID to its widest part.
+
+    Every multi-dim field is padded at the end of each dim past the first (a `(B, T)` field to the longest `T`
+    among the parts, a `(B, L)` one to its own longest `L`); padding holds 0, as in `build_rollout_batch`.
+    """
     if not parts:
         raise StepDataError("concat_samples needs at least one StepData")
-    width = max((t.shape[1] for part in parts for t in part.batch.values() if t.dim() == 2), default=0)
     batch = {}
     for name in parts[0].batch:
         tensors = [part.batch[name] for part in parts]
-        if tensors[0].dim() == 2:
-            tensors = [torch.nn.functional.pad(t, (0, width - t.shape[1]), value=PAD_ID) for t in tensors]
+        if tensors[0].dim() >= 2:
+            widest = [max(t.shape[d] for t in tensors) for d in range(1, tensors[0].dim())]
+            tensors = [_pad_end(t, widest) for t in tensors]
         batch[name] = torch.cat(tensors)
     extras = {name: [value for part in parts for value in part.extras[name]] for name in parts[0].extras}
     return StepData(batch, extras)
+
+
+def _pad_end(tensor: torch.Tensor, sizes: Sequence[int]) -> torch.Tensor:
+    """`tensor` padded with PAD_ID at the end of each dim past the first, to `sizes`."""
+    if list(tensor.shape[1:]) == list(sizes):
+        return tensor
+    out = tensor.new_full((tensor.shape[0], *sizes), PAD_ID)
+    out[tuple(slice(0, size) for size in tensor.shape)] = tensor
+    return out

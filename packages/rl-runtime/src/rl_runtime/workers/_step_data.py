@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -92,8 +92,11 @@ class SampleBatch:
         )
 
 
-def stack_samples(samples: Sequence[Sample]) -> StepData:
-    """One StepData from samples that share their tensor and extra names, in the given order."""
+def stack_samples(
+    samples: Sequence[Sample], stack: Callable[[str, list[torch.Tensor]], torch.Tensor] | None = None
+) -> StepData:
+    """One StepData from samples that share their tensor and extra names, in the given order; `stack(name,
+    tensors)` makes each field's batch tensor from its samples' tensors (None: `torch.stack`, one shape each)."""
     if not samples:
         return StepData()
     names, extra_names = set(samples[0].tensors), set(samples[0].extras)
@@ -103,7 +106,8 @@ def stack_samples(samples: Sequence[Sample]) -> StepData:
                 f"samples disagree on their fields: {sorted(names)} / {sorted(extra_names)} vs "
                 f"{sorted(sample.tensors)} / {sorted(sample.extras)}; every producer of an edge must emit the same keys"
             )
-    batch = {name: torch.stack([sample.tensors[name] for sample in samples]) for name in samples[0].tensors}
+    stack = stack or (lambda name, tensors: torch.stack(tensors))
+    batch = {name: stack(name, [sample.tensors[name] for sample in samples]) for name in samples[0].tensors}
     extras = {name: [sample.extras[name] for sample in samples] for name in samples[0].extras}
     return StepData(batch, extras)
 

@@ -8,8 +8,9 @@ from rl_coordinator import SampleInfo
 from rl_coordinator.coordinator import ReadRequest, StepSpec
 from rl_core.schema import GROUP_ID, POLICY_VERSION, PROMPT_LEN, RESPONSE_LEN, UID
 from rl_runtime.workers._errors import RoutingError, StepDataError
+from rl_runtime.workers._padding import stack_padded
 from rl_runtime.workers._routing import EdgeRoute
-from rl_runtime.workers._step_data import SampleBatch, StepData, stack_samples
+from rl_runtime.workers._step_data import SampleBatch, StepData
 
 _MIN_TOKENS = 1
 """SampleInfo refuses a sample of zero tokens; a batch without length tensors counts one token per sample."""
@@ -61,9 +62,13 @@ def put_edge(client: Any, route: EdgeRoute, data: StepData) -> None:
 
 
 def get_edge(client: Any, route: EdgeRoute, step: int, dp_rank: int) -> StepData:
-    """This consumer rank's share of coordinator edge `route` at `step`, stacked back into one StepData."""
+    """This consumer rank's share of coordinator edge `route` at `step`, stacked back into one StepData.
+
+    The samples may come from several producer ranks, whose batches were padded to different widths: each field is
+    padded to the widest and trimmed to the longest sample (`stack_padded`), as one producer would have built it.
+    """
     if route.batch_size is None:
         raise RoutingError(f"edge {route.key!r} has no batch size; build routes with plan_routes")
     spec = StepSpec(route.consumer_dp_size, route.batch_size, balance=False)
     _, samples = client.get_batch(ReadRequest(route.key, step, dp_rank, spec))
-    return stack_samples(samples)
+    return stack_padded(samples)

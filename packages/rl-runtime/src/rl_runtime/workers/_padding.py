@@ -1,0 +1,90 @@
+"""Samples of several producer batches into one batch: each field padded to the widest sample, then trimmed.
+
+A producer pads its batch to its own longest sample, so two producers' `(B, T)` fields differ in `T` (a sample of
+one carries its batch's `(T,)`). Every multi-dim field of the sample schema is right-padded and holds 0 on its
+padding: rows are `[prompt | response | padding]` (`rl_core.schema`: `input_ids` "right-padded"), the masks are 0
+there, and the per-token floats (`old_log_probs`, `ref_log_probs`, `rollout_log_probs`, `values`, `advantages`,
+`returns`, rewards) are 0 there as their producers write them; `instruction_ids` / `instruction_mask` (`(B, L)`) and
+the per-step embodied fields (`(B, S, ...)`) are right-padded with 0 too. So padding each field at the end of every
+dim with `PAD_VALUE` gives the batch its producer would have built from the same samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from rl_core.schema import ATTENTION_MASK, SAMPLE_FIELDS
+from rl_runtime.workers._errors import StepDataError
+from rl_runtime.workers._step_data import Sample, StepData, stack_samples
+
+PAD_VALUE = 0
+"""What padding holds in every field: the pad token id, mask 0, and 0 in the per-token floats (all masked out)."""
+
+
+def pad_stack(name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The samples' tensors of field `name` stacked on a new dim 0, each padded at the end of every dim with
+    `PAD_VALUE` to the largest among them: `(T,)` rows of different `T` become `(B, max T)`, right-padded.
+
+    Raises StepDataError when the tensors differ in rank (no padding makes them one shape).
+    """
+    first = tensors[0].shape
+    if all(tensor.shape == first for tensor in tensors):
+        return torch.stack(tensors)  # one producer's samples: the common case
+    if any(tensor.dim() != len(first) for tensor in tensors):
+        ranks = sorted({tensor.dim() for tensor in tensors})
+        raise StepDataError(
+            f"the samples' {name!r} tensors have {ranks} dims; every producer of the edge must give {name!r} the "
+            "same number of dims per sample"
+        )
+    shape = [max(sizes) for sizes in zip(*(tensor.shape for tensor in tensors), strict=True)]
+    # Stacked by runs of one shape (a producer's samples arrive together), each run padded once: half the time of
+    # padding each row (bench/README.md, "Figures behind the docstrings").
+    runs, start = [], 0
+    for end in range(1, len(tensors) + 1):
+        if end == len(tensors) or tensors[end].shape != tensors[start].shape:
+            runs.append(_pad_to(torch.stack(tensors[start:end]), shape))
+            start = end
+    return torch.cat(runs)
+
+
+def _pad_to(batch: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    """`batch` (B, ...) padded with PAD_VALUE at the end of each dim past the first to `shape`."""
+    if list(batch.shape[1:]) == list(shape):
+        return batch
+    out = batch.new_full((batch.shape[0], *shape), PAD_VALUE)
+    out[tuple(slice(0, size) for size in batch.shape)] = batch
+    return out
+
+
+def _token_aligned(name: str, tensor: torch.Tensor, width: int) -> bool:
+    spec = SAMPLE_FIELDS.get(name)
+    if spec is not None and spec.level != "token":
+        return False  # e.g. `instruction_ids` (B, L): its width is not the rows' even when the numbers agree
+    return tensor.dim() >= 2 and tensor.shape[1] == width
+
+
+def trim_padding(data: StepData) -> StepData:
+    """`data` with the trailing columns no sample uses (all-zero `attention_mask`) cut from every `(B, T)` field.
+
+    Token-level schema fields and unnamed tensors whose dim 1 has `attention_mask`'s width are trimmed; other
+    fields are kept whole. Without an `attention_mask` the data is returned as it is.
+    """
+    mask = data.batch.get(ATTENTION_MASK)
+    if mask is None or mask.dim() != 2 or not mask.any():
+        return data
+    width = mask.shape[1]
+    used = int(mask.any(dim=0).nonzero().max()) + 1
+    if used == width:
+        return data
+    batch = {
+        name: tensor[:, :used] if _token_aligned(name, tensor, width) else tensor for name, tensor in data.batch.items()
+    }
+    return StepData(batch, data.extras, data.metrics)
+
+
+def stack_padded(samples: Sequence[Sample]) -> StepData:
+    """One StepData of `samples` (from any producer batches), in order: each field padded to the largest sample
+    (`pad_stack`), then trimmed to the longest sample, so its `T` is what one producer would give the same samples."""
+    return trim_padding(stack_samples(samples, pad_stack))
