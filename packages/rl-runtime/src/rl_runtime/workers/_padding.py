@@ -29,9 +29,11 @@ def pad_stack(name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
 
     Raises StepDataError when the tensors differ in rank (no padding makes them one shape).
     """
+    try:
+        return torch.stack(tensors)  # one producer's samples, one shape: the common case, checked by torch in C++
+    except RuntimeError:
+        pass
     first = tensors[0].shape
-    if all(tensor.shape == first for tensor in tensors):
-        return torch.stack(tensors)  # one producer's samples: the common case
     if any(tensor.dim() != len(first) for tensor in tensors):
         ranks = sorted({tensor.dim() for tensor in tensors})
         raise StepDataError(
