@@ -172,7 +172,8 @@ def test_every_rank_steps_its_controller_on_the_whole_steps_kl_and_samples(tmp_p
     results = [json.loads(Path(f"{out}.{rank}").read_text()) for rank in (0, 1)]
     # The mean over the 3 samples with a response token, of each one's token-mean KL; 4 samples in all.
     assert results[0] == results[1]
-    assert results[0][0] == pytest.approx((0.1 + 0.3 + 0.6) / 3, rel=1e-6)  # float32 inputs and results[0][1] == 4
+    assert results[0][0] == pytest.approx((0.1 + 0.3 + 0.6) / 3, rel=1e-6)  # float32 inputs
+    assert results[0][1] == 4
 
 
 def test_one_rank_alone_reports_the_penalty_functions_metric() -> None:

@@ -8,7 +8,7 @@ import torch
 from rl_engines.rollout import GenerateOutput
 from rl_runtime.nodes import PromptItem
 from rl_runtime.nodes._rollout_batch import PAD_ID, build_rollout_batch, concat_samples, select_samples
-from rl_runtime.workers import StepDataError
+from rl_runtime.workers import StepData, StepDataError
 
 
 def _output(rid: str, ids: tuple[int, ...], logprobs: tuple[float, ...], reason: str = "stop") -> GenerateOutput:
@@ -66,3 +66,12 @@ def test_select_and_concat_keep_tensors_and_extras_together() -> None:
     joined = concat_samples([trimmed, picked])
     assert joined.batch["input_ids"].tolist() == [[5, 6, 9, PAD_ID], [7, 10, 11, 12]]
     assert joined.extras["truth"] == ["a", "b"]
+
+
+def test_concat_pads_only_the_length_and_refuses_other_mismatches() -> None:
+    small = StepData({"pixel_values": torch.zeros(1, 3, 8, 8)})
+    large = StepData({"pixel_values": torch.zeros(1, 3, 16, 16)})
+    with pytest.raises(StepDataError, match=r"field 'pixel_values' has shapes .* may differ only in dim 1"):
+        concat_samples([small, large])
+    steps = concat_samples([StepData({"actions": torch.ones(1, 1, 2)}), StepData({"actions": torch.ones(1, 2, 2)})])
+    assert steps.batch["actions"].tolist() == [[[1.0, 1.0], [0.0, 0.0]], [[1.0, 1.0], [1.0, 1.0]]]

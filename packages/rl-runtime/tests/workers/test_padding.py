@@ -115,16 +115,32 @@ def test_stacked_rollout_batches_equal_the_batch_one_producer_builds_from_the_sa
         assert torch.equal(stack_padded(picked).batch[name], tensor), name
 
 
-def test_pad_stack_pads_every_dim_with_zeros_and_refuses_mixed_ranks() -> None:
+def test_pad_stack_pads_the_first_dim_with_zeros_and_refuses_other_mismatches() -> None:
     assert pad_stack("ids", [torch.tensor([3, 3]), torch.tensor([4, 4, 4, 0])]).tolist() == [[3, 3, 0, 0], [4, 4, 4, 0]]
     assert pad_stack("uid", [torch.tensor(1), torch.tensor(2)]).tolist() == [1, 2]  # (B,) fields: scalars per sample
     masks = pad_stack("response_mask", [torch.tensor([True]), torch.tensor([False, True])])
     assert masks.dtype == torch.bool and masks.tolist() == [[True, False], [False, True]]
-    # (S, C) per sample, differing in both: padded to the most steps and the most channels, zeros past each one's.
-    frames = pad_stack("frames", [torch.ones(1, 2), torch.full((2, 1), 2.0)])
-    assert frames.tolist() == [[[1.0, 1.0], [0.0, 0.0]], [[2.0, 0.0], [2.0, 0.0]]]
-    with pytest.raises(StepDataError, match=r"the samples' 'ids' tensors have \[1, 2\] dims; every producer of the"):
+    # (S, C) per sample of different step counts: padded to the most steps, zeros past each one's.
+    frames = pad_stack("frames", [torch.ones(1, 2), torch.full((2, 2), 2.0)])
+    assert frames.tolist() == [[[1.0, 1.0], [0.0, 0.0]], [[2.0, 2.0], [2.0, 2.0]]]
+    # A later dim no producer pads (an image size): refused, not filled with zeros.
+    with pytest.raises(StepDataError, match=r"'pixel_values' tensors have shapes \[\(3, 8, 8\), \(3, 16, 16\)\]"):
+        pad_stack("pixel_values", [torch.zeros(3, 8, 8), torch.zeros(3, 16, 16)])
+    with pytest.raises(StepDataError, match=r"the samples' 'ids' tensors have shapes .*same number of dims"):
         pad_stack("ids", [torch.zeros(2), torch.zeros(2, 1)])
+
+
+def test_stack_padded_trims_on_an_edge_only_when_widths_differed() -> None:
+    # One producer's samples with an unused last column and an unnamed field of that width: kept as built.
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    one = SampleBatch(StepData({"attention_mask": mask, "my_feat": torch.ones(2, 3)}), "one")
+    kept = stack_padded([one[0], one[1]], always_trim=False)
+    assert kept.batch["attention_mask"].shape == (2, 3) and kept.batch["my_feat"].shape == (2, 3)
+    assert stack_padded([one[0], one[1]]).batch["attention_mask"].shape == (2, 2)  # rebalance: always trimmed
+    # Two widths: padded, then trimmed to the longest sample.
+    wide = SampleBatch(StepData({"attention_mask": torch.tensor([[1, 1, 0, 0]]), "my_feat": torch.ones(1, 4)}), "w")
+    mixed = stack_padded([one[0], wide[0]], always_trim=False)
+    assert mixed.batch["attention_mask"].tolist() == [[1, 1], [1, 1]]
 
 
 def test_trim_padding_cuts_unused_columns_of_token_fields_only() -> None:

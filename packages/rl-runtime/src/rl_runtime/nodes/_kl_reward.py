@@ -39,7 +39,13 @@ def penalise_rewards(
     # verl's apply_kl_penalty compares the old log-probs (the actor's forward of the weights that sampled, the
     # proximal policy's under max_staleness > 0) with the reference: the built-ins' in-reward variants compute both
     # before the advantages. A pipeline file with only the reference first gets the rollout's.
-    current = batch.get(OLD_LOG_PROBS, batch[ROLLOUT_LOG_PROBS])
+    source = OLD_LOG_PROBS if OLD_LOG_PROBS in batch else ROLLOUT_LOG_PROBS
+    if source not in batch:
+        raise StepDataError(
+            f"algorithm.kl.mode=in_reward: node {ctx.node.id!r} needs {OLD_LOG_PROBS!r} (a compute_old_log_prob node "
+            f"before it) or the rollout's {ROLLOUT_LOG_PROBS!r} to compare with the reference; the batch has neither"
+        )
+    current = batch[source]
     mask = batch[RESPONSE_MASK]
     coef = controller.value
     penalty = apply_kl_penalty(

@@ -99,8 +99,9 @@ def select_samples(data: StepData, rows: Sequence[int] | torch.Tensor) -> StepDa
 def concat_samples(parts: Sequence[StepData]) -> StepData:
     """The samples of `parts` one after another, each field right-padded with PAD_ID to its widest part.
 
-    Every multi-dim field is padded at the end of each dim past the first (a `(B, T)` field to the longest `T`
-    among the parts, a `(B, L)` one to its own longest `L`); padding holds 0, as in `build_rollout_batch`.
+    Every multi-dim field is padded at the end of its dim 1 (a `(B, T)` field to the longest `T` among the parts,
+    a `(B, L)` one to its own longest `L`); padding holds 0, as in `build_rollout_batch`. Parts that differ in any
+    later dim (an image size, an action chunk) are refused: no producer pads those.
     """
     if not parts:
         raise StepDataError("concat_samples needs at least one StepData")
@@ -108,7 +109,13 @@ def concat_samples(parts: Sequence[StepData]) -> StepData:
     for name in parts[0].batch:
         tensors = [part.batch[name] for part in parts]
         if tensors[0].dim() >= 2:
-            widest = [max(t.shape[d] for t in tensors) for d in range(1, tensors[0].dim())]
+            if any(t.dim() != tensors[0].dim() or t.shape[2:] != tensors[0].shape[2:] for t in tensors):
+                shapes = [tuple(t.shape) for t in tensors]
+                raise StepDataError(
+                    f"field {name!r} has shapes {shapes} in the parts to join: they may differ only in dim 1 (the "
+                    "padded length); every producer must give it the same dims and sizes past that"
+                )
+            widest = [max(t.shape[1] for t in tensors), *tensors[0].shape[2:]]
             tensors = [_pad_end(t, widest) for t in tensors]
         batch[name] = torch.cat(tensors)
     extras = {name: [value for part in parts for value in part.extras[name]] for name in parts[0].extras}

@@ -95,8 +95,7 @@ def wait_any_ends(fds: list[int]) -> None:
         pass
 
 
-def _watch(driver: DriverIdentity, parent: int) -> None:
-    fds = process_fds((driver.pid, parent))
+def _watch(driver: DriverIdentity, parent: int, fds: list[int] | None) -> None:
     if fds is not None:
         wait_any_ends(fds)
     else:
@@ -111,7 +110,10 @@ def watch_driver(driver: DriverIdentity | None) -> bool:
     `driver` is None or runs on another host."""
     if driver is None or driver.host != socket.gethostname():
         return False
-    if not process_alive(driver.pid):
+    parent = os.getppid()
+    # The pidfds open before the liveness check, so a process that ends (and whose pid is reused) in between is seen.
+    fds = process_fds((driver.pid, parent))
+    if not process_alive(driver.pid) or os.getppid() != parent:
         os._exit(EXIT_CODE)
-    threading.Thread(target=_watch, args=(driver, os.getppid()), name="driver-watch", daemon=True).start()
+    threading.Thread(target=_watch, args=(driver, parent, fds), name="driver-watch", daemon=True).start()
     return True

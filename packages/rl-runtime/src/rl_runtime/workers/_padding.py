@@ -24,23 +24,27 @@ PAD_VALUE = 0
 
 
 def pad_stack(name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
-    """The samples' tensors of field `name` stacked on a new dim 0, each padded at the end of every dim with
-    `PAD_VALUE` to the largest among them: `(T,)` rows of different `T` become `(B, max T)`, right-padded.
+    """The samples' tensors of field `name` stacked on a new dim 0, each padded at the end of its first dim (a
+    sample's `T`, `L` or `S`: the one a producer pads to its batch) with `PAD_VALUE` to the longest among them:
+    `(T,)` rows of different `T` become `(B, max T)`, right-padded.
 
-    Raises StepDataError when the tensors differ in rank (no padding makes them one shape).
+    Raises StepDataError when the tensors differ in rank or in any other dim (an image size, an action chunk: no
+    producer pads those, so no padding makes them one field).
     """
     try:
         return torch.stack(tensors)  # one producer's samples, one shape: the common case, checked by torch in C++
     except RuntimeError:
         pass
     first = tensors[0].shape
-    if any(tensor.dim() != len(first) for tensor in tensors):
-        ranks = sorted({tensor.dim() for tensor in tensors})
+    if first and all(tensor.dim() == len(first) and tensor.shape[1:] == first[1:] for tensor in tensors):
+        shape = [max(tensor.shape[0] for tensor in tensors), *first[1:]]
+    else:
+        shapes = sorted({tuple(tensor.shape) for tensor in tensors})
         raise StepDataError(
-            f"the samples' {name!r} tensors have {ranks} dims; every producer of the edge must give {name!r} the "
-            "same number of dims per sample"
+            f"the samples' {name!r} tensors have shapes {shapes[:4]}{' ...' if len(shapes) > 4 else ''}: samples of "
+            f"several producers may differ only in their first dim (the padded length); every producer of the edge "
+            f"must give {name!r} the same number of dims and the same size in the others"
         )
-    shape = [max(sizes) for sizes in zip(*(tensor.shape for tensor in tensors), strict=True)]
     # Stacked by runs of one shape (a producer's samples arrive together), each run padded once: half the time of
     # padding each row (bench/README.md, "Figures behind the docstrings").
     runs, start = [], 0
@@ -86,7 +90,22 @@ def trim_padding(data: StepData) -> StepData:
     return StepData(batch, data.extras, data.metrics)
 
 
-def stack_padded(samples: Sequence[Sample]) -> StepData:
+def stack_padded(samples: Sequence[Sample], *, always_trim: bool = True) -> StepData:
     """One StepData of `samples` (from any producer batches), in order: each field padded to the largest sample
-    (`pad_stack`), then trimmed to the longest sample, so its `T` is what one producer would give the same samples."""
-    return trim_padding(stack_samples(samples, pad_stack))
+    (`pad_stack`), then trimmed to the longest sample, so its `T` is what one producer would give the same samples.
+
+    With `always_trim=False` the trim runs only when some field needed padding (the samples came from producers of
+    different widths): samples of one width arrive exactly as their producer stacked them.
+    """
+    padded = False
+
+    def stack(name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
+        nonlocal padded
+        try:
+            return torch.stack(tensors)
+        except RuntimeError:
+            padded = True
+            return pad_stack(name, tensors)
+
+    data = stack_samples(samples, stack)
+    return trim_padding(data) if padded or always_trim else data

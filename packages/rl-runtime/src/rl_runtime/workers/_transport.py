@@ -65,10 +65,11 @@ def get_edge(client: Any, route: EdgeRoute, step: int, dp_rank: int) -> StepData
     """This consumer rank's share of coordinator edge `route` at `step`, stacked back into one StepData.
 
     The samples may come from several producer ranks, whose batches were padded to different widths: each field is
-    padded to the widest and trimmed to the longest sample (`stack_padded`), as one producer would have built it.
+    then padded to the widest and trimmed to the longest sample (`stack_padded`), as one producer would have built
+    it; samples of one width are stacked as they are.
     """
     if route.batch_size is None:
         raise RoutingError(f"edge {route.key!r} has no batch size; build routes with plan_routes")
     spec = StepSpec(route.consumer_dp_size, route.batch_size, balance=False)
     _, samples = client.get_batch(ReadRequest(route.key, step, dp_rank, spec))
-    return stack_padded(samples)
+    return stack_padded(samples, always_trim=False)
