@@ -20,7 +20,7 @@ from rl_core.schema import (
 from rl_engines.rollout import GenerateOutput
 from rl_runtime.nodes._task import PromptItem
 from rl_runtime.workers import StepData, StepDataError
-from rl_runtime.workers._padding import PAD_VALUE
+from rl_runtime.workers._padding import PAD_VALUE, pad_cat
 
 PAD_ID = PAD_VALUE
 """Token id written into padding; never read, since every consumer masks padding out."""
@@ -105,27 +105,6 @@ def concat_samples(parts: Sequence[StepData]) -> StepData:
     """
     if not parts:
         raise StepDataError("concat_samples needs at least one StepData")
-    batch = {}
-    for name in parts[0].batch:
-        tensors = [part.batch[name] for part in parts]
-        if tensors[0].dim() >= 2:
-            if any(t.dim() != tensors[0].dim() or t.shape[2:] != tensors[0].shape[2:] for t in tensors):
-                shapes = [tuple(t.shape) for t in tensors]
-                raise StepDataError(
-                    f"field {name!r} has shapes {shapes} in the parts to join: they may differ only in dim 1 (the "
-                    "padded length); every producer must give it the same dims and sizes past that"
-                )
-            widest = [max(t.shape[1] for t in tensors), *tensors[0].shape[2:]]
-            tensors = [_pad_end(t, widest) for t in tensors]
-        batch[name] = torch.cat(tensors)
+    batch = {name: pad_cat(name, [part.batch[name] for part in parts]) for name in parts[0].batch}
     extras = {name: [value for part in parts for value in part.extras[name]] for name in parts[0].extras}
     return StepData(batch, extras)
-
-
-def _pad_end(tensor: torch.Tensor, sizes: Sequence[int]) -> torch.Tensor:
-    """`tensor` padded with PAD_ID at the end of each dim past the first, to `sizes`."""
-    if list(tensor.shape[1:]) == list(sizes):
-        return tensor
-    out = tensor.new_full((tensor.shape[0], *sizes), PAD_ID)
-    out[tuple(slice(0, size) for size in tensor.shape)] = tensor
-    return out

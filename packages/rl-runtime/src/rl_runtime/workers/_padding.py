@@ -31,14 +31,8 @@ def pad_stack(name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
     Raises StepDataError when the tensors differ in rank or in any other dim (an image size, an action chunk: no
     producer pads those, so no padding makes them one field).
     """
-    try:
-        return torch.stack(tensors)  # one producer's samples, one shape: the common case, checked by torch in C++
-    except RuntimeError:
-        pass
     first = tensors[0].shape
-    if first and all(tensor.dim() == len(first) and tensor.shape[1:] == first[1:] for tensor in tensors):
-        shape = [max(tensor.shape[0] for tensor in tensors), *first[1:]]
-    else:
+    if any(tensor.dim() != len(first) or tensor.shape[1:] != first[1:] for tensor in tensors):
         shapes = sorted({tuple(tensor.shape) for tensor in tensors})
         raise StepDataError(
             f"the samples' {name!r} tensors have shapes {shapes[:4]}{' ...' if len(shapes) > 4 else ''}: samples of "
@@ -50,9 +44,28 @@ def pad_stack(name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
     runs, start = [], 0
     for end in range(1, len(tensors) + 1):
         if end == len(tensors) or tensors[end].shape != tensors[start].shape:
-            runs.append(_pad_to(torch.stack(tensors[start:end]), shape))
+            runs.append(torch.stack(tensors[start:end]))
             start = end
-    return torch.cat(runs)
+    return pad_cat(name, runs)
+
+
+def pad_cat(name: str, batches: Sequence[torch.Tensor]) -> torch.Tensor:
+    """`batches` `(B_i, ...)` of field `name` joined on dim 0, each multi-dim one padded at the end of its dim 1
+    (`T`, `L` or `S`) with `PAD_VALUE` to the longest among them.
+
+    Raises StepDataError when they differ in rank or in a dim past dim 1 (no producer pads those).
+    """
+    first = batches[0].shape
+    if len(first) < 2:
+        return torch.cat(list(batches))
+    if any(batch.dim() != len(first) or batch.shape[2:] != first[2:] for batch in batches):
+        shapes = [tuple(batch.shape) for batch in batches]
+        raise StepDataError(
+            f"field {name!r} has shapes {shapes} in the parts to join: they may differ only in dim 1 (the padded "
+            "length); every producer must give it the same dims and sizes past that"
+        )
+    width = max(batch.shape[1] for batch in batches)
+    return torch.cat([_pad_to(batch, [width, *first[2:]]) for batch in batches])
 
 
 def _pad_to(batch: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
