@@ -3,8 +3,8 @@ the worker's parent, Ray's raylet) is gone, so a killed run leaves no worker wri
 
 On Linux the thread blocks on process file descriptors of the two (`os.pidfd_open`), which the kernel makes
 readable when the process ends: no wake-ups while both live. Elsewhere (or where pidfds are refused) it looks every
-`POLL_S`; at 20 looks a second that thread took ~5 ms of CPU per training step in each worker of bench/async.py
-(bench/README.md, "Where the CPU goes") and woke the worker's busy threads to hand it the GIL.
+`POLL_S`, each look taking the GIL from the worker's busy threads (what that cost: bench/README.md, "Where the CPU
+goes in a real step").
 
 Ray notices a dead driver too, but only after its heartbeats time out (1-3 s here), and a worker in the middle of a
 checkpoint kept writing meanwhile. The watch only works where the driver runs on the worker's host (the pid means
