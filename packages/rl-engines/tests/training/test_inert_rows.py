@@ -8,7 +8,8 @@ import pytest
 import torch
 from _training_helpers import engine_config, ppo_loss_fn, rollout_batch
 
-from rl_core.schema import ADVANTAGES, ATTENTION_MASK, INERT_ROWS, RESPONSE_MASK
+from rl_core.objectives import PolicyObjective
+from rl_core.schema import ADVANTAGES, ATTENTION_MASK, INERT_ROWS, OLD_LOG_PROBS, RESPONSE_MASK
 from rl_engines.training import BatchError, ForwardOutput, ForwardSpec, FSDPEngine, LossOutput, NormalizedLoss
 from rl_engines.training import _inert_rows as inert_module
 from rl_engines.training import _step as step_module
@@ -143,3 +144,50 @@ def test_length_groups_sort_rows_into_groups_of_similar_length() -> None:
     sizes = [[lengths[index] for index in group] for group in inert_module.length_groups(lengths)]
     assert sizes == [[3] * 8 + [4, 4], [20] * 8, [50]]
     assert inert_module.length_groups([]) == []
+
+
+def _on_policy_run(inert_outputs: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, list, ForwardOutput]:
+    """compute_gradients then train_step of an on-policy PPO objective (no `old_log_probs`: its ratio is 1) on a fresh
+    engine, the zero-advantage rows marked inert; the rows of every forward run without autograd."""
+    engine = FSDPEngine.from_config(engine_config())
+    batch = {name: value for name, value in _batch().items() if name != OLD_LOG_PROBS}
+    batch[INERT_ROWS] = _zero_advantage(batch)
+    frozen: list[int] = []
+
+    def counting(network, micro_batch, spec, **kwargs):
+        if not torch.is_grad_enabled():
+            frozen.extend(micro_batch["row"].tolist())
+        return forward_micro_batch(network, micro_batch, spec, **kwargs)
+
+    monkeypatch.setattr(inert_module, "forward_micro_batch", counting)
+    monkeypatch.setattr(step_module, "forward_micro_batch", counting)
+    batch["row"] = torch.arange(6)
+    objective = PolicyObjective("ppo")
+    spec = ForwardSpec(entropy=True, inert_outputs=inert_outputs)
+    gradients = engine.compute_gradients(batch, objective, spec)
+    result = engine.train_step(
+        batch, objective, ForwardSpec(entropy=True, return_outputs=True, inert_outputs=inert_outputs)
+    )
+    assert result.outputs is not None
+    return gradients, {"loss": result.loss, "norm": result.grad_norm, **result.metrics}, frozen, result.outputs
+
+
+def test_inert_rows_without_outputs_run_no_forward_and_keep_an_on_policy_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    kept_grads, kept, kept_frozen, kept_outputs = _on_policy_run(True, monkeypatch)
+    skip_grads, skipped, skip_frozen, skip_outputs = _on_policy_run(False, monkeypatch)
+    # A zero-advantage row alone in its micro-batch keeps the graph (and its outputs); the others run apart or not.
+    skipped_rows = sorted(set(kept_frozen))
+    assert skipped_rows and set(skipped_rows) < set(ZERO_ROWS) and skip_frozen == []
+    for name, grad in kept_grads.items():
+        assert grad.abs().max() > 0, name
+        torch.testing.assert_close(skip_grads[name], grad, atol=0, rtol=0, msg=name)
+    # The loss and its metrics read the inert rows only through a ratio that is 1 whatever their log-probs.
+    assert skipped.keys() == kept.keys() and {"actor/pg_clipfrac", "actor/ppo_kl"} <= kept.keys()
+    for name, value in kept.items():
+        assert skipped[name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
+    live = [row for row in range(6) if row not in skipped_rows]
+    for kept_field, skip_field in zip(kept_outputs[:2], skip_outputs[:2], strict=True):
+        assert kept_field is not None and skip_field is not None
+        torch.testing.assert_close(skip_field[live], kept_field[live], atol=0, rtol=0)
+        assert float(kept_field[skipped_rows].abs().sum()) > 0
+        assert float(skip_field[skipped_rows].abs().sum()) == 0.0

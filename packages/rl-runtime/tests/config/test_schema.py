@@ -122,6 +122,14 @@ def test_full_config_sets_every_field_to_a_non_default_value(
     kl = {"mode": "in_reward", "estimator": "k1", "coef": 0.05, "target": 0.1, "horizon": 500}
     in_reward = {**full_data["algorithm"], "kl": kl}
     _field_values(config_from_dict(RunConfig, {**full_data, "algorithm": in_reward}), values)
+    # Skipping the zero-advantage rows' forward: an on-policy ppo step whose loss reads no row beyond the ratio.
+    on_policy = {
+        **full_data["algorithm"],
+        **{"policy_loss": "ppo", "entropy_coef": 0.0, "rollout_correction": None, "max_staleness": 0},
+        **{"recompute_old_log_prob": "auto", "skip_inert_rows": True},
+    }
+    one_update = {**full_data["batch"], "ppo_epochs": 1, "mini_batches_per_step": 1}
+    _field_values(config_from_dict(RunConfig, {**full_data, "algorithm": on_policy, "batch": one_update}), values)
     for cls in _sections(RunConfig):
         for name, default in _fields(cls):
             if default is attrs.NOTHING or (cls.__name__, name) in _DECIDED_BY_THE_RUN:

@@ -84,7 +84,7 @@ def _config(
     )
 
 
-def _resources(config: RunConfig) -> NodeResources:
+def _resources(config: RunConfig, task: SumTask | None = None) -> NodeResources:
     torch.manual_seed(0)
     plan = BatchPlan.from_config(config, rollout_dp=1, train_dp=1)
     actor = build_actor(config, total_steps=4)
@@ -98,7 +98,7 @@ def _resources(config: RunConfig) -> NodeResources:
         shuffle=False,
     )
     actor.connect_weight_sync(weight_sync)
-    task = SumTask()
+    task = task or SumTask()
     table = PromptTable.encode(task, loader.source, config.data.max_prompt_length)  # as the worker builds it
     resources = NodeResources(
         config, plan, task, loader, rollout, actor, reference=build_reference(config), prompt_table=table
@@ -181,3 +181,55 @@ def test_off_policy_update_without_old_log_probs_names_the_missing_field(tmp_pat
     with pytest.raises(StepDataError, match=r"node 'actor_train' needs batch fields \['old_log_probs'\]"):
         train_actor(_context(resources, "train_actor"), {"advantage": data})
     assert resources.actor.global_step == 0
+
+
+class FirstGroupAlikeTask(SumTask):
+    """Test double of a task: the step's first prompt's responses all score 1 (a group with advantage 0 everywhere);
+    the others score as `SumTask`'s."""
+
+    def score(self, samples: Sequence[ResponseSample]) -> ScoreResult:
+        first = samples[0].prompt_ids
+        sums = super().score(samples).scores
+        return ScoreResult(tuple(1.0 if s.prompt_ids == first else sums[i] for i, s in enumerate(samples)), {})
+
+
+def _alike_step(config: RunConfig) -> tuple[NodeResources, StepData, StepData]:
+    resources = _resources(config, FirstGroupAlikeTask())
+    old, out = _actor_step(resources)
+    return resources, old, out
+
+
+def test_skipping_inert_rows_keeps_the_update_and_reports_the_trained_rows(tmp_path: Path) -> None:
+    every_row = _config(tmp_path)
+    skipping = _config(tmp_path, skip_inert_rows=True)
+    kept, _, kept_out = _alike_step(every_row)
+    skipped, old, skip_out = _alike_step(skipping)
+    batch = old.batch
+    inert = ~(batch["advantages"].ne(0) & batch["response_mask"].bool()).any(dim=-1)
+    assert 0 < int(inert.sum()) < len(inert)  # the first group, and not the second
+    for out in (kept_out, skip_out):
+        assert out.metrics["actor/inert_row_fraction"] == pytest.approx(float(inert.float().mean()))
+    # The update: the same loss, metrics of the loss and weights (the inert rows reach the loss through a ratio of 1).
+    for name in ("actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac", "actor/ppo_kl"):
+        assert skip_out.metrics[name] == pytest.approx(kept_out.metrics[name], rel=1e-6, abs=1e-9), name
+    kept_weights, skip_weights = _weights(kept), _weights(skipped)
+    for name, tensor in kept_weights.items():
+        torch.testing.assert_close(skip_weights[name], tensor, atol=0, rtol=0, msg=name)
+    # The forward's metrics cover the trained rows, as a separate forward of the pre-update policy gives them.
+    assert "old_log_probs" in kept_out.batch and "old_log_probs" not in skip_out.batch
+    fresh = _resources(every_row, FirstGroupAlikeTask())
+    before = fresh.actor.compute_log_probs(batch, with_entropy=True)
+    assert before.entropy is not None and before.log_probs is not None
+    trained = batch["response_mask"].bool() & ~inert.unsqueeze(-1)
+    assert skip_out.metrics["actor/entropy"] == pytest.approx(float(before.entropy[trained].mean()), rel=1e-5)
+    gap = (before.log_probs.exp() - batch["rollout_log_probs"].exp()).abs()[trained]
+    assert skip_out.metrics["training/rollout_probs_diff_mean"] == pytest.approx(float(gap.mean()), abs=1e-6)
+    assert kept_out.metrics["actor/entropy"] != pytest.approx(skip_out.metrics["actor/entropy"], rel=1e-6)
+
+
+def test_skip_inert_rows_computes_every_row_where_the_loss_reads_them(tmp_path: Path) -> None:
+    # An entropy bonus reads every row's entropy: no row is inert, every row runs its forward (with autograd), and the
+    # batch gets old_log_probs.
+    resources, _, out = _alike_step(_config(tmp_path, skip_inert_rows=True, entropy_coef=0.01))
+    assert not resources.actor.skips_inert_forward
+    assert "old_log_probs" in out.batch and "actor/inert_row_fraction" not in out.metrics

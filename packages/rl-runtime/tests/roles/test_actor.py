@@ -224,3 +224,15 @@ def test_actor_runs_the_loss_the_default_auto_resolves_to(max_staleness: int, lo
 def test_actor_needs_a_trainable_engine() -> None:
     with pytest.raises(RoleConfigError, match="actor needs a trainable engine"):
         ActorRole(FSDPEngine.from_config(engine_config(optimizer=None)), algorithm())
+
+
+@pytest.mark.parametrize(
+    ("settings", "skips"),
+    [({}, True), ({"entropy_coef": 0.01}, False), ({"policy_loss": "gspo"}, False), ({"kl_coef": 0.1}, False)],
+)
+def test_actor_skips_inert_rows_only_under_a_loss_that_reads_them_through_a_ratio_of_one(
+    settings: dict, skips: bool
+) -> None:
+    engine = FSDPEngine.from_config(engine_config())
+    assert ActorRole(engine, algorithm(skip_inert_rows=True, **settings)).skips_inert_forward is skips
+    assert not ActorRole(engine, algorithm(**settings)).skips_inert_forward

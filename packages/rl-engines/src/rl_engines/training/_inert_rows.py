@@ -10,6 +10,10 @@ still computed and reported), and the loss sees the merged `(B, T)` outputs, so 
 of the whole micro-batch. The gradient equals the whole micro-batch's up to floating-point reduction order (the
 matmuls see fewer rows); the loss normaliser still counts every row, as it is computed from the step's batch.
 
+With `ForwardSpec.inert_outputs` False the inert rows run no forward at all and their outputs are 0, for a loss
+whose metrics do not read them either (an on-policy PPO step: its ratio is 1 whatever the log-probs): an inert row
+then costs nothing but its share of the loss normaliser.
+
 Under a padded layout (`InputLayout.PADDED`, `SHARED_PREFIX`) the inert rows' forward runs in groups of rows of
 similar length (`length_groups`), each padded to its own longest row rather than to the micro-batch's: the rows of a
 micro-batch come balanced by tokens, so a short response would otherwise be padded to the longest one beside it
@@ -88,7 +92,8 @@ def forward_without_inert_grad(
     input_layout: InputLayout,
     chunk_size: int,
 ) -> ForwardOutput:
-    """`forward_micro_batch` of `micro_batch`, its `inert: (B,)` rows computed without autograd.
+    """`forward_micro_batch` of `micro_batch`, its `inert: (B,)` rows computed without autograd, or with
+    `spec.inert_outputs` False not computed (their outputs 0).
 
     At least one row keeps its graph (the first, when all are inert), so the micro-batch's loss can still run its
     backward and every parameter gets a (zero) gradient, as the collectives after it expect."""
@@ -105,7 +110,12 @@ def forward_without_inert_grad(
         input_layout=input_layout,
         chunk_size=chunk_size,
     )
-    idle, frozen = _frozen_forward(network, micro_batch, idle, spec, input_layout=input_layout, chunk_size=chunk_size)
+    if spec.inert_outputs:
+        idle, frozen = _frozen_forward(
+            network, micro_batch, idle, spec, input_layout=input_layout, chunk_size=chunk_size
+        )
+    else:
+        frozen = ForwardOutput(*(None if out is None else out.new_zeros((len(idle), *out.shape[1:])) for out in live))
     return ForwardOutput(*(_merge(a, b, active, idle, rows) for a, b in zip(live, frozen, strict=True)))
 
 

@@ -87,7 +87,7 @@ class TrainEngine(Protocol):
         normalizer)`), clips and applies the gradient (skipped and reported when the loss or gradient is not
         finite). The result carries the normaliser it used, and with `spec.return_outputs` the training forward's
         detached outputs. Rows the batch marks in `inert_rows` `(B,)` bool (zero loss and gradient whatever the
-        forward gives) may run their forward without autograd."""
+        forward gives) may run their forward without autograd, or none with `spec.inert_outputs` False."""
         ...
 
     def step_lr_scheduler(self) -> float:

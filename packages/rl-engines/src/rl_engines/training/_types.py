@@ -33,6 +33,10 @@ class ForwardSpec:
             every token with a preceding token in its sequence.
         return_outputs: `train_step` only: also return the training forward's detached outputs, merged over the
             micro-batches in the batch's row order (`StepResult.outputs`); `forward` always returns them.
+        inert_outputs: `train_step` only, for the rows the batch marks `inert_rows` where the engine runs them apart
+            (no collective in its forward): compute their outputs without autograd (True), or run no forward for them
+            and leave their outputs 0 (False), for a loss whose value, gradient and metrics do not read those rows'
+            outputs (an on-policy PPO step, whose ratio is 1 whatever the log-probs).
     """
 
     log_probs: bool = True
@@ -41,6 +45,7 @@ class ForwardSpec:
     temperature: float = 1.0
     response_only: bool = True
     return_outputs: bool = False
+    inert_outputs: bool = True
 
     def __post_init__(self) -> None:
         if not (self.log_probs or self.entropy or self.values):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -45,17 +46,21 @@ def forward_field(value: torch.Tensor | None, name: str) -> torch.Tensor:
     return value
 
 
-def policy_forward_metrics(output: ForwardOutput, batch: Batch) -> dict[str, float]:
+def policy_forward_metrics(output: ForwardOutput, batch: Batch, rows: torch.Tensor | None = None) -> dict[str, float]:
     """`actor/entropy` and verl's `training/rollout_probs_diff_*` of a forward of the current policy.
 
     Args:
         output: the forward's `(B, T)` `log_probs` and `entropy`.
         batch: the rows it ran on: `response_mask` `(B, T)`, and `rollout_log_probs` `(B, T)` when the rollout
             recorded them.
+        rows: `(B,)` bool, the rows to cover (the trained rows, when the update skipped the others); None covers all.
+            With `rows` and no response token among them the metrics are NaN (the driver's reduction skips them).
     """
     mask = batch[RESPONSE_MASK].bool()
+    if rows is not None:
+        mask = mask & rows.unsqueeze(-1)
     if not mask.any():
-        return {"actor/entropy": 0.0}
+        return {"actor/entropy": 0.0 if rows is None else math.nan}
     metrics = {"actor/entropy": forward_field(output.entropy, "entropy")[mask].mean().item()}
     if ROLLOUT_LOG_PROBS in batch:
         # The rollout engine and the trainer must agree on each token's probability; a gap means stale

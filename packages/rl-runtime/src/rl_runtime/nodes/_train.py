@@ -146,7 +146,9 @@ def train_actor(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData])
     """PPO-style actor update over mini-batches and epochs, then the weight sync to the rollout engine.
 
     On an on-policy step without `old_log_probs` (`skips_old_log_prob_pass`) the update takes them from its own
-    training forward, adds them to the batch and reports `compute_old_log_prob`'s metrics from that forward.
+    training forward, adds them to the batch and reports `compute_old_log_prob`'s metrics from that forward; where
+    the actor skips the inert rows' forward (`algorithm.skip_inert_rows`), the metrics cover the trained rows and the
+    batch gets no `old_log_probs`. `actor/inert_row_fraction`: the share of rows the actor's loss ignores.
     """
     res = ctx.resources
     data = single_input(ctx, inputs)
@@ -161,12 +163,18 @@ def train_actor(ctx: NodeContext[NodeResources], inputs: Mapping[str, StepData])
     eta = res.config.algorithm.max_staleness
     if eta > 0:
         metrics.update(staleness_metrics(data.batch, res.policy_version, eta))
+    inert = actor.inert_rows(data.batch)
+    if inert is not None:
+        metrics["actor/inert_row_fraction"] = inert.float().mean().item()
     with timed("update_actor", metrics):
         if from_update:
             result, forward = actor.update_on_policy(data.batch)  # on-policy: a single mini-batch
             results = [result]
-            added[_OLD_LOG_PROBS] = forward_field(forward.log_probs, "log_probs")
-            metrics.update(policy_forward_metrics(forward, data.batch))
+            if actor.skips_inert_forward and inert is not None:  # those rows ran no forward
+                metrics.update(policy_forward_metrics(forward, data.batch, ~inert))
+            else:
+                added[_OLD_LOG_PROBS] = forward_field(forward.log_probs, "log_probs")
+                metrics.update(policy_forward_metrics(forward, data.batch))
         else:
             results = actor.update(data.batch, res.config.batch.mini_batches_per_step)
     metrics.update(update_metrics(results, "actor", "pg_loss"))

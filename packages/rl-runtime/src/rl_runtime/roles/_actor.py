@@ -19,6 +19,7 @@ from rl_core.schema import ADVANTAGES, INERT_ROWS, OLD_LOG_PROBS, RESPONSE_MASK
 from rl_engines.sync import SyncReport, WeightPublisher
 from rl_engines.training import Batch, ForwardOutput, ForwardSpec, StepResult, TrainEngine
 from rl_runtime.config import AlgorithmConfig, KLMode, RunConfig, resolve_policy_loss
+from rl_runtime.config._schema_algorithm import ON_POLICY_LOSS
 from rl_runtime.roles._common import (
     EngineRole,
     check_ppo_epochs,
@@ -75,8 +76,17 @@ class ActorRole(EngineRole):
         self._loss_fields = "actor's loss" + (" with its KL loss (kl_coef > 0)" if self.kl_coef > 0 else "")
         """Who needs `objective.required_fields`, for the error naming the missing ones."""
         self._train_spec = ForwardSpec(entropy=algorithm.entropy_coef > 0, temperature=temperature)
+        self.skips_inert_forward = (
+            algorithm.skip_inert_rows
+            and self.objective.inert_on_zero_advantage
+            and self.objective.policy_loss == ON_POLICY_LOSS
+        )
+        """Whether `update_on_policy` runs no forward for the inert rows (`algorithm.skip_inert_rows` with a lone ppo
+        loss, whose on-policy ratio is 1 whatever those rows' log-probs)."""
         # update_on_policy reports the forward's entropy and takes its outputs back; both specs are fixed for life.
-        self._on_policy_spec = ForwardSpec(entropy=True, temperature=temperature, return_outputs=True)
+        self._on_policy_spec = ForwardSpec(
+            entropy=True, temperature=temperature, return_outputs=True, inert_outputs=not self.skips_inert_forward
+        )
 
     @classmethod
     def from_config(cls, config: RunConfig, engine: TrainEngine) -> ActorRole:
@@ -89,13 +99,19 @@ class ActorRole(EngineRole):
         spec = ForwardSpec(entropy=with_entropy, temperature=self.temperature)
         return self._engine.forward(batch, spec)
 
-    def _with_inert_rows(self, batch: Batch) -> Batch:
-        """`batch` for the engine: with the loss's inert rows marked (`inert_rows`: zero-advantage rows add nothing to
-        a lone advantage-multiple loss, so the engine may skip their backward); the caller's batch is not changed."""
-        require_keys(batch, self.objective.required_fields, self._loss_fields)
+    def inert_rows(self, batch: Batch) -> torch.Tensor | None:
+        """`(B,)` bool: the rows of `batch` the actor's loss gives no loss or gradient whatever the forward
+        (`zero_advantage_rows` under a lone advantage-multiple loss), or None when its loss reads every row."""
         if not self.objective.inert_on_zero_advantage:
-            return batch
-        return {**batch, INERT_ROWS: zero_advantage_rows(batch)}
+            return None
+        return zero_advantage_rows(batch)
+
+    def _with_inert_rows(self, batch: Batch) -> Batch:
+        """`batch` for the engine: with the loss's inert rows marked (`inert_rows`), so the engine may skip their
+        backward (and their forward under `algorithm.skip_inert_rows`); the caller's batch is not changed."""
+        require_keys(batch, self.objective.required_fields, self._loss_fields)
+        inert = self.inert_rows(batch)
+        return batch if inert is None else {**batch, INERT_ROWS: inert}
 
     def update(self, batch: Batch, num_mini_batches: int = 1) -> list[StepResult]:
         """`ppo_epochs` passes over `batch` split into `num_mini_batches` equal contiguous mini-batches (one
@@ -120,10 +136,13 @@ class ActorRole(EngineRole):
         forward are the old log-probs a separate `compute_log_probs` pass would give (as verl's actor does):
         the same loss, gradient and update without that pass. The batch needs no `old_log_probs`.
 
+        With `skips_inert_forward` the rows `inert_rows` marks run no forward: the loss, gradient and
+        update are the same (the on-policy ratio is 1 whatever their log-probs), and their outputs come back as 0.
+
         Returns:
             The step's result, and that forward's detached `(B, T)` float32 log-probs and entropy (what
-            `compute_log_probs(..., with_entropy=True)` returns before the step; values None), which the engine
-            returns for `ForwardSpec.return_outputs`.
+            `compute_log_probs(..., with_entropy=True)` returns before the step, 0 on skipped rows; values None),
+            which the engine returns for `ForwardSpec.return_outputs`.
         """
         if self.ppo_epochs != 1:
             raise RoleConfigError(
