@@ -24,6 +24,7 @@ RESPONSE_LENGTH = "response_length/mean"
 PROMPT_LENGTH = "prompt_length/mean"
 TOTAL_TOKENS = "perf/total_num_tokens"
 SCORE = "critic/score/mean"
+INERT_ROWS = "actor/inert_row_fraction"
 
 
 def recipe_overrides(args: argparse.Namespace) -> list[str]:
@@ -75,6 +76,8 @@ def window_report(seconds: float, steps: list[dict[str, float]], step_seconds: l
         "completions": sum(completions for completions, _ in counts),
         "tokens": sum(tokens for _, tokens in counts),
         "reward_mean": statistics.fmean(metrics[SCORE] for metrics in steps),
+        # the share of rows whose loss is 0 (a group that scored alike): the grpo recipe runs no forward for them
+        "inert_row_fraction": statistics.fmean(metrics.get(INERT_ROWS, 0.0) for metrics in steps),
         "step_seconds": step_seconds,
         "timing": {key: statistics.fmean(metrics.get(key, 0.0) for metrics in steps) for key in timings},
     }

@@ -5,7 +5,12 @@ generation (`algorithm.async_generation=step`) and eta = 1, 2 with continuous ge
 (`algorithm.async_generation=continuous`), alternating (that order, then reversed, ... for
 `--rounds`), each run `--steps` steps with no validation or checkpoint in between (the pipeline drains only at the
 end), in one work folder whose short SFT warm start is made once. Every run keeps the recipe's
-`policy_loss: auto`, as a user's would: `decoupled_ppo` at eta > 0, `ppo` at eta = 0.
+`policy_loss: auto`, as a user's would: `decoupled_ppo` at eta > 0, `ppo` at eta = 0. One setting is pinned for
+every run: `algorithm.skip_inert_rows=false` (the recipe sets true). The workload's forced lengths cut most answers
+short, so most groups score alike (`inert` in the balance line: the share of rows with advantage 0); skipping their
+forward, which only the eta = 0 step can (its ppo ratio is 1 whatever they give, docs/algorithms.md), would leave the
+training side a fraction of its real cost on that side alone, and the runs would no longer compare the loops on the
+same training work.
 
 Workload (issue 25's heavy-tailed one): the embedded recipe's model, prompts and reward, 64 prompts x 8 samples a
 step, but each response's length is drawn, not left to the model: each group draws a log-median from
@@ -191,6 +196,7 @@ def _run(workdir: Path, mode: str, eta: int, steps: int, index: int) -> Path:
         f"rollout.max_new_tokens={MAX_LEN}",
         "warm_start=null",
         f"trainer.steps_per_call={STEPS_PER_CALL}",
+        "algorithm.skip_inert_rows=false",  # the same training work on every run (module doc)
     ]
     _cli(workdir, "train", "grpo", *overrides)
     found = sorted(out.rglob("metrics.jsonl"))
@@ -230,6 +236,7 @@ def _rates(rows: list[dict[str, float]]) -> dict[str, float]:
         "train_s": statistics.median(train_s),
         "staleness_max": max(row.get("async/staleness_max", 0.0) for row in rows),
         "gc_max_s": max(row.get("timing_s/gc", 0.0) for row in rows),
+        "inert": statistics.mean(row.get("actor/inert_row_fraction", math.nan) for row in rows),
     }
 
 
@@ -295,7 +302,7 @@ def main() -> None:
             f"whole {med['whole_samples_per_s']:.1f} ({med['whole_samples_per_s'] / whole_base:.2f}x), trainer idle "
             f"{med['trainer_idle']:.2f}, rollout idle {med['rollout_idle']:.2f}, staleness max "
             f"{med['staleness_max']:.0f}; gen {med['gen_s']:.3f} s, t {med['train_s']:.3f} s a step, longest GC "
-            f"{med['gc_max_s']:.3f} s"
+            f"{med['gc_max_s']:.3f} s, inert {med['inert']:.2f}"
         )
 
     def ratio(mode: str, eta: int, key: str, over: float) -> float:

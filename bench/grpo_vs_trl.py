@@ -19,7 +19,9 @@ optimizer step per generation batch, and no reference model or KL (beta=0):
         through `Trainer(...).session()` in calls of the recipe's `trainer.steps_per_call` steps, as `rl-recipes
         train` drives it, on the full multi-controller runtime: Ray, one DAG worker per slot, an actor engine (ddp
         replicas, as the recipe sets) and an HF rollout engine per worker. `--slots 2 1` measures 2 slots (the
-        embedded default as users run it) and 1 slot.
+        embedded default as users run it) and 1 slot. The recipe sets `algorithm.skip_inert_rows`: the rows of a
+        group that scored alike (advantage 0, no loss or gradient) run no forward in the update; TRL runs their
+        forward and backward. The share of such rows is printed per shape.
 
 Each side is a subprocess that stays alive for the whole run and runs windows of `--steps` training steps when
 told (TRL blocks in a TrainerCallback between windows), so the sides alternate trl, ours, ours, trl, ... in one
@@ -202,6 +204,9 @@ def _print_side(name: str, ready: dict[str, Any], reports: list[dict[str, Any]],
         medians = {key: statistics.median(report["timing"].get(key, 0.0) for report in reports) for key in keys}
         parts = ", ".join(f"{key.removeprefix('timing_s/')} {value:.3f}" for key, value in medians.items())
         print(f"  {'':<12} seconds per step (median of window means): {parts}")
+    if "inert_row_fraction" in reports[0]:
+        inert = statistics.fmean(report["inert_row_fraction"] for report in reports)
+        print(f"  {'':<12} rows with advantage 0 (no forward under algorithm.skip_inert_rows): {inert:.2f}")
     return summary
 
 
