@@ -55,6 +55,7 @@ def recipe_overrides(args: argparse.Namespace) -> list[str]:
         f"trainer.output_dir={args.output_dir}",
         "trainer.log_sinks=[jsonl]",
         f"trainer.seed={args.seed}",
+        *args.override,
     ]
 
 
@@ -106,6 +107,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, required=True)
     parser.add_argument("--max-steps", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--override", action="append", default=[], help="one more recipe override (KEY=VALUE)")
     parser.add_argument("--phases-dir", type=Path, default=None, help="time update_actor's phases into this folder")
     args = parser.parse_args()
     protocol = claim_stdout()

@@ -60,6 +60,8 @@ STARTUP_TIMEOUT_S = 900.0
 """Loading TRL, or starting Ray and its workers, on a busy 2-core machine."""
 WINDOW_TIMEOUT_S = 900.0
 TRL = "trl"
+EVERY_ROW = "-every-row"
+"""Suffix of `--every-row-too`'s variants of ours."""
 MALLOC_DEFAULT = "default"
 MALLOC_RETAIN = "retain"
 STEPS_PER_WINDOW = 20
@@ -110,6 +112,12 @@ def _parse() -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--every-row-too",
+        action="store_true",
+        help="also run ours at each --slots with algorithm.skip_inert_rows=false (every row's forward, as before the "
+        "recipe set it), alternating with the others: the skip's effect in the same run, not the goal's figure",
+    )
+    parser.add_argument(
         "--phases-dir",
         type=Path,
         default=None,
@@ -159,19 +167,24 @@ def _start_workers(
         command = [str(trl_python), str(BENCH / "_trl_worker.py"), f"--model={model}", f"--prompts-file={prompts_file}"]
         command += [f"--threads={threads}", *(["--retain-host-memory"] if malloc == MALLOC_RETAIN else [])]
         workers[name] = WorkerProcess(name, [*command, *_shared(args, shape)], run_dir / f"{name}.log")
+    variants: list[tuple[str, list[str]]] = [("", [])]
+    if args.every_row_too:
+        variants.append((EVERY_ROW, ["--override=algorithm.skip_inert_rows=false"]))
     for slots in args.slots:
-        name = f"ours-{slots}slot"
-        command = [
-            sys.executable,
-            str(BENCH / "_trl_ours_worker.py"),
-            f"--model={model}",
-            f"--train-file={train_file}",
-            f"--output-dir={run_dir / name}",
-            f"--slots={slots}",
-        ]
-        if args.phases_dir is not None:
-            command.append(f"--phases-dir={args.phases_dir.resolve() / shape.name / name}")
-        workers[name] = WorkerProcess(name, [*command, *_shared(args, shape)], run_dir / f"{name}.log")
+        for suffix, extra in variants:
+            name = f"ours-{slots}slot{suffix}"
+            command = [
+                sys.executable,
+                str(BENCH / "_trl_ours_worker.py"),
+                f"--model={model}",
+                f"--train-file={train_file}",
+                f"--output-dir={run_dir / name}",
+                f"--slots={slots}",
+                *extra,
+            ]
+            if args.phases_dir is not None:
+                command.append(f"--phases-dir={args.phases_dir.resolve() / shape.name / name}")
+            workers[name] = WorkerProcess(name, [*command, *_shared(args, shape)], run_dir / f"{name}.log")
     return workers
 
 
