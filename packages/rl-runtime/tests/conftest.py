@@ -66,7 +66,7 @@ def _left_clean(timeout_s: float = SETTLE_S) -> bool:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules on the 4-CPU runtime (`wide_ray_runtime`) run last: a change of CPU count restarts the runtime,
     and the 2-CPU modules after them once cost a second restart."""
-    wide = {item.module for item in items if "wide_ray_runtime" in getattr(item, "fixturenames", ())}
+    wide = {getattr(item, "module", None) for item in items if "wide_ray_runtime" in getattr(item, "fixturenames", ())}
     items.sort(key=lambda item: getattr(item, "module", None) in wide)  # stable: the order within each part stays
 
 
