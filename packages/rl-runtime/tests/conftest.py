@@ -63,6 +63,13 @@ def _left_clean(timeout_s: float = SETTLE_S) -> bool:
         time.sleep(0.1)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules on the 4-CPU runtime (`wide_ray_runtime`) run last: a change of CPU count restarts the runtime,
+    and the 2-CPU modules after them once cost a second restart."""
+    wide = {getattr(item, "module", None) for item in items if "wide_ray_runtime" in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: getattr(item, "module", None) in wide)  # stable: the order within each part stays
+
+
 @pytest.fixture(scope="session")
 def _shared_ray() -> Iterator[_SharedRay]:
     # Ray >= 2.5x enables token authentication by default and logs a warning about it; a local test cluster

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import ray
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
@@ -18,10 +19,12 @@ from rl_runtime.testing import run_signalled
 from rl_runtime.trainer._checkpoints import checkpoint_root, complete_checkpoints
 
 KILL_WAIT_S = 300.0
-STRAIGHT: dict[str, Any] = {"total_steps": 4, "checkpoint_every": 1, "validate_every": 4}
+STRAIGHT: dict[str, Any] = {"total_steps": 4, "checkpoint_every": 1, "keep_last": 3, "validate_every": 4}
 """The uninterrupted 4-step run the resume tests compare against (conftest's `straight`, shared by the session): a
-checkpoint after every step (a killed run resumes from one), a validation after the last (the steps-per-call run
-validates there too); no validation before step 4, so its first steps train as a plain run's."""
+checkpoint after every step (a killed run resumes from one), the last 3 kept (step 2's is the ddp run's reference,
+steps 3 and 4 the damaged-checkpoint tests'; pruning step 1's is test_e2e's keep-last check), a validation after the
+last (the steps-per-call run validates there too); no validation before step 4, so its first steps train as a plain
+run's."""
 NON_DETERMINISTIC = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step")
 _MODEL_PREFIX = "backbone."
 """The actor checkpoint holds the policy network, whose Hugging Face model sits under this attribute."""
@@ -56,7 +59,14 @@ def run_and_signal(
     `at_step` (rl-runtime's `signal_at_step` test sink, after `jsonl`): a SIGKILL leaves the checkpoint before
     `at_step` the newest, a SIGINT lets it finish step `at_step` and save it; where it stops never depends on the
     machine's speed. `trainer` adds to the config's trainer section, `algorithm` to its algorithm section. Returns
-    the run's exit status (negative: killed by that signal; never 0, the run did not finish) and its stderr."""
+    the run's exit status (negative: killed by that signal; never 0, the run did not finish) and its stderr.
+
+    When this process holds a Ray runtime (the `ray_runtime` fixture), the run's driver joins it rather than starting
+    one of its own (a start costs 3-15 s on a 2-core machine). What a test reads is the same: the driver stops at
+    that step (on SIGINT after saving its checkpoint; Ray's daemons block SIGINT either way), its DAG workers end with
+    it (Ray ends a dead driver's actors, rl_runtime's driver watch too), and the resumed run reads the folder it left;
+    only a SIGKILL no longer takes a runtime's daemons down with the driver."""
+    address = ray.get_runtime_context().gcs_address if ray.is_initialized() else None
     script = textwrap.dedent(
         f"""
         import signal, sys
@@ -65,6 +75,10 @@ def run_and_signal(
         from pathlib import Path
         from rl_runtime.testing import SIGNAL_AT_STEP, register_signal_at_step
         from rl_runtime.trainer import Trainer
+        address = {address!r}
+        if address is not None:
+            import ray
+            ray.init(address=address, log_to_driver=False)
         register_signal_at_step({at_step}, signal.{sig.name})
         placement = {dict(placement or {})!r}
         trainer = {{"total_steps": 4, "checkpoint_every": 1, **{dict(trainer or {})!r}}}

@@ -33,6 +33,6 @@ def _straight_once(tmp_path_factory: pytest.TempPathFactory) -> _OnceRun:
 
 @pytest.fixture(scope="module")
 def straight(_straight_once: _OnceRun, ray_runtime: None) -> TrainResult:
-    """The session's uninterrupted STRAIGHT run: 4 steps, a checkpoint after every one (all kept), a validation
-    after the last. Read it, or copy its checkpoints; never write into its folder."""
+    """The session's uninterrupted STRAIGHT run: 4 steps, a checkpoint after every one (the last 3 kept), a
+    validation after the last. Read it, or copy its checkpoints; never write into its folder."""
     return _straight_once()

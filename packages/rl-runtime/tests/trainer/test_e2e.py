@@ -23,11 +23,11 @@ DRIVER_BYTES_BOUND = 8_192
 eight float32 per-token tensors) are ~14 KB, so a driver that received any batch would exceed the bound."""
 
 
-def test_two_grpo_steps_train_and_write_metrics(tmp_path: Path, ray_runtime: None) -> None:
-    config = tiny_config(tmp_path, total_steps=2, checkpoint_every=1, keep_last=1, validate_every=2)
-    result = Trainer(config, TokenTask).fit()
+def test_grpo_steps_train_write_metrics_and_keep_the_last_checkpoints(straight: TrainResult) -> None:
+    # The session's STRAIGHT run (conftest): 4 steps, a checkpoint after each, keep_last=3, a validation after step 4.
+    result = straight
 
-    assert [result.start_step, result.end_step, len(result.history)] == [0, 2, 2]
+    assert [result.start_step, result.end_step, len(result.history)] == [0, 4, 4]
     for metrics in result.history:
         assert metrics["actor/num_skipped_steps"] == 0
         assert metrics["actor/grad_norm"] > 0
@@ -36,11 +36,11 @@ def test_two_grpo_steps_train_and_write_metrics(tmp_path: Path, ray_runtime: Non
         assert 0 <= metrics["critic/score/mean"] <= 1
         assert metrics[DRIVER_BYTES_METRIC] < DRIVER_BYTES_BOUND
         assert "actor/kl_loss" in metrics and "actor/pg_clipfrac" in metrics
-    logged = read_metrics_jsonl(tmp_path / "run" / "metrics.jsonl")
-    assert sorted(logged) == [1, 2]
+    logged = read_metrics_jsonl(result.run_dir / "metrics.jsonl")
+    assert sorted(logged) == [1, 2, 3, 4]
     assert "val/pass@1" in result.history[-1]
-    kept = complete_checkpoints(checkpoint_root(tmp_path / "run"))
-    assert [step for step, _ in kept] == [2]  # keep_last=1 removed step 1
+    kept = complete_checkpoints(checkpoint_root(result.run_dir))
+    assert [step for step, _ in kept] == [2, 3, 4]  # keep_last=3 removed step 1
 
 
 DDP_TOLERANCE = 1e-5
