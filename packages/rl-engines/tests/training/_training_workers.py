@@ -46,6 +46,7 @@ def fsdp_scenario(rank: int, out: Path) -> None:
     del mixed
     # A forward without backward must not leave the root's embedding and LM head gathered.
     saved["sharded_after_forward"] = all(isinstance(p, DTensor) for p in engine.network.parameters())
+    saved["splits_inert_rows"] = engine.splits_inert_rows  # a sharded forward is a collective: every rank runs all
     # FSDP2 pairs collectives per micro-batch: a rank whose rows fit one micro-batch runs as many as the other.
     few_short_rows = {"input_ids": torch.ones(4, 3, dtype=torch.int64)}
     budget = engine.config.micro_batch.max_tokens_per_micro_batch

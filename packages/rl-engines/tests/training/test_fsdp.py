@@ -44,6 +44,7 @@ def test_packed_and_padded_forwards_agree_with_plain_transformers(ranks: list[di
     torch.testing.assert_close(torch.cat([r["entropy_True"] for r in ranks]), entropy, atol=1e-5, rtol=0)
     assert (packed[full_batch["response_mask"].bool()] < 0).all()
     assert all(rank["sharded_after_forward"] for rank in ranks)
+    assert not any(rank["splits_inert_rows"] for rank in ranks)
 
 
 def test_ranks_plan_as_many_micro_batches_or_all_refuse(ranks: list[dict]) -> None:

@@ -173,6 +173,7 @@ def _on_policy_run(inert_outputs: bool, monkeypatch: pytest.MonkeyPatch) -> tupl
 
 
 def test_inert_rows_without_outputs_run_no_forward_and_keep_an_on_policy_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert FSDPEngine.from_config(engine_config()).splits_inert_rows  # one process: no collective in a forward
     kept_grads, kept, kept_frozen, kept_outputs = _on_policy_run(True, monkeypatch)
     skip_grads, skipped, skip_frozen, skip_outputs = _on_policy_run(False, monkeypatch)
     # A zero-advantage row alone in its micro-batch keeps the graph (and its outputs); the others run apart or not.

@@ -228,11 +228,20 @@ def test_actor_needs_a_trainable_engine() -> None:
 
 @pytest.mark.parametrize(
     ("settings", "skips"),
-    [({}, True), ({"entropy_coef": 0.01}, False), ({"policy_loss": "gspo"}, False), ({"kl_coef": 0.1}, False)],
+    [
+        ({}, True),
+        ({"entropy_coef": 0.01}, False),
+        ({"policy_loss": "gspo"}, False),
+        ({"kl_coef": 0.1}, False),
+        ({"policy_loss": "ppo", "max_staleness": 1}, False),  # stale samples: every row's rollout gap is reported
+    ],
 )
 def test_actor_skips_inert_rows_only_under_a_loss_that_reads_them_through_a_ratio_of_one(
-    settings: dict, skips: bool
+    settings: dict, skips: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     engine = FSDPEngine.from_config(engine_config())
-    assert ActorRole(engine, algorithm(skip_inert_rows=True, **settings)).skips_inert_forward is skips
+    with caplog.at_level("INFO", logger="rl_runtime.roles._actor"):
+        assert ActorRole(engine, algorithm(skip_inert_rows=True, **settings)).skips_inert_forward is skips
+    said = [record.getMessage() for record in caplog.records if "skip_inert_rows" in record.getMessage()]
+    assert bool(said) is not skips, said  # a setting that cannot apply says why
     assert not ActorRole(engine, algorithm(**settings)).skips_inert_forward

@@ -143,6 +143,11 @@ class FSDPEngine:
         return self.optimizer is not None
 
     @property
+    def splits_inert_rows(self) -> bool:
+        """Whether `train_step` runs the batch's `inert_rows` apart (not under FSDP2 sharding: a collective forward)."""
+        return not self.layout.sharded
+
+    @property
     def has_value_head(self) -> bool:
         """Whether the model has a value head."""
         return self.network.value_head is not None

@@ -58,6 +58,13 @@ class TrainEngine(Protocol):
         ...
 
     @property
+    def splits_inert_rows(self) -> bool:
+        """Whether `train_step` runs the rows a batch marks `inert_rows` apart from the others (without autograd, or
+        not at all with `ForwardSpec.inert_outputs` False); False where a forward is a collective (FSDP2 sharding),
+        whose ranks must all run the same forwards."""
+        ...
+
+    @property
     def hf_config(self) -> Any:
         """The transformers config of the model (what a rollout engine of the same model is built from)."""
         ...

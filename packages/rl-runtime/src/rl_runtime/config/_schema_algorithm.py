@@ -317,13 +317,15 @@ class AlgorithmConfig:
     mini-batch, no KL in the reward), taking the old log-probs from the actor's training forward instead; "always"
     runs it every step (for custom pipelines whose nodes read `old_log_probs` before the actor update)."""
     skip_inert_rows: bool = attrs.field(default=False, validator=of_type(bool))
-    """True: where the update is the on-policy ppo step (the one "auto" above saves a pass on) and its loss has no KL
-    term, entropy bonus or rollout correction, run no forward at all for the rows whose loss is identically zero (every
-    response token's advantage 0: a GRPO group that scored alike). The update, its loss and their metrics are
-    unchanged (the ratio is 1 whatever those rows' log-probs); `actor/entropy` and `training/rollout_probs_diff_*` then
-    cover the trained rows only, and the step's batch gets no `old_log_probs`. Elsewhere every row's forward runs, as
-    with false. `actor/inert_row_fraction` reports the rows' share wherever the loss has such rows (their backward is
-    skipped either way)."""
+    """True: where the update is the on-policy ppo step of a synchronous run (the step "auto" above saves a pass on,
+    max_staleness 0) with no KL loss, entropy bonus or rollout correction, on an actor engine that runs such rows apart
+    (ddp replicas or one process, not FSDP2 sharding), run no forward at all for the rows whose loss is identically zero
+    (every response token's advantage 0: a GRPO group that scored alike). The update, its loss and their metrics are
+    unchanged for finite outputs (the ratio is 1 whatever those rows' log-probs; a non-finite output in a skipped row no
+    longer skips the step); `actor/entropy` and `training/rollout_probs_diff_*` then cover the trained rows only (NaN on
+    a rank with none), and the step's batch gets no `old_log_probs` (a custom node reading them after the update needs
+    false). Elsewhere every row's forward runs, as with false (the worker logs why). `actor/inert_row_fraction` reports
+    the rows' share wherever the loss has such rows."""
 
 
 def resolve_policy_loss(algorithm: AlgorithmConfig) -> str:

@@ -7,6 +7,7 @@ its own to mirror it, and the engine calls the rl-core objective directly, never
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,28 @@ from rl_runtime.roles._common import (
 )
 from rl_runtime.roles._errors import RoleConfigError, RoleError
 
+logger = logging.getLogger(__name__)
+
 
 def zero_advantage_rows(batch: Batch) -> torch.Tensor:
     """`(B,)` bool: the rows whose advantage is 0 on every response token (a GRPO group that scored alike)."""
     response = batch[RESPONSE_MASK].bool()
     return ~(batch[ADVANTAGES].ne(0) & response).any(dim=-1)
+
+
+def _inert_skip_unmet(algorithm: AlgorithmConfig, objective: PolicyObjective, engine: TrainEngine) -> list[str]:
+    """Why the actor cannot skip the inert rows' forward under `algorithm.skip_inert_rows` (empty: it can)."""
+    unmet = []
+    if objective.policy_loss != ON_POLICY_LOSS or not objective.inert_on_zero_advantage:
+        unmet.append(
+            f"the loss is not {ON_POLICY_LOSS} alone (policy loss {objective.policy_loss}, a KL loss, an "
+            "entropy bonus or a rollout correction reads every row)"
+        )
+    if algorithm.max_staleness > 0:
+        unmet.append(f"max_staleness={algorithm.max_staleness}: the rollout log-probs of every row stay comparable")
+    if not engine.splits_inert_rows:
+        unmet.append("the actor's engine runs every row's forward (FSDP2 sharding: a forward is a collective)")
+    return unmet
 
 
 SYNC_BUCKET_BYTES = 256 * 1024 * 1024
@@ -76,13 +94,13 @@ class ActorRole(EngineRole):
         self._loss_fields = "actor's loss" + (" with its KL loss (kl_coef > 0)" if self.kl_coef > 0 else "")
         """Who needs `objective.required_fields`, for the error naming the missing ones."""
         self._train_spec = ForwardSpec(entropy=algorithm.entropy_coef > 0, temperature=temperature)
-        self.skips_inert_forward = (
-            algorithm.skip_inert_rows
-            and self.objective.inert_on_zero_advantage
-            and self.objective.policy_loss == ON_POLICY_LOSS
-        )
-        """Whether `update_on_policy` runs no forward for the inert rows (`algorithm.skip_inert_rows` with a lone ppo
-        loss, whose on-policy ratio is 1 whatever those rows' log-probs)."""
+        unmet = _inert_skip_unmet(algorithm, self.objective, engine) if algorithm.skip_inert_rows else []
+        if unmet:
+            logger.info("algorithm.skip_inert_rows: every row runs its forward here (%s)", "; ".join(unmet))
+        self.skips_inert_forward = algorithm.skip_inert_rows and not unmet
+        """Whether `update_on_policy` runs no forward for the inert rows (`algorithm.skip_inert_rows` on a synchronous
+        run with a lone ppo loss, whose on-policy ratio is 1 whatever those rows' log-probs, on an engine that runs
+        them apart)."""
         # update_on_policy reports the forward's entropy and takes its outputs back; both specs are fixed for life.
         self._on_policy_spec = ForwardSpec(
             entropy=True, temperature=temperature, return_outputs=True, inert_outputs=not self.skips_inert_forward
