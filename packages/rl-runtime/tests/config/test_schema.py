@@ -125,8 +125,12 @@ def test_full_config_sets_every_field_to_a_non_default_value(
     # Skipping the zero-advantage rows' forward: an on-policy ppo step whose loss reads no row beyond the ratio.
     on_policy = {
         **full_data["algorithm"],
-        **{"policy_loss": "ppo", "entropy_coef": 0.0, "rollout_correction": None, "max_staleness": 0},
-        **{"recompute_old_log_prob": "auto", "skip_inert_rows": True},
+        "policy_loss": "ppo",
+        "entropy_coef": 0.0,
+        "rollout_correction": None,
+        "max_staleness": 0,
+        "recompute_old_log_prob": "auto",
+        "skip_inert_rows": True,
     }
     one_update = {**full_data["batch"], "ppo_epochs": 1, "mini_batches_per_step": 1}
     _field_values(config_from_dict(RunConfig, {**full_data, "algorithm": on_policy, "batch": one_update}), values)

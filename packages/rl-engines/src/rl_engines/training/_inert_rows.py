@@ -75,11 +75,13 @@ def inert_mask(micro_batch: Batch) -> torch.Tensor | None:
 def _merge(
     live: torch.Tensor | None, frozen: torch.Tensor | None, active: torch.Tensor, idle: torch.Tensor, rows: int
 ) -> torch.Tensor | None:
-    """`(rows, ...)` with the live rows' outputs (carrying their gradient) at `active` and the frozen ones at `idle`."""
-    if live is None or frozen is None:
+    """`(rows, ...)` with the live rows' outputs (carrying their gradient) at `active` and the frozen ones at `idle`
+    (0 there when `frozen` is None: not computed); None when the forward did not compute this output."""
+    if live is None:
         return None
     out = live.new_zeros((rows, *live.shape[1:]))
-    out = out.index_put((idle.to(out.device),), frozen)
+    if frozen is not None:
+        out = out.index_put((idle.to(out.device),), frozen)
     return out.index_put((active.to(out.device),), live)
 
 
@@ -110,12 +112,11 @@ def forward_without_inert_grad(
         input_layout=input_layout,
         chunk_size=chunk_size,
     )
+    frozen = ForwardOutput(None, None, None)  # with spec.inert_outputs False the idle rows stay 0
     if spec.inert_outputs:
         idle, frozen = _frozen_forward(
             network, micro_batch, idle, spec, input_layout=input_layout, chunk_size=chunk_size
         )
-    else:
-        frozen = ForwardOutput(*(None if out is None else out.new_zeros((len(idle), *out.shape[1:])) for out in live))
     return ForwardOutput(*(_merge(a, b, active, idle, rows) for a, b in zip(live, frozen, strict=True)))
 
 
